@@ -1,0 +1,102 @@
+// meshscope: command-line front end. Exit codes (README "Exit codes"):
+//   0 success, 1 findings (check), 2 usage error, 3 unreadable run.
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "core/analysis/run_summary.h"
+#include "core/store/run_reader.h"
+#include "core/synth/synthetic_run.h"
+
+namespace {
+
+constexpr int kExitUnreadable = 3;
+
+int runSummary(const std::string& path, bool json) {
+    meshscope::RunReader run = meshscope::RunReader::open(path);
+    meshscope::RunSummary summary = meshscope::summarize(run);
+    if (json)
+        std::cout << meshscope::summaryToJson(summary).dump(2) << "\n";
+    else
+        std::cout << meshscope::formatSummaryText(summary);
+    return 0;
+}
+
+int runInfo(const std::string& path) {
+    meshscope::RunReader run = meshscope::RunReader::open(path);
+    if (const auto& m = run.manifest()) {
+        fmt::print("run id       {}\ncreated      {}\nworld size   {}\nschema       v{}\n",
+                   m->runId, m->created, m->worldSize, m->schemaVersion);
+        std::string command;
+        for (const auto& arg : m->command)
+            command += (command.empty() ? "" : " ") + arg;
+        fmt::print("command      {}\ntorch        {}\n", command, m->torchVersion);
+    }
+    for (const auto& rank : run.ranks()) {
+        const auto& info = rank.info();
+        fmt::print("rank {:<5}   {}  host {} pid {}  {}\n", info.rank, rank.path().string(),
+                   info.hostname, info.pid, info.endedNs ? "closed" : "open or killed");
+    }
+    for (const auto& p : run.problems())
+        fmt::print("problem      {}\n", p.what());
+    return 0;
+}
+
+int runSynth(const std::string& out, const meshscope::SyntheticRunSpec& spec) {
+    if (std::filesystem::exists(out) && !std::filesystem::is_empty(out)) {
+        std::cerr << "meshscope: " << out << ": already exists and is not empty\n";
+        return 2;
+    }
+    auto totals = meshscope::writeSyntheticRun(out, spec);
+    fmt::print("wrote {}: {} ranks, {} ops, {} incidents, {} steps\n", out, spec.ranks, totals.ops,
+               totals.incidents, totals.steps);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"meshscope: find and fix mixed torch.Tensor/DTensor incidents"};
+    app.require_subcommand(1);
+    app.set_version_flag("--version", "meshscope 0.1.0");
+
+    std::string path;
+    bool json = false;
+    auto* summary = app.add_subcommand("summary", "Per-rank ops, steps, incidents and drops");
+    summary->add_option("run", path, "Run directory or rank file")->required();
+    summary->add_flag("--json", json, "Print JSON instead of a table");
+
+    auto* info = app.add_subcommand("info", "Manifest and rank files of a run");
+    info->add_option("run", path, "Run directory or rank file")->required();
+
+    meshscope::SyntheticRunSpec spec;
+    std::string out;
+    auto* synth = app.add_subcommand("synth", "Write a synthetic run (demo, benchmarks)");
+    synth->add_option("-o,--output", out, "Run directory to create")->required();
+    synth->add_option("--ranks", spec.ranks, "Number of ranks")->check(CLI::Range(1, 4096));
+    synth->add_option("--steps", spec.steps, "Optimizer steps")->check(CLI::Range(1, 100000000));
+    synth->add_option("--layers", spec.layers, "Layers per step")->check(CLI::Range(1, 1000));
+    synth->add_option("--ops-per-rank", spec.opsPerRank,
+                      "Approximate ops per rank (overrides --steps)");
+    synth->add_option("--incidents-per-step", spec.incidentsPerStep)->check(CLI::Range(0, 1000));
+    synth->add_option("--seed", spec.seed);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;
+    }
+    try {
+        if (*summary) return runSummary(path, json);
+        if (*info) return runInfo(path);
+        if (*synth) return runSynth(out, spec);
+    } catch (const meshscope::StoreError& e) {
+        std::cerr << "meshscope: " << e.what() << "\n";
+        return kExitUnreadable;
+    }
+    return 2;
+}

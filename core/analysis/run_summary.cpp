@@ -1,0 +1,105 @@
+#include "core/analysis/run_summary.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace meshscope {
+namespace {
+
+std::string humanBytes(int64_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = double(bytes);
+    int u = 0;
+    while (v >= 1024 && u < 4)
+        v /= 1024, ++u;
+    return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::string joinCounts(const auto& counts, auto label) {
+    std::string out;
+    for (const auto& [key, n] : counts) {
+        if (!out.empty()) out += ", ";
+        out += fmt::format("{} {}", label(key), n);
+    }
+    return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+RunSummary summarize(const RunReader& run) {
+    RunSummary s;
+    s.worldSize = run.worldSize();
+    if (run.manifest()) s.runId = run.manifest()->runId;
+    for (const RankReader& rank : run.ranks()) {
+        if (s.runId.empty()) s.runId = rank.info().runId;
+        s.ranks.push_back({rank.info().rank, rank.info(), rank.summary()});
+    }
+    for (const StoreError& p : run.problems())
+        s.problems.push_back(p.what());
+    return s;
+}
+
+std::string formatSummaryText(const RunSummary& s) {
+    std::string out = fmt::format("run {}  world size {}  ranks readable {}\n", s.runId,
+                                  s.worldSize, s.ranks.size());
+    out += fmt::format("{:>5} {:>10} {:>6} {:>10} {:>12} {:>9}  {}\n", "rank", "ops", "steps",
+                       "collect.", "bytes", "incidents", "status");
+    for (const auto& r : s.ranks) {
+        const RankSummary& m = r.summary;
+        std::string status = r.info.endedNs ? "closed" : "open or killed";
+        out += fmt::format("{:>5} {:>10} {:>6} {:>10} {:>12} {:>9}  {}\n", r.rank, m.ops, m.steps,
+                           m.collectives, humanBytes(m.collectiveBytes), m.incidents, status);
+        if (m.incidents) {
+            out += "      by origin: " +
+                   joinCounts(m.incidentsByOrigin,
+                              [](OriginClass o) { return std::string(1, char(o)); }) +
+                   "\n";
+            out +=
+                "      by action: " +
+                joinCounts(m.incidentsByAction, [](Action a) { return std::string(toString(a)); }) +
+                "\n";
+        }
+        if (!m.drops.empty())
+            out += "      dropped: " + joinCounts(m.drops, [](const std::string& k) { return k; }) +
+                   "\n";
+    }
+    for (const auto& p : s.problems)
+        out += "problem: " + p + "\n";
+    return out;
+}
+
+nlohmann::json summaryToJson(const RunSummary& s) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& r : s.ranks) {
+        const RankSummary& m = r.summary;
+        nlohmann::json byOrigin = nlohmann::json::object(), byAction = nlohmann::json::object(),
+                       byOutcome = nlohmann::json::object();
+        for (auto [k, n] : m.incidentsByOrigin)
+            byOrigin[std::string(1, char(k))] = n;
+        for (auto [k, n] : m.incidentsByAction)
+            byAction[std::string(toString(k))] = n;
+        for (auto [k, n] : m.incidentsByOutcome)
+            byOutcome[std::string(toString(k))] = n;
+        ranks.push_back({{"rank", r.rank},
+                         {"hostname", r.info.hostname},
+                         {"closed", r.info.endedNs.has_value()},
+                         {"ops", m.ops},
+                         {"first_ns", m.firstNs},
+                         {"last_ns", m.lastNs},
+                         {"steps", m.steps},
+                         {"collectives", m.collectives},
+                         {"collective_bytes", m.collectiveBytes},
+                         {"incidents", m.incidents},
+                         {"incidents_by_origin", byOrigin},
+                         {"incidents_by_action", byAction},
+                         {"incidents_by_outcome", byOutcome},
+                         {"drops", m.drops}});
+    }
+    return {{"run_id", s.runId},
+            {"world_size", s.worldSize},
+            {"ranks", ranks},
+            {"problems", s.problems}};
+}
+
+}  // namespace meshscope

@@ -1,0 +1,31 @@
+#pragma once
+
+// Per-rank summary of a run, shared by the CLI's `summary` and the GUI.
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/store/run_reader.h"
+
+namespace meshscope {
+
+struct RankSummaryRow {
+    int rank = 0;
+    RankInfo info;
+    RankSummary summary;
+};
+
+struct RunSummary {
+    std::string runId;
+    int worldSize = 0;
+    std::vector<RankSummaryRow> ranks;
+    std::vector<std::string> problems;  // one line each
+};
+
+RunSummary summarize(const RunReader& run);
+std::string formatSummaryText(const RunSummary& summary);
+nlohmann::json summaryToJson(const RunSummary& summary);
+
+}  // namespace meshscope

@@ -1,0 +1,130 @@
+#include "core/store/manifest.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "core/store/schema.h"
+#include "core/store/store_error.h"
+
+namespace meshscope {
+namespace {
+
+constexpr const char* kFormat = "meshscope-run";
+
+// Holds an exclusive flock on a lock file for its lifetime.
+class DirLock {
+  public:
+    explicit DirLock(const std::filesystem::path& file) {
+        m_fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (m_fd < 0) throw StoreError(file.string(), "cannot create lock file");
+        while (::flock(m_fd, LOCK_EX) != 0 && errno == EINTR) {
+        }
+    }
+    ~DirLock() { ::close(m_fd); }
+    DirLock(const DirLock&) = delete;
+    DirLock& operator=(const DirLock&) = delete;
+
+  private:
+    int m_fd = -1;
+};
+
+template <typename T>
+T require(const nlohmann::json& j, const char* key, const std::filesystem::path& file) {
+    if (!j.contains(key))
+        throw StoreError(file.string(), std::string("missing field '") + key + "'");
+    try {
+        return j.at(key).get<T>();
+    } catch (const nlohmann::json::exception&) {
+        throw StoreError(file.string(), std::string("field '") + key + "' has the wrong type");
+    }
+}
+
+}  // namespace
+
+Manifest Manifest::read(const std::filesystem::path& file) {
+    std::ifstream in(file);
+    if (!in) throw StoreError(file.string(), "cannot open the run manifest");
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::parse_error& e) {
+        throw StoreError(file.string(), std::string("not valid JSON (") + e.what() + ")");
+    }
+    if (!j.is_object() || j.value("format", "") != kFormat)
+        throw StoreError(file.string(),
+                         "not a meshscope run manifest (no \"format\": \"meshscope-run\")");
+    Manifest m;
+    m.runId = require<std::string>(j, "run_id", file);
+    m.created = require<std::string>(j, "created", file);
+    m.worldSize = require<int>(j, "world_size", file);
+    m.ranks = require<std::vector<int>>(j, "ranks", file);
+    m.schemaVersion = require<int>(j, "schema_version", file);
+    m.command = j.value("command", std::vector<std::string>{});
+    m.torchVersion = j.value("torch_version", "");
+    return m;
+}
+
+void Manifest::write(const std::filesystem::path& file) const {
+    nlohmann::json j = {
+        {"format", kFormat},  {"run_id", runId},
+        {"created", created}, {"world_size", worldSize},
+        {"ranks", ranks},     {"schema_version", schemaVersion},
+        {"command", command}, {"torch_version", torchVersion},
+    };
+    auto tmp = file;
+    tmp += ".tmp" + std::to_string(::getpid());
+    {
+        std::ofstream out(tmp);
+        out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        if (!out.flush()) throw StoreError(tmp.string(), "cannot write the run manifest");
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, file, ec);
+    if (ec) throw StoreError(file.string(), "cannot replace the run manifest: " + ec.message());
+}
+
+Manifest registerRank(const std::filesystem::path& runDir, const Manifest& initial, int rank) {
+    std::error_code ec;
+    std::filesystem::create_directories(runDir, ec);
+    if (ec) throw StoreError(runDir.string(), "cannot create run directory: " + ec.message());
+    DirLock lock(runDir / ".manifest.lock");
+    auto file = runDir / schema::kManifestName;
+    Manifest m = std::filesystem::exists(file) ? Manifest::read(file) : initial;
+    if (m.schemaVersion == 0) m.schemaVersion = schema::kSchemaVersion;
+    if (m.created.empty()) m.created = isoTimestampUtc();
+    if (m.runId.empty()) m.runId = newRunId();
+    if (std::find(m.ranks.begin(), m.ranks.end(), rank) == m.ranks.end()) {
+        m.ranks.push_back(rank);
+        std::sort(m.ranks.begin(), m.ranks.end());
+    }
+    m.worldSize = std::max({m.worldSize, initial.worldSize, rank + 1});
+    m.write(file);
+    return m;
+}
+
+std::string newRunId() {
+    std::random_device rd;
+    std::ostringstream out;
+    out << std::hex << std::chrono::system_clock::now().time_since_epoch().count() << "-" << rd();
+    return out.str();
+}
+
+std::string isoTimestampUtc() {
+    auto now = std::chrono::system_clock::now();
+    std::time_t t = std::chrono::system_clock::to_time_t(now);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buffer[32];
+    std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buffer;
+}
+
+}  // namespace meshscope

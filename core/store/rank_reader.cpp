@@ -1,0 +1,455 @@
+#include "core/store/rank_reader.h"
+
+#include <bit>
+#include <cstring>
+#include <fstream>
+
+#include "core/store/schema.h"
+#include "core/store/store_error.h"
+
+namespace meshscope {
+namespace {
+
+constexpr char kSqliteMagic[] = "SQLite format 3";  // 16 bytes with the NUL
+
+uint32_t bigEndian(const unsigned char* p, int n) {
+    uint32_t v = 0;
+    for (int i = 0; i < n; ++i)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+// Checks the 100-byte SQLite header so that empty, truncated and non-SQLite
+// files get a precise message before SQLite sees them.
+void checkHeader(const std::filesystem::path& file) {
+    std::error_code ec;
+    auto status = std::filesystem::status(file, ec);
+    if (ec || !std::filesystem::exists(status)) throw StoreError(file.string(), "no such file");
+    if (!std::filesystem::is_regular_file(status))
+        throw StoreError(file.string(), "not a regular file");
+    auto size = std::filesystem::file_size(file, ec);
+    if (size == 0)
+        throw StoreError(file.string(), "empty file (0 bytes), not a meshscope rank file");
+    unsigned char header[100] = {};
+    std::ifstream in(file, std::ios::binary);
+    in.read(reinterpret_cast<char*>(header), sizeof header);
+    size_t got = size_t(in.gcount());
+    if (got < 16 || std::memcmp(header, kSqliteMagic, 16) != 0)
+        throw StoreError(file.string(), "not a meshscope rank file (not an SQLite database)");
+    if (got < sizeof header)
+        throw StoreError(file.string(), "truncated (" + std::to_string(size) +
+                                            " bytes, shorter than an SQLite header)");
+    uint32_t pageSize = bigEndian(header + 16, 2);
+    if (pageSize == 1) pageSize = 65536;
+    uint32_t pageCount = bigEndian(header + 28, 4);
+    bool countValid = bigEndian(header + 24, 4) == bigEndian(header + 92, 4);
+    uint64_t expected = uint64_t(pageSize) * pageCount;
+    if (pageSize < 512 || (pageSize & (pageSize - 1)) != 0)
+        throw StoreError(file.string(),
+                         "corrupt SQLite header (page size " + std::to_string(pageSize) + ")");
+    if (countValid && pageCount > 0 && expected > size)
+        throw StoreError(file.string(), "truncated (" + std::to_string(size) + " of " +
+                                            std::to_string(expected) + " bytes)");
+}
+
+OpRecord opFrom(const sql::Stmt& s) {
+    OpRecord op;
+    op.seq = s.id<OpSeq>(0);
+    op.startNs = s.int64(1);
+    op.endNs = s.int64(2);
+    op.thread = uint32_t(s.int64(3));
+    op.name = s.id<StringId>(4);
+    op.phase = Phase(s.int64(5));
+    op.step = s.int64(6);
+    op.stack = s.id<StackId>(7);
+    op.depth = uint16_t(s.int64(8));
+    op.incident = s.id<IncidentSeq>(9);
+    return op;
+}
+
+constexpr const char* kOpColumns =
+    "SELECT seq, start_ns, end_ns, thread, name_id, phase, step, stack_id, depth, incident_seq "
+    "FROM ops ";
+
+IncidentRecord incidentFrom(const sql::Stmt& s) {
+    IncidentRecord r;
+    r.seq = s.id<IncidentSeq>(0);
+    r.timeNs = s.int64(1);
+    r.step = s.int64(2);
+    r.thread = uint32_t(s.int64(3));
+    r.op = s.id<StringId>(4);
+    r.operandIndex = int32_t(s.int64(5));
+    r.plainTensor = s.id<TensorId>(6);
+    std::string origin = s.text(7);
+    r.origin = origin.size() == 1 ? originFromChar(origin[0]).value_or(OriginClass::Unknown)
+                                  : OriginClass::Unknown;
+    r.evidence = s.id<StringId>(8);
+    r.policyRule = s.id<StringId>(9);
+    r.action = Action(std::clamp<int64_t>(s.int64(10), 0, int64_t(Action::StrictError)));
+    r.outcome = Outcome(std::clamp<int64_t>(s.int64(11), 0, int64_t(Outcome::Failed)));
+    r.error = s.id<StringId>(12);
+    if (!s.isNull(13)) r.fingerprint = std::bit_cast<uint64_t>(s.int64(13));
+    r.promotedPlacements = s.id<StringId>(14);
+    r.stack = s.id<StackId>(15);
+    return r;
+}
+
+constexpr const char* kIncidentColumns =
+    "SELECT seq, time_ns, step, thread, op_id, operand_index, plain_tensor_id, origin, "
+    "evidence_id, policy_rule_id, action, outcome, error_id, fingerprint, "
+    "promoted_placements_id, stack_id FROM incidents ";
+
+CollectiveRecord collectiveFrom(const sql::Stmt& s) {
+    CollectiveRecord c;
+    c.seq = s.id<CollectiveSeq>(0);
+    c.op = s.id<OpSeq>(1);
+    c.kind = s.id<StringId>(2);
+    c.group = s.id<StringId>(3);
+    c.srcPlacements = s.id<StringId>(4);
+    c.dstPlacements = s.id<StringId>(5);
+    c.bytes = s.int64(6);
+    c.startNs = s.int64(7);
+    c.endNs = s.int64(8);
+    c.thread = uint32_t(s.int64(9));
+    c.step = s.int64(10);
+    return c;
+}
+
+std::vector<int64_t> parseIntList(const std::string& text) {
+    std::vector<int64_t> out;
+    const char* p = text.c_str();
+    while (*p) {
+        char* end = nullptr;
+        long long v = std::strtoll(p, &end, 10);
+        if (end != p) {
+            out.push_back(v);
+            p = end;
+        } else {
+            ++p;
+        }
+    }
+    return out;
+}
+
+std::vector<std::string> parseStringList(const std::string& text) {
+    std::vector<std::string> out;
+    bool inString = false;
+    std::string current;
+    for (size_t i = 0; i < text.size(); ++i) {
+        char c = text[i];
+        if (!inString) {
+            if (c == '"') inString = true;
+            continue;
+        }
+        if (c == '\\' && i + 1 < text.size())
+            current += text[++i];
+        else if (c == '"') {
+            out.push_back(std::move(current));
+            current.clear();
+            inString = false;
+        } else
+            current += c;
+    }
+    return out;
+}
+
+template <typename Row, typename Make>
+std::vector<Row> collect(sql::Stmt& s, Make make) {
+    std::vector<Row> rows;
+    while (s.step())
+        rows.push_back(make(s));
+    return rows;
+}
+
+}  // namespace
+
+RankReader::RankReader(std::filesystem::path path) : m_path(std::move(path)) {}
+RankReader::RankReader(RankReader&&) noexcept = default;
+RankReader& RankReader::operator=(RankReader&&) noexcept = default;
+RankReader::~RankReader() = default;
+
+// Runs a query, turning SQLite failures into StoreErrors that name the file.
+template <typename Fn>
+auto RankReader::guarded(Fn&& fn) const {
+    try {
+        return fn();
+    } catch (const sql::Error& e) {
+        throw StoreError(m_path.string(),
+                         (e.isCorruption() ? "corrupt database (" : "read failed (") +
+                             std::string(e.what()) + ")");
+    }
+}
+
+RankReader RankReader::open(const std::filesystem::path& file) {
+    checkHeader(file);
+    RankReader reader(file);
+    reader.guarded([&] {
+        reader.m_db = std::make_unique<sql::Db>(file.string(), sql::OpenMode::ReadOnly);
+        reader.validate();
+        return 0;
+    });
+    return reader;
+}
+
+void RankReader::validate() {
+    int64_t appId = m_db->pragmaInt("application_id");
+    if (appId != schema::kApplicationId) {
+        char hex[16];
+        std::snprintf(hex, sizeof hex, "0x%08llx", static_cast<unsigned long long>(appId));
+        throw StoreError(m_path.string(),
+                         std::string("not a meshscope rank file (SQLite database with "
+                                     "application_id ") +
+                             hex + ")");
+    }
+    int64_t version = m_db->pragmaInt("user_version");
+    std::string reads = "this build reads v" + std::to_string(schema::kSchemaVersion);
+    if (version > schema::kSchemaVersion)
+        throw StoreError(m_path.string(), "written by a newer meshscope (schema v" +
+                                              std::to_string(version) + ", " + reads +
+                                              "): upgrade meshscope to read it");
+    if (version < schema::kSchemaVersion)
+        throw StoreError(m_path.string(), "written by an older meshscope (schema v" +
+                                              std::to_string(version) + ", " + reads +
+                                              "): read it with that release or record again");
+    sql::Stmt tables(*m_db, "SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?1");
+    for (std::string_view name : schema::kRequiredTables) {
+        tables.bind(1, name);
+        bool found = tables.step();
+        tables.reset();
+        if (!found)
+            throw StoreError(m_path.string(),
+                             "corrupt rank file: table '" + std::string(name) + "' is missing");
+    }
+    refreshInfo();
+}
+
+void RankReader::refreshInfo() {
+    guarded([&] {
+        RankInfo info;
+        sql::Stmt s(*m_db, "SELECT key, value FROM meta");
+        while (s.step())
+            info.meta[s.text(0)] = s.text(1);
+        auto number = [&](const char* key, bool required) -> int64_t {
+            auto it = info.meta.find(key);
+            if (it == info.meta.end()) {
+                if (required)
+                    throw StoreError(m_path.string(),
+                                     std::string("incomplete rank file: no '") + key + "' in meta");
+                return 0;
+            }
+            return std::strtoll(it->second.c_str(), nullptr, 10);
+        };
+        info.rank = int(number("rank", true));
+        info.worldSize = int(number("world_size", true));
+        info.runId = info.meta["run_id"];
+        info.hostname = info.meta["hostname"];
+        info.pid = number("pid", false);
+        info.clockOriginMonotonicNs = number("clock_origin_monotonic_ns", false);
+        info.clockOriginWallNs = number("clock_origin_wall_ns", false);
+        if (info.meta.count("ended_ns")) info.endedNs = number("ended_ns", false);
+        m_info = std::move(info);
+        return 0;
+    });
+}
+
+void RankReader::loadStrings() const {
+    guarded([&] {
+        sql::Stmt s(*m_db, "SELECT id, text FROM strings WHERE id > ?1 ORDER BY id");
+        s.bind(1, int64_t(m_strings.size()));
+        while (s.step()) {
+            int64_t id = s.int64(0);
+            if (id <= 0 || id > int64_t(m_strings.size()) + (int64_t(1) << 24)) continue;
+            if (size_t(id) > m_strings.size()) m_strings.resize(size_t(id));
+            m_strings[size_t(id) - 1] = s.text(1);
+        }
+        return 0;
+    });
+}
+
+std::string RankReader::string(StringId id) const {
+    if (!id.valid()) return {};
+    if (size_t(id.value()) > m_strings.size()) loadStrings();
+    if (size_t(id.value()) > m_strings.size())
+        return "<missing string #" + std::to_string(id.value()) + ">";
+    return m_strings[size_t(id.value()) - 1];
+}
+
+std::vector<Frame> RankReader::stack(StackId id) const {
+    return guarded([&] {
+        sql::Stmt s(*m_db,
+                    "SELECT file_id, line, function_id FROM stack_frames WHERE stack_id=?1 "
+                    "ORDER BY depth");
+        s.bindId(1, id);
+        return collect<Frame>(s, [](const sql::Stmt& s) {
+            return Frame{s.id<StringId>(0), int32_t(s.int64(1)), s.id<StringId>(2)};
+        });
+    });
+}
+
+std::vector<OpRecord> RankReader::opsInTimeRange(int64_t t0, int64_t t1, int64_t limit) const {
+    return guarded([&] {
+        // Ops that start before t0 can still overlap it; the longest recorded
+        // op bounds how far back to look, so the start_ns index serves.
+        int64_t maxDuration = 0;
+        sql::Stmt meta(*m_db, "SELECT value FROM meta WHERE key='max_op_duration_ns'");
+        if (meta.step())
+            maxDuration = std::max<int64_t>(0, std::strtoll(meta.text(0).c_str(), nullptr, 10));
+        sql::Stmt s(*m_db, std::string(kOpColumns) +
+                               "WHERE start_ns >= ?1 AND start_ns < ?2 AND end_ns > ?3 "
+                               "ORDER BY start_ns LIMIT ?4");
+        s.bind(1, t0 > std::numeric_limits<int64_t>::min() + maxDuration ? t0 - maxDuration : t0);
+        s.bind(2, t1).bind(3, t0).bind(4, limit);
+        return collect<OpRecord>(s, opFrom);
+    });
+}
+
+std::vector<OpRecord> RankReader::opsInStepRange(int64_t s0, int64_t s1, int64_t limit) const {
+    return guarded([&] {
+        sql::Stmt s(*m_db,
+                    std::string(kOpColumns) + "WHERE step BETWEEN ?1 AND ?2 ORDER BY seq LIMIT ?3");
+        s.bind(1, s0).bind(2, s1).bind(3, limit);
+        return collect<OpRecord>(s, opFrom);
+    });
+}
+
+std::vector<OpRecord> RankReader::opsAfter(OpSeq after, int64_t limit) const {
+    return guarded([&] {
+        sql::Stmt s(*m_db, std::string(kOpColumns) + "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+        s.bind(1, after.value()).bind(2, limit);
+        return collect<OpRecord>(s, opFrom);
+    });
+}
+
+std::vector<OperandRecord> RankReader::operands(OperandOwner owner, int64_t seq) const {
+    return guarded([&] {
+        sql::Stmt s(*m_db,
+                    "SELECT idx, role, kind, tensor_id, scalar, placements_id FROM operands "
+                    "WHERE owner=?1 AND owner_seq=?2 ORDER BY role, idx");
+        s.bind(1, int64_t(owner)).bind(2, seq);
+        return collect<OperandRecord>(s, [](const sql::Stmt& s) {
+            OperandRecord o;
+            o.index = uint16_t(s.int64(0));
+            o.role = s.int64(1) == 1 ? OperandRole::Output : OperandRole::Input;
+            o.kind = OperandKind(std::clamp<int64_t>(s.int64(2), 0, 2));
+            o.tensor = s.id<TensorId>(3);
+            o.scalar = s.real(4);
+            o.placements = s.id<StringId>(5);
+            return o;
+        });
+    });
+}
+
+std::vector<IncidentRecord> RankReader::incidentsAfter(IncidentSeq after, int64_t limit) const {
+    return guarded([&] {
+        sql::Stmt s(*m_db, std::string(kIncidentColumns) + "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+        s.bind(1, after.value()).bind(2, limit);
+        auto rows = collect<IncidentRecord>(s, incidentFrom);
+        for (auto& r : rows)
+            r.operands = operands(OperandOwner::Incident, r.seq.value());
+        return rows;
+    });
+}
+
+std::vector<IncidentRecord> RankReader::incidentsInStepRange(int64_t s0, int64_t s1) const {
+    return guarded([&] {
+        sql::Stmt s(*m_db,
+                    std::string(kIncidentColumns) + "WHERE step BETWEEN ?1 AND ?2 ORDER BY seq");
+        s.bind(1, s0).bind(2, s1);
+        auto rows = collect<IncidentRecord>(s, incidentFrom);
+        for (auto& r : rows)
+            r.operands = operands(OperandOwner::Incident, r.seq.value());
+        return rows;
+    });
+}
+
+std::vector<CollectiveRecord> RankReader::collectivesInTimeRange(int64_t t0, int64_t t1) const {
+    return guarded([&] {
+        sql::Stmt s(*m_db,
+                    "SELECT seq, op_seq, kind_id, group_id, src_placements_id, dst_placements_id, "
+                    "bytes, start_ns, end_ns, thread, step FROM collectives "
+                    "WHERE start_ns < ?2 AND end_ns > ?1 ORDER BY start_ns");
+        s.bind(1, t0).bind(2, t1);
+        return collect<CollectiveRecord>(s, collectiveFrom);
+    });
+}
+
+std::vector<OptimizerStepRecord> RankReader::optimizerSteps() const {
+    return guarded([&] {
+        sql::Stmt s(*m_db,
+                    "SELECT step, optimizer_id, start_ns, end_ns, param_count FROM "
+                    "optimizer_steps ORDER BY step, start_ns");
+        return collect<OptimizerStepRecord>(s, [](const sql::Stmt& s) {
+            return OptimizerStepRecord{s.int64(0), s.id<StringId>(1), s.int64(2), s.int64(3),
+                                       s.int64(4)};
+        });
+    });
+}
+
+std::vector<MeshRecord> RankReader::meshes() const {
+    return guarded([&] {
+        sql::Stmt s(*m_db,
+                    "SELECT id, device_type, shape, dim_names, ranks FROM meshes ORDER BY id");
+        return collect<MeshRecord>(s, [](const sql::Stmt& s) {
+            return MeshRecord{s.id<MeshId>(0), s.text(1), parseIntList(s.text(2)),
+                              parseStringList(s.text(3)), parseIntList(s.text(4))};
+        });
+    });
+}
+
+std::optional<TensorRecord> RankReader::tensor(TensorId id) const {
+    return guarded([&]() -> std::optional<TensorRecord> {
+        sql::Stmt s(*m_db,
+                    "SELECT id, dtype_id, global_shape_id, local_shape_id, device_id, mesh_id, "
+                    "placements_id, label_id, created_stack_id, numel, is_dtensor FROM tensors "
+                    "WHERE id=?1");
+        s.bindId(1, id);
+        if (!s.step()) return std::nullopt;
+        TensorRecord t;
+        t.id = s.id<TensorId>(0);
+        t.dtype = s.id<StringId>(1);
+        t.globalShape = s.id<StringId>(2);
+        t.localShape = s.id<StringId>(3);
+        t.device = s.id<StringId>(4);
+        t.mesh = s.id<MeshId>(5);
+        t.placements = s.id<StringId>(6);
+        t.label = s.id<StringId>(7);
+        t.createdAt = s.id<StackId>(8);
+        t.numel = s.int64(9);
+        t.isDTensor = s.int64(10) != 0;
+        return t;
+    });
+}
+
+RankSummary RankReader::summary() const {
+    return guarded([&] {
+        RankSummary r;
+        sql::Stmt ops(*m_db, "SELECT count(*), min(start_ns), max(end_ns) FROM ops");
+        if (ops.step()) {
+            r.ops = ops.int64(0);
+            r.firstNs = ops.int64(1);
+            r.lastNs = ops.int64(2);
+        }
+        sql::Stmt steps(*m_db, "SELECT count(DISTINCT step) FROM optimizer_steps");
+        if (steps.step()) r.steps = steps.int64(0);
+        sql::Stmt coll(*m_db, "SELECT count(*), coalesce(sum(bytes), 0) FROM collectives");
+        if (coll.step()) r.collectives = coll.int64(0), r.collectiveBytes = coll.int64(1);
+        sql::Stmt inc(*m_db,
+                      "SELECT origin, action, outcome, count(*) FROM incidents "
+                      "GROUP BY origin, action, outcome");
+        while (inc.step()) {
+            std::string origin = inc.text(0);
+            auto oc = origin.size() == 1 ? originFromChar(origin[0]) : std::nullopt;
+            int64_t n = inc.int64(3);
+            r.incidents += n;
+            r.incidentsByOrigin[oc.value_or(OriginClass::Unknown)] += n;
+            r.incidentsByAction[Action(std::clamp<int64_t>(inc.int64(1), 0, 4))] += n;
+            r.incidentsByOutcome[Outcome(std::clamp<int64_t>(inc.int64(2), 0, 2))] += n;
+        }
+        sql::Stmt drops(*m_db, "SELECT reason, count FROM drops WHERE count > 0 ORDER BY reason");
+        while (drops.step())
+            r.drops[drops.text(0)] = uint64_t(drops.int64(1));
+        return r;
+    });
+}
+
+}  // namespace meshscope

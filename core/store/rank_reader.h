@@ -1,0 +1,99 @@
+#pragma once
+
+// Read side of one rank file. Opens defensively (read-only, trusted_schema
+// off, defensive mode, cell size checks) and checks identity and schema
+// version before any query, so a damaged, foreign or mismatched file is a
+// one-line StoreError naming the file, never a crash. A file still being
+// written is readable (WAL); call the *After() queries again for new rows.
+// Not thread-safe: one reader per thread.
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/store/records.h"
+#include "core/store/sqlite.h"
+
+namespace meshscope {
+
+struct RankInfo {
+    int rank = 0;
+    int worldSize = 0;
+    std::string runId;
+    std::string hostname;
+    int64_t pid = 0;
+    int64_t clockOriginMonotonicNs = 0;
+    int64_t clockOriginWallNs = 0;            // wall-clock ns since the Unix epoch at clock origin
+    std::optional<int64_t> endedNs;           // set when the writer closed cleanly
+    std::map<std::string, std::string> meta;  // everything in the meta table
+};
+
+struct RankSummary {
+    int64_t ops = 0;
+    int64_t firstNs = 0, lastNs = 0;
+    int64_t steps = 0;  // optimizer steps recorded
+    int64_t collectives = 0;
+    int64_t collectiveBytes = 0;
+    int64_t incidents = 0;
+    std::map<OriginClass, int64_t> incidentsByOrigin;
+    std::map<Action, int64_t> incidentsByAction;
+    std::map<Outcome, int64_t> incidentsByOutcome;
+    std::map<std::string, uint64_t> drops;  // reason -> count
+};
+
+inline constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
+
+class RankReader {
+  public:
+    // Throws StoreError for a missing, empty, truncated, corrupt, foreign,
+    // newer-schema or older-schema file.
+    static RankReader open(const std::filesystem::path& file);
+    RankReader(RankReader&&) noexcept;
+    RankReader& operator=(RankReader&&) noexcept;
+    ~RankReader();
+
+    const std::filesystem::path& path() const { return m_path; }
+    const RankInfo& info() const { return m_info; }
+    // Re-reads meta (e.g. to see that a live writer has closed).
+    void refreshInfo();
+
+    std::string string(StringId id) const;
+    std::vector<Frame> stack(StackId id) const;
+
+    // Ops overlapping [t0, t1), ordered by start time.
+    std::vector<OpRecord> opsInTimeRange(int64_t t0, int64_t t1, int64_t limit = kNoLimit) const;
+    // Ops whose step is in [s0, s1], ordered by seq.
+    std::vector<OpRecord> opsInStepRange(int64_t s0, int64_t s1, int64_t limit = kNoLimit) const;
+    // Ops with seq > after, ordered by seq: polling a live run.
+    std::vector<OpRecord> opsAfter(OpSeq after, int64_t limit = kNoLimit) const;
+    std::vector<OperandRecord> operands(OperandOwner owner, int64_t seq) const;
+
+    std::vector<IncidentRecord> incidentsAfter(IncidentSeq after, int64_t limit = kNoLimit) const;
+    std::vector<IncidentRecord> incidentsInStepRange(int64_t s0, int64_t s1) const;
+    std::vector<CollectiveRecord> collectivesInTimeRange(int64_t t0, int64_t t1) const;
+    std::vector<OptimizerStepRecord> optimizerSteps() const;
+    std::vector<MeshRecord> meshes() const;
+    std::optional<TensorRecord> tensor(TensorId id) const;
+
+    RankSummary summary() const;
+
+  private:
+    explicit RankReader(std::filesystem::path path);
+    template <typename Fn>
+    auto guarded(Fn&& fn) const;
+    void validate();
+    void loadStrings() const;
+
+    std::filesystem::path m_path;
+    std::unique_ptr<sql::Db> m_db;
+    RankInfo m_info;
+    mutable std::vector<std::string> m_strings;  // index = StringId - 1
+};
+
+}  // namespace meshscope

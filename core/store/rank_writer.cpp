@@ -1,0 +1,318 @@
+#include "core/store/rank_writer.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <iostream>
+#include <mutex>
+
+#include "core/store/record_inserter.h"
+#include "core/store/store_error.h"
+
+namespace meshscope {
+namespace {
+
+// Incremented in every fork()ed child: a writer created under another
+// generation belongs to an ancestor process and must not be touched.
+std::atomic<uint64_t> g_forkGeneration{0};
+
+void installForkHandler() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        pthread_atfork(nullptr, nullptr,
+                       [] { g_forkGeneration.fetch_add(1, std::memory_order_relaxed); });
+    });
+}
+
+int64_t sinceEpochNs(std::chrono::system_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+int64_t sinceEpochNs(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+std::string hostName() {
+    char buffer[256] = {};
+    return gethostname(buffer, sizeof buffer - 1) == 0 ? buffer : "unknown";
+}
+
+}  // namespace
+
+std::unique_ptr<RankWriter> RankWriter::create(const std::filesystem::path& file,
+                                               const RankIdentity& identity,
+                                               WriterOptions options) {
+    installForkHandler();
+    std::error_code ec;
+    if (std::filesystem::exists(file, ec))
+        throw StoreError(file.string(), "already exists; a rank file is never overwritten");
+    sql::Db db;
+    try {
+        db = sql::Db(file.string(), sql::OpenMode::ReadWriteCreate);
+        RecordInserter::createSchema(db);
+        db.exec("PRAGMA synchronous=NORMAL");
+        db.exec("PRAGMA busy_timeout=100");
+        db.exec("PRAGMA cache_size=-16384");
+        if (options.maxFileBytes > 0)
+            db.exec("PRAGMA max_page_count=" + std::to_string(options.maxFileBytes / 8192 + 1));
+    } catch (const sql::Error& e) {
+        throw StoreError(file.string(), std::string("cannot create rank file: ") + e.what());
+    }
+    std::unique_ptr<RankWriter> writer(new RankWriter(file, std::move(db), std::move(options)));
+    auto wallOrigin = std::chrono::system_clock::now();
+    auto& ins = *writer->m_inserter;
+    sql::Transaction tx(writer->m_db);
+    ins.writeMeta("rank", std::to_string(identity.rank));
+    ins.writeMeta("world_size", std::to_string(identity.worldSize));
+    ins.writeMeta("run_id", identity.runId);
+    ins.writeMeta("hostname", hostName());
+    ins.writeMeta("pid", std::to_string(getpid()));
+    ins.writeMeta("clock_origin_monotonic_ns", std::to_string(sinceEpochNs(writer->m_clockOrigin)));
+    ins.writeMeta("clock_origin_wall_ns", std::to_string(sinceEpochNs(wallOrigin)));
+    ins.writeDrops({}, /*includeZero=*/true);
+    tx.commit();
+    writer->m_thread = new std::thread([w = writer.get()] { w->run(); });
+    return writer;
+}
+
+RankWriter::RankWriter(std::filesystem::path path, sql::Db db, WriterOptions options)
+    : m_path(std::move(path)),
+      m_db(std::move(db)),
+      m_options(std::move(options)),
+      m_inserter(std::make_unique<RecordInserter>(m_db)),
+      m_clockOrigin(std::chrono::steady_clock::now()),
+      m_forkGeneration(g_forkGeneration.load()) {
+    m_queue.reserve(m_options.batchSize);
+    if (!m_options.warn)
+        m_options.warn = [](const std::string& msg) { std::cerr << "meshscope: " << msg << "\n"; };
+}
+
+RankWriter::~RankWriter() {
+    if (!ownedHere()) {
+        // The writer thread and the connection belong to the parent process.
+        m_db.abandon();
+        m_inserter.release();
+        return;
+    }
+    close();
+    delete m_sync;
+}
+
+bool RankWriter::ownedHere() const {
+    return g_forkGeneration.load(std::memory_order_relaxed) == m_forkGeneration;
+}
+
+int64_t RankWriter::nowNs() const {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                                m_clockOrigin)
+        .count();
+}
+
+void RankWriter::countDrop(DropReason reason, uint64_t n) {
+    m_drops[size_t(reason)].fetch_add(n, std::memory_order_relaxed);
+}
+
+namespace {
+
+template <typename R>
+concept Sequenced = requires(R r) {
+    r.seq = decltype(r.seq){1};
+};
+
+void assignSeq(Record& record, int64_t seq) {
+    std::visit(
+        [seq](auto& r) {
+            if constexpr (Sequenced<std::decay_t<decltype(r)>>) r.seq = decltype(r.seq){seq};
+        },
+        record);
+}
+
+}  // namespace
+
+int64_t RankWriter::enqueue(Record&& record, int64_t* seqCounter) {
+    if (!ownedHere()) {
+        countDrop(DropReason::ForkedChild);
+        return 0;
+    }
+    int64_t seq = 1;
+    bool wake = false;
+    {
+        std::lock_guard lock(m_sync->mutex);
+        if (m_closed) {
+            countDrop(DropReason::Closed);
+            return 0;
+        }
+        if (m_queue.size() >= m_options.queueCapacity) {
+            countDrop(DropReason::QueueFull);
+            return 0;
+        }
+        if (seqCounter) {
+            seq = ++*seqCounter;
+            assignSeq(record, seq);
+        }
+        m_queue.push_back(std::move(record));
+        ++m_enqueued;
+        wake = m_queue.size() == m_options.batchSize;
+    }
+    if (wake) m_sync->wake.notify_one();
+    return seq;
+}
+
+OpSeq RankWriter::submit(OpRecord record) {
+    return OpSeq{enqueue(std::move(record), &m_opSeq)};
+}
+
+IncidentSeq RankWriter::submit(IncidentRecord record) {
+    return IncidentSeq{enqueue(std::move(record), &m_incidentSeq)};
+}
+
+CollectiveSeq RankWriter::submit(CollectiveRecord record) {
+    return CollectiveSeq{enqueue(std::move(record), &m_collectiveSeq)};
+}
+
+bool RankWriter::submit(Record record) {
+    int64_t* counter = std::visit(
+        [this](auto& r) -> int64_t* {
+            using R = std::decay_t<decltype(r)>;
+            if constexpr (std::is_same_v<R, OpRecord>) return &m_opSeq;
+            if constexpr (std::is_same_v<R, IncidentRecord>) return &m_incidentSeq;
+            if constexpr (std::is_same_v<R, CollectiveRecord>) return &m_collectiveSeq;
+            return nullptr;
+        },
+        record);
+    return enqueue(std::move(record), counter) != 0;
+}
+
+bool RankWriter::flushNow() {
+    if (!ownedHere()) return false;
+    std::unique_lock lock(m_sync->mutex);
+    if (m_closed) return m_processed == m_enqueued;
+    if (!m_thread) return false;
+    uint64_t target = m_enqueued;
+    m_flushRequested = true;
+    m_sync->wake.notify_one();
+    return m_sync->flushed.wait_for(lock, m_options.flushTimeout,
+                                    [&] { return m_processed >= target; });
+}
+
+void RankWriter::run() {
+    std::vector<Record> batch;
+    batch.reserve(m_options.batchSize);
+    for (;;) {
+        bool stopping;
+        {
+            std::unique_lock lock(m_sync->mutex);
+            m_sync->wake.wait_for(lock, m_options.flushInterval, [&] {
+                return m_stopping || m_flushRequested || m_queue.size() >= m_options.batchSize;
+            });
+            batch.swap(m_queue);
+            m_flushRequested = false;
+            stopping = m_stopping;
+        }
+        writeBatch(batch);
+        {
+            std::lock_guard lock(m_sync->mutex);
+            m_processed += batch.size();
+        }
+        m_sync->flushed.notify_all();
+        batch.clear();
+        if (stopping) return;
+    }
+}
+
+void RankWriter::writeBatch(std::vector<Record>& batch) {
+    std::array<uint64_t, kDropReasonCount> drops;
+    for (int i = 0; i < kDropReasonCount; ++i)
+        drops[i] = m_drops[i].load();
+    drops[size_t(DropReason::StringLimit)] += m_interner.limitDrops();
+    bool dropsChanged = drops != m_dropsStored;
+    StringInterner::Pending pending = m_interner.takePending();
+    if (batch.empty() && pending.empty() && !dropsChanged) return;
+    int64_t lastOp = 0;
+    int64_t maxDuration = m_maxOpDurationNs;
+    try {
+        sql::Transaction tx(m_db);
+        m_inserter->insertPending(pending);
+        for (const Record& r : batch) {
+            m_inserter->insert(r);
+            if (auto* op = std::get_if<OpRecord>(&r)) {
+                lastOp = op->seq.value();
+                maxDuration = std::max(maxDuration, op->endNs - op->startNs);
+            }
+        }
+        if (maxDuration > m_maxOpDurationNs)
+            m_inserter->writeMeta("max_op_duration_ns", std::to_string(maxDuration));
+        if (dropsChanged) m_inserter->writeDrops(drops);
+        tx.commit();
+    } catch (const sql::Error& e) {
+        m_interner.restorePending(std::move(pending));
+        countDrop(DropReason::WriteError, batch.size());
+        storeDropsOnly();
+        if (!m_warned) {
+            m_warned = true;
+            m_options.warn(m_path.string() + ": cannot write (" + e.what() +
+                           "); records are being dropped and counted");
+        }
+        return;
+    }
+    m_dropsStored = drops;
+    m_maxOpDurationNs = maxDuration;
+    m_written.fetch_add(batch.size(), std::memory_order_relaxed);
+    if (lastOp) m_lastCommittedOp.store(lastOp, std::memory_order_release);
+}
+
+// After a failed batch: the drop rows exist from creation, so updating them
+// in place usually succeeds even on a full disk. Best effort.
+void RankWriter::storeDropsOnly() {
+    std::array<uint64_t, kDropReasonCount> drops;
+    for (int i = 0; i < kDropReasonCount; ++i)
+        drops[i] = m_drops[i].load();
+    drops[size_t(DropReason::StringLimit)] += m_interner.limitDrops();
+    try {
+        sql::Transaction tx(m_db);
+        m_inserter->writeDrops(drops);
+        tx.commit();
+        m_dropsStored = drops;
+    } catch (const sql::Error&) {
+        // Still failing; the counts are retried with the next batch.
+    }
+}
+
+void RankWriter::close() {
+    if (!ownedHere()) return;
+    {
+        std::lock_guard lock(m_sync->mutex);
+        if (m_closed) return;
+        m_closed = true;
+        m_stopping = true;
+    }
+    m_sync->wake.notify_one();
+    if (m_thread) {
+        m_thread->join();
+        delete m_thread;
+        m_thread = nullptr;
+    }
+    // Final drop counts and the end marker, written from this thread now that
+    // the writer thread is gone.
+    std::vector<Record> last;
+    last.emplace_back(MetaRecord{"ended_ns", std::to_string(nowNs())});
+    writeBatch(last);
+    m_inserter.reset();
+    m_db = sql::Db();
+}
+
+WriterStats RankWriter::stats() const {
+    WriterStats s;
+    if (ownedHere()) {
+        std::lock_guard lock(m_sync->mutex);
+        s.submitted = m_enqueued;
+    }
+    s.written = m_written.load();
+    for (int i = 0; i < kDropReasonCount; ++i)
+        s.drops[i] = m_drops[i].load();
+    s.drops[size_t(DropReason::StringLimit)] += m_interner.limitDrops();
+    s.lastCommittedOp = OpSeq{m_lastCommittedOp.load(std::memory_order_acquire)};
+    return s;
+}
+
+}  // namespace meshscope

@@ -1,0 +1,145 @@
+#pragma once
+
+// RankWriter is the only way records reach a rank file. Producers (the
+// capture agent's hooks, on training and autograd threads) hand records over
+// by value; a background thread inserts them in batches, one transaction per
+// batch. submit() never blocks on I/O and never throws: when the bounded
+// queue is full, or SQLite fails (disk full, read-only, locked file), records
+// are dropped and counted per reason, and the counts are stored in the file.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/store/records.h"
+#include "core/store/sqlite.h"
+#include "core/store/string_interner.h"
+
+namespace meshscope {
+
+struct RankIdentity {
+    int rank = 0;
+    int worldSize = 1;
+    std::string runId;
+};
+
+struct WriterOptions {
+    size_t queueCapacity = size_t(1)
+                           << 18;  // records waiting for the writer thread (bounds memory)
+    size_t batchSize = 16384;      // records that wake the writer early
+    std::chrono::milliseconds flushInterval{50};   // longest time a record waits
+    std::chrono::milliseconds flushTimeout{5000};  // flushNow() gives up after this
+    int64_t maxFileBytes = 0;                      // 0 = unlimited; past it writes fail (dropped)
+    // Called at most once, from the writer thread, the first time records are
+    // lost to a write error. Defaults to one line on stderr.
+    std::function<void(const std::string&)> warn;
+};
+
+struct WriterStats {
+    uint64_t submitted = 0;  // records accepted into the queue
+    uint64_t written = 0;    // records committed to the file
+    std::array<uint64_t, kDropReasonCount> drops{};
+    OpSeq lastCommittedOp;  // highest op seq known to be on disk
+};
+
+class RankWriter {
+  public:
+    // Creates a new rank file (refuses an existing one). Throws StoreError
+    // naming the file when it cannot be created.
+    static std::unique_ptr<RankWriter> create(const std::filesystem::path& file,
+                                              const RankIdentity& identity,
+                                              WriterOptions options = {});
+    ~RankWriter();
+    RankWriter(const RankWriter&) = delete;
+    RankWriter& operator=(const RankWriter&) = delete;
+
+    // Monotonic ns since this rank's clock origin (stored in meta).
+    int64_t nowNs() const;
+
+    // In a fork()ed child these return invalid ids without touching locks
+    // that a parent thread may have held at fork time.
+    StringId intern(std::string_view text) {
+        return ownedHere() ? m_interner.intern(text) : StringId{};
+    }
+    StackId internStack(std::span<const Frame> frames) {
+        return ownedHere() ? m_interner.internStack(frames) : StackId{};
+    }
+    // Ids for records the producer creates; unique within the file.
+    MeshId newMeshId() { return MeshId{++m_nextMesh}; }
+    TensorId newTensorId() { return TensorId{++m_nextTensor}; }
+
+    // Queue a record. Sequenced records get their seq here (in queue order, so
+    // a reader that polls by seq never misses a row); a dropped one returns
+    // an invalid seq.
+    OpSeq submit(OpRecord record);
+    IncidentSeq submit(IncidentRecord record);
+    CollectiveSeq submit(CollectiveRecord record);
+    bool submit(Record record);
+
+    // Blocks until everything submitted before the call is committed (or its
+    // loss counted). For records that must be on disk before an exception
+    // propagates. False if it timed out or this process does not own the file.
+    bool flushNow();
+
+    // Flushes, stops the writer thread, stores the final drop counts and
+    // closes the file. Further submits count as Closed drops.
+    void close();
+
+    WriterStats stats() const;
+    const std::filesystem::path& path() const { return m_path; }
+
+  private:
+    RankWriter(std::filesystem::path path, sql::Db db, WriterOptions options);
+    bool ownedHere() const;
+    int64_t enqueue(Record&& record, int64_t* seqCounter);  // seq, 1 if unsequenced, 0 if dropped
+    void run();
+    void writeBatch(std::vector<Record>& batch);
+    void countDrop(DropReason reason, uint64_t n = 1);
+    void storeDropsOnly();
+
+    std::filesystem::path m_path;
+    sql::Db m_db;
+    WriterOptions m_options;
+    StringInterner m_interner;
+    std::unique_ptr<class RecordInserter> m_inserter;
+    std::chrono::steady_clock::time_point m_clockOrigin;
+    uint64_t m_forkGeneration;
+
+    // Heap-allocated so a fork()ed child can leak them: destroying a
+    // condition variable that a parent thread waited on at fork time blocks.
+    struct Sync {
+        std::mutex mutex;  // guards the queue, seq counters and flags below
+        std::condition_variable wake;
+        std::condition_variable flushed;
+    };
+    Sync* m_sync = new Sync;
+    std::vector<Record> m_queue;
+    int64_t m_opSeq = 0, m_incidentSeq = 0, m_collectiveSeq = 0;
+    uint64_t m_enqueued = 0;   // total accepted
+    uint64_t m_processed = 0;  // total committed or counted lost
+    bool m_flushRequested = false;
+    bool m_stopping = false;
+    bool m_closed = false;
+
+    std::atomic<int64_t> m_nextMesh{0}, m_nextTensor{0};
+    std::atomic<uint64_t> m_written{0};
+    std::atomic<int64_t> m_lastCommittedOp{0};
+    std::array<std::atomic<uint64_t>, kDropReasonCount> m_drops{};
+    std::array<uint64_t, kDropReasonCount> m_dropsStored{};  // writer thread only
+    bool m_warned = false;                                   // writer thread only
+    int64_t m_maxOpDurationNs =
+        0;  // stored in meta; bounds time-range lookback. Writer thread only
+    std::thread* m_thread = nullptr;  // raw: a forked child must leak, never join, it
+};
+
+}  // namespace meshscope

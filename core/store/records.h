@@ -1,0 +1,175 @@
+#pragma once
+
+// The record types of a meshscope rank file. Producers (the capture agent, the
+// synthetic run generator) fill these structs and hand them to RankWriter by
+// value; RankReader returns the same structs. The SQL that stores them lives
+// only in core/store/schema.cpp and its inserter/reader.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/util/strong_id.h"
+
+namespace meshscope {
+
+// Where in the training step an op ran.
+enum class Phase : uint8_t { Other = 0, Forward = 1, Backward = 2, Optimizer = 3, Data = 4 };
+
+// Origin class of the plain tensor in a mixed-tensor incident (DESIGN.md §1).
+enum class OriginClass : char {
+    UnshardedParam = 'A',  // parameter/buffer left out of the sharding plan
+    CreatedInForward = 'B',
+    StrippedDTensor = 'C',  // to_local(), casts, use_local_output, custom kernels
+    InputData = 'D',
+    OptimizerState = 'E',
+    WeightLoading = 'F',
+    Unknown = 'G',
+};
+
+// What the policy did with an incident.
+enum class Action : uint8_t {
+    Observed = 0,          // recorded; PyTorch raised as it would have
+    Replicated = 1,        // promoted with Replicate() on every mesh dim
+    ShardedFromLocal = 2,  // DTensor.from_local with Shard(batch dim)
+    Scalarized = 3,        // one-element tensor turned into a Python scalar
+    StrictError = 4,       // raised an enriched error
+};
+
+// How the incident ended.
+enum class Outcome : uint8_t { Raised = 0, Reconciled = 1, Failed = 2 };
+
+enum class OperandKind : uint8_t { None = 0, Tensor = 1, Scalar = 2 };
+enum class OperandRole : uint8_t { Input = 0, Output = 1 };
+enum class OperandOwner : uint8_t { Op = 0, Incident = 1 };
+
+std::string_view toString(Phase phase);
+std::string_view toString(OriginClass origin);
+std::string_view toString(Action action);
+std::string_view toString(Outcome outcome);
+std::optional<Phase> phaseFromString(std::string_view text);
+std::optional<OriginClass> originFromChar(char c);
+std::optional<Action> actionFromString(std::string_view text);
+std::optional<Outcome> outcomeFromString(std::string_view text);
+
+// One Python/C++ frame of an interned stack.
+struct Frame {
+    StringId file;
+    int32_t line = 0;
+    StringId function;
+    bool operator==(const Frame&) const = default;
+};
+
+struct MetaRecord {
+    std::string key;
+    std::string value;
+};
+
+struct MeshRecord {
+    MeshId id;
+    std::string deviceType;      // "cpu", "cuda"
+    std::vector<int64_t> shape;  // mesh dims
+    std::vector<std::string> dimNames;
+    std::vector<int64_t> ranks;  // global ranks in row-major mesh order
+};
+
+struct TensorRecord {
+    TensorId id;
+    StringId dtype;
+    StringId globalShape;  // interned "[4, 8]"
+    StringId localShape;
+    StringId device;
+    MeshId mesh;          // none for plain tensors
+    StringId placements;  // "[Shard(0), Replicate()]"; none for plain tensors
+    StringId label;       // parameter name or other user-facing label
+    StackId createdAt;
+    int64_t numel = 0;
+    bool isDTensor = false;
+};
+
+struct OperandRecord {
+    uint16_t index = 0;
+    OperandRole role = OperandRole::Input;
+    OperandKind kind = OperandKind::None;
+    TensorId tensor;
+    double scalar = 0.0;
+    StringId placements;
+    bool operator==(const OperandRecord&) const = default;
+};
+
+struct OpRecord {
+    OpSeq seq;            // assigned by RankWriter::submit
+    int64_t startNs = 0;  // monotonic ns since the rank's clock origin
+    int64_t endNs = 0;
+    uint32_t thread = 0;  // small per-rank thread index
+    StringId name;        // "aten::sub.Tensor"
+    Phase phase = Phase::Other;
+    int64_t step = -1;  // optimizer step the op belongs to; -1 before the first
+    StackId stack;
+    uint16_t depth = 0;    // nesting depth on its thread
+    IncidentSeq incident;  // set on the promoted op that reconciled an incident
+    std::vector<OperandRecord> operands;
+};
+
+struct CollectiveRecord {
+    CollectiveSeq seq;  // assigned by RankWriter::submit
+    OpSeq op;           // op that caused it, if known
+    StringId kind;      // "all_reduce", "all_gather", "redistribute", ...
+    StringId group;     // process group / communicator name
+    StringId srcPlacements;
+    StringId dstPlacements;
+    int64_t bytes = 0;
+    int64_t startNs = 0;
+    int64_t endNs = 0;
+    uint32_t thread = 0;
+    int64_t step = -1;
+};
+
+struct OptimizerStepRecord {
+    int64_t step = 0;
+    StringId optimizer;  // "torch.optim.Adam"
+    int64_t startNs = 0;
+    int64_t endNs = 0;
+    int64_t paramCount = 0;
+};
+
+struct IncidentRecord {
+    IncidentSeq seq;  // assigned by RankWriter::submit
+    int64_t timeNs = 0;
+    int64_t step = -1;
+    uint32_t thread = 0;
+    StringId op;
+    int32_t operandIndex = -1;  // first plain operand
+    TensorId plainTensor;
+    OriginClass origin = OriginClass::Unknown;
+    StringId evidence;    // "created by DataLoader batch #12"
+    StringId policyRule;  // "auto: per-rank data -> Shard(0)"
+    Action action = Action::Observed;
+    Outcome outcome = Outcome::Raised;
+    StringId error;
+    std::optional<uint64_t> fingerprint;  // content hash of the promoted tensor
+    StringId promotedPlacements;
+    StackId stack;
+    std::vector<OperandRecord> operands;
+};
+
+// A record queued for the writer thread. Strings and stacks are not records:
+// they are interned on the producer side and never dropped.
+using Record = std::variant<MetaRecord, MeshRecord, TensorRecord, OpRecord, CollectiveRecord,
+                            OptimizerStepRecord, IncidentRecord>;
+
+// Why a record did not reach the file.
+enum class DropReason : uint8_t {
+    QueueFull = 0,    // producer outran the writer; the record was discarded
+    WriteError = 1,   // SQLite failed (disk full, read-only, locked): batch lost
+    ForkedChild = 2,  // submitted from a fork()ed child that does not own the file
+    Closed = 3,       // submitted after close()
+    StringLimit = 4,  // interner full; the string was replaced by a marker
+};
+inline constexpr int kDropReasonCount = 5;
+std::string_view toString(DropReason reason);
+
+}  // namespace meshscope

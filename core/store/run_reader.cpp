@@ -1,0 +1,83 @@
+#include "core/store/run_reader.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/store/run_directory.h"
+#include "core/store/schema.h"
+
+namespace meshscope {
+namespace {
+
+std::vector<std::filesystem::path> rankFilesIn(const std::filesystem::path& dir) {
+    std::vector<std::filesystem::path> files;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+        if (rankFromFileName(entry.path())) files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    return files;
+}
+
+}  // namespace
+
+RunReader RunReader::open(const std::filesystem::path& path) {
+    RunReader run;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec))
+        throw StoreError(path.string(), "no such file or directory");
+    bool singleFile = !std::filesystem::is_directory(path, ec);
+    run.m_dir = singleFile ? path.parent_path() : path;
+    if (run.m_dir.empty()) run.m_dir = ".";
+
+    auto manifestFile = run.m_dir / schema::kManifestName;
+    if (std::filesystem::exists(manifestFile, ec)) {
+        try {
+            run.m_manifest = Manifest::read(manifestFile);
+        } catch (const StoreError& e) {
+            run.m_problems.push_back(e);
+        }
+    } else if (!singleFile) {
+        run.m_problems.emplace_back(manifestFile.string(),
+                                    "missing (not a complete meshscope run)");
+    }
+
+    std::vector<std::filesystem::path> files =
+        singleFile ? std::vector{path} : rankFilesIn(run.m_dir);
+    if (files.empty() && !run.m_manifest)
+        throw StoreError(path.string(), "not a meshscope run (no manifest.json and no rank files)");
+
+    std::set<int> present;
+    for (const auto& file : files) {
+        try {
+            RankReader reader = RankReader::open(file);
+            if (run.m_manifest && reader.info().runId != run.m_manifest->runId)
+                run.m_problems.emplace_back(
+                    file.string(), "belongs to another run (run id " + reader.info().runId + ")");
+            present.insert(reader.info().rank);
+            run.m_ranks.push_back(std::move(reader));
+        } catch (const StoreError& e) {
+            run.m_problems.push_back(e);
+            if (auto rank = rankFromFileName(file)) present.insert(*rank);
+        }
+    }
+    if (run.m_manifest && !singleFile) {
+        for (int rank : run.m_manifest->ranks)
+            if (!present.count(rank))
+                run.m_problems.emplace_back(
+                    rankFilePath(run.m_dir, rank).string(),
+                    "missing (rank " + std::to_string(rank) + " is listed in the manifest)");
+    }
+    std::sort(run.m_ranks.begin(), run.m_ranks.end(), [](const RankReader& a, const RankReader& b) {
+        return a.info().rank < b.info().rank;
+    });
+    return run;
+}
+
+int RunReader::worldSize() const {
+    int size = m_manifest ? m_manifest->worldSize : 0;
+    for (const auto& r : m_ranks)
+        size = std::max(size, r.info().worldSize);
+    return size;
+}
+
+}  // namespace meshscope

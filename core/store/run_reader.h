@@ -1,0 +1,42 @@
+#pragma once
+
+// Opens a whole run: a run directory (manifest + rank files) or a single rank
+// file. Readable ranks are opened; everything that is not (a missing rank, a
+// damaged file, a bad manifest) is collected in problems() so a caller can
+// show what is readable and say what is not.
+
+#include <filesystem>
+#include <optional>
+#include <vector>
+
+#include "core/store/manifest.h"
+#include "core/store/rank_reader.h"
+#include "core/store/store_error.h"
+
+namespace meshscope {
+
+class RunReader {
+  public:
+    // Throws StoreError only when nothing can be read at all (no such path,
+    // no manifest and no rank file).
+    static RunReader open(const std::filesystem::path& path);
+
+    const std::filesystem::path& directory() const { return m_dir; }
+    // The manifest, when one was found and parsed.
+    const std::optional<Manifest>& manifest() const { return m_manifest; }
+    // Readable ranks, ascending by rank.
+    std::vector<RankReader>& ranks() { return m_ranks; }
+    const std::vector<RankReader>& ranks() const { return m_ranks; }
+    // What could not be read, one StoreError per file or missing rank.
+    const std::vector<StoreError>& problems() const { return m_problems; }
+    // World size from the manifest, or the largest seen in a rank file.
+    int worldSize() const;
+
+  private:
+    std::filesystem::path m_dir;
+    std::optional<Manifest> m_manifest;
+    std::vector<RankReader> m_ranks;
+    std::vector<StoreError> m_problems;
+};
+
+}  // namespace meshscope

@@ -1,0 +1,33 @@
+#pragma once
+
+// The one home of the rank-file format: its version, its identification and
+// its tables. Writers create files from kSchemaSql; readers check
+// kApplicationId, kSchemaVersion and kRequiredTables before trusting a file.
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace meshscope::schema {
+
+// PRAGMA application_id of every rank file: 'MSCP'.
+inline constexpr int32_t kApplicationId = 0x4D534350;
+
+// PRAGMA user_version. Bump on any incompatible change; readers refuse other
+// versions with a message naming both numbers.
+inline constexpr int32_t kSchemaVersion = 1;
+
+// Name of the per-rank database inside a run directory.
+inline constexpr std::string_view kRankFilePrefix = "rank-";
+inline constexpr std::string_view kRankFileSuffix = ".msdb";
+inline constexpr std::string_view kManifestName = "manifest.json";
+
+// DDL of a fresh rank file (tables and indexes; pragmas are set by the writer).
+extern const std::string_view kSchemaSql;
+
+inline constexpr std::array<std::string_view, 11> kRequiredTables = {
+    "meta",     "strings",     "stack_frames",    "meshes",    "tensors", "ops",
+    "operands", "collectives", "optimizer_steps", "incidents", "drops",
+};
+
+}  // namespace meshscope::schema

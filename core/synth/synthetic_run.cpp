@@ -1,0 +1,262 @@
+#include "core/synth/synthetic_run.h"
+
+#include <array>
+#include <random>
+#include <string>
+
+#include "core/store/run_directory.h"
+
+namespace meshscope {
+namespace {
+
+constexpr int64_t kOpsPerLayerForward = 4;   // linear (parent) > mm, add; relu
+constexpr int64_t kOpsPerLayerBackward = 3;  // mm, mm, sum
+constexpr int64_t kOpsPerStepFixed = 5;      // data, loss sub, loss mean, 2 optimizer foreach
+
+struct Incident {
+    const char* op;
+    OriginClass origin;
+    const char* evidence;
+    Action action;
+    const char* rule;
+    const char* file;
+    int line;
+    bool rankDependent;  // plain tensor content differs across ranks
+};
+
+// One template per origin class, modelled on the seed notes and DESIGN.md §1.
+constexpr std::array<Incident, 7> kIncidents = {{
+    {"aten::sub.Tensor", OriginClass::InputData, "created by DataLoader batch",
+     Action::ShardedFromLocal, "auto: per-rank data -> Shard(0)", "train.py", 58, true},
+    {"aten::_foreach_mul_.Tensor", OriginClass::OptimizerState,
+     "optimizer Adam hyperparameter beta1 kept as a tensor", Action::Scalarized,
+     "auto: optimizer scalar -> Python float", "keras/optimizers/torch_adam.py", 41, false},
+    {"aten::index.Tensor", OriginClass::InputData, "created by DataLoader __getitems__",
+     Action::ShardedFromLocal, "auto: per-rank data -> Shard(0)", "data.py", 23, true},
+    {"aten::add.Tensor", OriginClass::CreatedInForward, "torch.arange position ids in forward",
+     Action::Replicated, "auto: identical on every rank -> Replicate()", "model.py", 77, false},
+    {"aten::mm", OriginClass::StrippedDTensor, "output of to_local() at model.py:41",
+     Action::Replicated, "replicate", "model.py", 44, true},
+    {"aten::mul.Tensor", OriginClass::UnshardedParam,
+     "parameter lm_head.weight not in the sharding plan", Action::Observed, "observe", "model.py",
+     90, false},
+    {"aten::copy_", OriginClass::WeightLoading, "inside load_state_dict", Action::StrictError,
+     "strict", "checkpoint.py", 12, false},
+}};
+
+class RankGenerator {
+  public:
+    RankGenerator(RankWriter& w, const SyntheticRunSpec& spec, int rank)
+        : m_w(w), m_spec(spec), m_rank(rank), m_rng(spec.seed * 7919 + uint64_t(rank)) {
+        m_meshId = w.newMeshId();
+        MeshRecord mesh{m_meshId, "cpu", {spec.ranks}, {"model"}, {}};
+        for (int r = 0; r < spec.ranks; ++r)
+            mesh.ranks.push_back(r);
+        w.submit(Record{mesh});
+        w.submit(Record{MetaRecord{"torch_version", "synthetic"}});
+        w.submit(Record{MetaRecord{"backend", "gloo"}});
+        w.submit(Record{MetaRecord{"device_type", "cpu"}});
+        m_shard = w.intern("[Shard(0)]");
+        m_replicate = w.intern("[Replicate()]");
+        m_float = w.intern("torch.float32");
+        m_cpu = w.intern("cpu");
+        m_trainFile = w.intern("train.py");
+        m_trainStep = w.intern("train_step");
+        for (int l = 0; l < spec.layers; ++l)
+            m_weights.push_back(weight(l));
+    }
+
+    SyntheticRankTotals run(int64_t steps) {
+        for (int64_t s = 0; s < steps; ++s)
+            step(s);
+        return m_totals;
+    }
+
+  private:
+    TensorId weight(int layer) {
+        TensorRecord t{m_w.newTensorId(),
+                       m_float,
+                       m_w.intern("[256, 256]"),
+                       m_w.intern("[" + std::to_string(256 / std::max(1, m_spec.ranks)) + ", 256]"),
+                       m_cpu,
+                       m_meshId,
+                       m_shard,
+                       m_w.intern("layers." + std::to_string(layer) + ".weight"),
+                       {},
+                       65536,
+                       true};
+        m_w.submit(Record{t});
+        return t.id;
+    }
+
+    int64_t advance(int64_t ns) {
+        m_now += ns + int64_t(m_rng() % 200);
+        return m_now;
+    }
+
+    OpSeq op(const std::string& name, Phase phase, uint32_t thread, uint16_t depth, int64_t start,
+             int64_t end, std::vector<OperandRecord> operands = {}, IncidentSeq incident = {}) {
+        OpRecord r;
+        r.startNs = start;
+        r.endNs = end;
+        r.thread = thread;
+        r.name = m_w.intern(name);
+        r.phase = phase;
+        r.step = m_step;
+        r.depth = depth;
+        r.incident = incident;
+        r.stack = m_stack;
+        r.operands = std::move(operands);
+        // Backpressure: a generator outruns any writer, and must never drop.
+        if (++m_totals.ops % 65536 == 0) m_w.flushNow();
+        return m_w.submit(std::move(r));
+    }
+
+    void step(int64_t s) {
+        m_step = s;
+        m_stack = m_w.internStack(std::array{Frame{m_trainFile, 100, m_trainStep}});
+        int64_t t = advance(2000);
+        op("aten::stack", Phase::Data, 0, 0, t, advance(5000));
+        forward(s);
+        t = advance(500);
+        op("aten::sub.Tensor", Phase::Forward, 0, 0, t, advance(800));
+        op("aten::mean", Phase::Forward, 0, 0, advance(100), advance(400));
+        backward();
+        optimizer(s);
+    }
+
+    void forward(int64_t s) {
+        for (int l = 0; l < m_spec.layers; ++l) {
+            int64_t start = advance(300);
+            OperandRecord in{
+                0, OperandRole::Input, OperandKind::Tensor, m_weights[size_t(l)], 0, m_shard};
+            int64_t mmStart = advance(100);
+            op("aten::mm", Phase::Forward, 0, 1, mmStart, advance(20000));
+            op("aten::add.Tensor", Phase::Forward, 0, 1, advance(100), advance(1500));
+            op("aten::linear", Phase::Forward, 0, 0, start, advance(200), {in});
+            op("aten::relu", Phase::Forward, 0, 0, advance(100), advance(900));
+            if (l < m_spec.incidentsPerStep) incident(s, l);
+        }
+    }
+
+    void incident(int64_t s, int slot) {
+        const Incident& tpl = kIncidents[size_t((s * m_spec.incidentsPerStep + slot) % 7)];
+        TensorRecord plain{m_w.newTensorId(),
+                           m_float,
+                           m_w.intern("[32, 256]"),
+                           m_w.intern("[32, 256]"),
+                           m_cpu,
+                           {},
+                           {},
+                           m_w.intern("batch"),
+                           {},
+                           8192,
+                           false};
+        m_w.submit(Record{plain});
+        IncidentRecord r;
+        r.timeNs = advance(50);
+        r.step = s;
+        r.op = m_w.intern(tpl.op);
+        r.operandIndex = 1;
+        r.plainTensor = plain.id;
+        r.origin = tpl.origin;
+        r.evidence = m_w.intern(tpl.evidence);
+        r.policyRule = m_w.intern(tpl.rule);
+        r.action = tpl.action;
+        bool reconciled = tpl.action != Action::Observed && tpl.action != Action::StrictError;
+        r.outcome = reconciled ? Outcome::Reconciled : Outcome::Raised;
+        if (!reconciled)
+            r.error = m_w.intern(std::string(tpl.op) +
+                                 ": got mixed torch.Tensor and DTensor, need to convert all "
+                                 "torch.Tensor to DTensor before calling distributed operators!");
+        if (reconciled) {
+            r.fingerprint = 0x9e3779b97f4a7c15ull * uint64_t(s + 1) +
+                            (tpl.rankDependent ? uint64_t(m_rank) : 0);
+            r.promotedPlacements = tpl.action == Action::ShardedFromLocal ? m_shard : m_replicate;
+        }
+        r.stack =
+            m_w.internStack(std::array{Frame{m_w.intern(tpl.file), tpl.line, m_w.intern("forward")},
+                                       Frame{m_trainFile, 100, m_trainStep}});
+        r.operands = {{0, OperandRole::Input, OperandKind::Tensor, m_weights[0], 0, m_shard},
+                      {1, OperandRole::Input, OperandKind::Tensor, plain.id, 0, {}}};
+        IncidentSeq seq = m_w.submit(std::move(r));
+        ++m_totals.incidents;
+        if (reconciled) {
+            int64_t start = advance(100);
+            op(tpl.op, Phase::Forward, 0, 0, start, advance(3000), {}, seq);
+        }
+    }
+
+    void backward() {
+        for (int l = m_spec.layers - 1; l >= 0; --l) {
+            op("aten::mm", Phase::Backward, 1, 0, advance(200), advance(18000));
+            op("aten::mm", Phase::Backward, 1, 0, advance(100), advance(18000));
+            op("aten::sum.dim_IntList", Phase::Backward, 1, 0, advance(100), advance(700));
+        }
+        CollectiveRecord c;
+        c.kind = m_w.intern("all_reduce");
+        c.group = m_w.intern("default_pg");
+        c.bytes = int64_t(m_spec.layers) * 256 * 256 * 4 / std::max(1, m_spec.ranks);
+        c.startNs = advance(100);
+        c.endNs = advance(40000 + int64_t(m_rng() % 10000));
+        c.thread = 1;
+        c.step = m_step;
+        m_w.submit(std::move(c));
+        ++m_totals.collectives;
+    }
+
+    void optimizer(int64_t s) {
+        int64_t start = advance(100);
+        op("aten::_foreach_mul_.Scalar", Phase::Optimizer, 0, 0, advance(50), advance(3000));
+        op("aten::_foreach_add_.List", Phase::Optimizer, 0, 0, advance(50), advance(3000));
+        m_w.submit(Record{OptimizerStepRecord{s, m_w.intern("torch.optim.Adam"), start,
+                                              advance(100), int64_t(m_spec.layers)}});
+        ++m_totals.steps;
+    }
+
+    RankWriter& m_w;
+    const SyntheticRunSpec& m_spec;
+    int m_rank;
+    std::mt19937_64 m_rng;
+    MeshId m_meshId;
+    StringId m_shard, m_replicate, m_float, m_cpu, m_trainFile, m_trainStep;
+    std::vector<TensorId> m_weights;
+    StackId m_stack;
+    int64_t m_now = 0;
+    int64_t m_step = 0;
+    SyntheticRankTotals m_totals;
+};
+
+}  // namespace
+
+int64_t syntheticOpsPerStep(int layers) {
+    return kOpsPerStepFixed + int64_t(layers) * (kOpsPerLayerForward + kOpsPerLayerBackward);
+}
+
+SyntheticRankTotals writeSyntheticRank(RankWriter& writer, const SyntheticRunSpec& spec, int rank) {
+    int64_t steps = spec.steps;
+    if (spec.opsPerRank > 0)
+        steps = std::max<int64_t>(1, spec.opsPerRank / syntheticOpsPerStep(spec.layers));
+    return RankGenerator(writer, spec, rank).run(steps);
+}
+
+SyntheticRankTotals writeSyntheticRun(const std::filesystem::path& runDir,
+                                      const SyntheticRunSpec& spec) {
+    Manifest initial;
+    initial.worldSize = spec.ranks;
+    initial.command = {"meshscope", "synth"};
+    initial.torchVersion = "synthetic";
+    SyntheticRankTotals totals;
+    for (int rank = 0; rank < spec.ranks; ++rank) {
+        auto writer = createRankWriter(runDir, initial, rank);
+        auto t = writeSyntheticRank(*writer, spec, rank);
+        writer->close();
+        totals.ops += t.ops;
+        totals.incidents += t.incidents;
+        totals.collectives += t.collectives;
+        totals.steps = t.steps;
+    }
+    return totals;
+}
+
+}  // namespace meshscope

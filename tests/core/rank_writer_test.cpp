@@ -1,0 +1,227 @@
+// RankWriter under pressure: a full queue, a failing or locked file, fork()ed
+// children, and use after close. The producer never blocks or throws; every
+// lost record is counted and the counts reach the file.
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+
+#include "core/store/rank_reader.h"
+#include "core/store/rank_writer.h"
+#include "core/store/store_error.h"
+#include "tests/core/test_support.h"
+
+namespace meshscope {
+namespace {
+
+OpRecord makeOp(RankWriter& w, int64_t t) {
+    OpRecord op;
+    op.name = w.intern("aten::add.Tensor");
+    op.startNs = t;
+    op.endNs = t + 1;
+    return op;
+}
+
+uint64_t dropped(const RankSummary& s, const char* reason) {
+    auto it = s.drops.find(reason);
+    return it == s.drops.end() ? 0 : it->second;
+}
+
+TEST(RankWriter, FullQueueDropsAndCountsWithoutBlocking) {
+    test::TempDir dir;
+    WriterOptions options;
+    options.queueCapacity = 10;
+    options.batchSize = 1000;  // never reached: the writer only wakes on its interval
+    options.flushInterval = std::chrono::milliseconds(60'000);
+    auto w = RankWriter::create(dir / "r.msdb", {}, options);
+    int accepted = 0;
+    for (int i = 0; i < 100; ++i)
+        accepted += w->submit(makeOp(*w, i)).valid();
+    EXPECT_EQ(accepted, 10);
+    WriterStats stats = w->stats();
+    EXPECT_EQ(stats.submitted, 10u);
+    EXPECT_EQ(stats.drops[size_t(DropReason::QueueFull)], 90u);
+    w->close();
+
+    RankReader r = RankReader::open(dir / "r.msdb");
+    RankSummary s = r.summary();
+    EXPECT_EQ(s.ops, 10);
+    EXPECT_EQ(dropped(s, "queue_full"), 90u);
+}
+
+TEST(RankWriter, FlushNowPutsRecordsOnDiskImmediately) {
+    test::TempDir dir;
+    WriterOptions options;
+    options.flushInterval = std::chrono::milliseconds(60'000);
+    auto w = RankWriter::create(dir / "r.msdb", {}, options);
+    IncidentRecord in;
+    in.op = w->intern("aten::sub.Tensor");
+    w->submit(in);
+    ASSERT_TRUE(w->flushNow());
+    // A second process' view: a separate read-only connection.
+    RankReader r = RankReader::open(dir / "r.msdb");
+    auto incidents = r.incidentsAfter(IncidentSeq{});
+    ASSERT_EQ(incidents.size(), 1u);
+    EXPECT_EQ(r.string(incidents[0].op), "aten::sub.Tensor");
+}
+
+TEST(RankWriter, SubmitAfterCloseIsCounted) {
+    test::TempDir dir;
+    auto w = RankWriter::create(dir / "r.msdb", {});
+    w->close();
+    EXPECT_FALSE(w->submit(makeOp(*w, 1)).valid());
+    EXPECT_EQ(w->stats().drops[size_t(DropReason::Closed)], 1u);
+    EXPECT_TRUE(w->flushNow());
+    w->close();  // idempotent
+}
+
+TEST(RankWriter, FullFileDropsBatchesAndStoresTheCount) {
+    test::TempDir dir;
+    WriterOptions options;
+    options.maxFileBytes = 256 * 1024;
+    std::atomic<int> warnings{0};
+    std::string warning;
+    options.warn = [&](const std::string& msg) {
+        warning = msg;
+        ++warnings;
+    };
+    auto w = RankWriter::create(dir / "r.msdb", {}, options);
+    const int total = 50'000;
+    for (int i = 0; i < total; ++i) {
+        w->submit(makeOp(*w, i));
+        if (i % 1000 == 999) w->flushNow();
+    }
+    w->close();
+    WriterStats stats = w->stats();
+    EXPECT_EQ(warnings.load(), 1);
+    EXPECT_NE(warning.find("r.msdb"), std::string::npos) << warning;
+    ASSERT_GT(stats.drops[size_t(DropReason::WriteError)], 0u);
+
+    RankReader r = RankReader::open(dir / "r.msdb");
+    RankSummary s = r.summary();
+    EXPECT_GT(s.ops, 0);
+    EXPECT_EQ(uint64_t(s.ops) + dropped(s, "write_error"), uint64_t(total));
+}
+
+TEST(RankWriter, LockedFileLosesBatchesThenRecovers) {
+    test::TempDir dir;
+    WriterOptions options;
+    options.warn = [](const std::string&) {};
+    auto w = RankWriter::create(dir / "r.msdb", {}, options);
+    sqlite3* other = nullptr;
+    ASSERT_EQ(sqlite3_open((dir / "r.msdb").c_str(), &other), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK);
+    for (int i = 0; i < 5; ++i)
+        w->submit(makeOp(*w, i));
+    w->flushNow();
+    EXPECT_EQ(w->stats().drops[size_t(DropReason::WriteError)], 5u);
+    sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
+    sqlite3_close(other);
+    for (int i = 0; i < 7; ++i)
+        w->submit(makeOp(*w, 100 + i));
+    w->close();
+    RankSummary s = RankReader::open(dir / "r.msdb").summary();
+    EXPECT_EQ(s.ops, 7);
+    EXPECT_EQ(dropped(s, "write_error"), 5u);
+}
+
+TEST(RankWriter, UncreatableFileIsAClearError) {
+    try {
+        RankWriter::create("/proc/meshscope-cannot-exist/r.msdb", {});
+        FAIL() << "expected StoreError";
+    } catch (const StoreError& e) {
+        EXPECT_EQ(e.path(), "/proc/meshscope-cannot-exist/r.msdb");
+        EXPECT_NE(std::string(e.what()).find("cannot create rank file"), std::string::npos);
+    }
+}
+
+TEST(RankWriter, ForkedChildStaysSilentAndParentFileStaysIntact) {
+    test::TempDir dir;
+    auto w = RankWriter::create(dir / "r.msdb", {});
+    for (int i = 0; i < 100; ++i)
+        w->submit(makeOp(*w, i));
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        // Like a DataLoader worker: it inherits the writer and must not use it.
+        bool ok = true;
+        for (int i = 0; i < 100; ++i)
+            ok &= !w->submit(makeOp(*w, 1000 + i)).valid();
+        ok &= !w->flushNow();
+        ok &= w->stats().drops[size_t(DropReason::ForkedChild)] == 100;
+        w.reset();  // destroying it in the child must not close the parent's connection
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+    for (int i = 0; i < 100; ++i)
+        w->submit(makeOp(*w, 200 + i));
+    w->close();
+
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((dir / "r.msdb").c_str(), &db), SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &stmt, nullptr);
+    ASSERT_EQ(sqlite3_step(stmt), SQLITE_ROW);
+    EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)), "ok");
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    RankSummary s = RankReader::open(dir / "r.msdb").summary();
+    EXPECT_EQ(s.ops, 200);
+    EXPECT_EQ(dropped(s, "forked_child"), 0u);  // the child's own counts never reach the file
+}
+
+TEST(RankWriter, ConcurrentProducersGetUniqueOrderedSeqs) {
+    test::TempDir dir;
+    auto w = RankWriter::create(dir / "r.msdb", {});
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+        threads.emplace_back([&, t] {
+            for (int i = 0; i < 5000; ++i) {
+                OpRecord op = makeOp(*w, i);
+                op.thread = uint32_t(t);
+                w->submit(op);
+            }
+        });
+    for (auto& t : threads)
+        t.join();
+    w->close();
+    RankReader r = RankReader::open(dir / "r.msdb");
+    auto ops = r.opsAfter(OpSeq{});
+    ASSERT_EQ(ops.size(), 20000u);
+    for (size_t i = 0; i < ops.size(); ++i)
+        ASSERT_EQ(ops[i].seq.value(), int64_t(i) + 1);
+}
+
+TEST(StringInterner, LimitReturnsMarkerAndCounts) {
+    StringInterner interner(160);  // room for the marker and "short"
+    StringId a = interner.intern("short");
+    StringId big = interner.intern(std::string(200, 'x'));
+    StringId again = interner.intern(std::string(300, 'y'));
+    EXPECT_NE(a, big);
+    EXPECT_EQ(big, again);
+    EXPECT_EQ(interner.limitDrops(), 2u);
+    EXPECT_EQ(interner.intern("short"), a);
+}
+
+TEST(StringInterner, RestoredPendingKeepsOrder) {
+    StringInterner interner;
+    interner.takePending();  // the marker
+    interner.intern("a");
+    auto first = interner.takePending();
+    interner.intern("b");
+    interner.restorePending(std::move(first));
+    auto both = interner.takePending();
+    ASSERT_EQ(both.strings.size(), 2u);
+    EXPECT_EQ(both.strings[0].text, "a");
+    EXPECT_EQ(both.strings[1].text, "b");
+}
+
+}  // namespace
+}  // namespace meshscope
