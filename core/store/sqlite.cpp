@@ -132,7 +132,7 @@ bool Stmt::step() {
 
 void Stmt::run() {
     step();
-    reset();
+    sqlite3_reset(m_stmt);  // every parameter is rebound before the next run
 }
 
 void Stmt::reset() {
