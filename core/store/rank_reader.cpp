@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "core/store/op_chunk.h"
 #include "core/store/schema.h"
 #include "core/store/store_error.h"
 
@@ -52,24 +53,14 @@ void checkHeader(const std::filesystem::path& file) {
                                             std::to_string(expected) + " bytes)");
 }
 
-OpRecord opFrom(const sql::Stmt& s) {
-    OpRecord op;
-    op.seq = s.id<OpSeq>(0);
-    op.startNs = s.int64(1);
-    op.endNs = s.int64(2);
-    op.thread = uint32_t(s.int64(3));
-    op.name = s.id<StringId>(4);
-    op.phase = Phase(s.int64(5));
-    op.step = s.int64(6);
-    op.stack = s.id<StackId>(7);
-    op.depth = uint16_t(s.int64(8));
-    op.incident = s.id<IncidentSeq>(9);
-    return op;
-}
+constexpr const char* kChunkColumns =
+    "SELECT first_seq, last_seq, count, min_start_ns, max_start_ns, max_end_ns, min_step, "
+    "max_step, data FROM op_chunks ";
 
-constexpr const char* kOpColumns =
-    "SELECT seq, start_ns, end_ns, thread, name_id, phase, step, stack_id, depth, incident_seq "
-    "FROM ops ";
+int64_t saturatingSub(int64_t a, int64_t b) {
+    return a < std::numeric_limits<int64_t>::min() + b ? std::numeric_limits<int64_t>::min()
+                                                       : a - b;
+}
 
 IncidentRecord incidentFrom(const sql::Stmt& s) {
     IncidentRecord r;
@@ -286,56 +277,91 @@ std::vector<Frame> RankReader::stack(StackId id) const {
     });
 }
 
+int64_t RankReader::metaNumber(std::string_view key) const {
+    sql::Stmt s(*m_db, "SELECT value FROM meta WHERE key=?1");
+    s.bind(1, key);
+    return s.step() ? std::max<int64_t>(0, std::strtoll(s.text(0).c_str(), nullptr, 10)) : 0;
+}
+
+// Decodes the ops of every chunk the statement yields, keeping those `keep`
+// accepts, until `limit` ops are kept.
+template <typename Keep>
+std::vector<OpRecord> RankReader::opsFromChunks(sql::Stmt& s, Keep keep, int64_t limit) const {
+    std::vector<OpRecord> ops;
+    while (int64_t(ops.size()) < limit && s.step()) {
+        OpChunkBounds b{s.id<OpSeq>(0), s.id<OpSeq>(1), s.int64(2), s.int64(3),
+                        s.int64(4),     s.int64(5),     s.int64(6), s.int64(7)};
+        std::vector<OpRecord> chunk;
+        try {
+            chunk = decodeOpChunk(b, s.blob(8));
+        } catch (const ChunkError& e) {
+            throw StoreError(m_path.string(), "corrupt op chunk at seq " +
+                                                  std::to_string(b.firstSeq.value()) + " (" +
+                                                  e.what() + ")");
+        }
+        for (OpRecord& op : chunk) {
+            if (int64_t(ops.size()) == limit) break;
+            if (keep(op)) ops.push_back(std::move(op));
+        }
+    }
+    return ops;
+}
+
 std::vector<OpRecord> RankReader::opsInTimeRange(int64_t t0, int64_t t1, int64_t limit) const {
     return guarded([&] {
-        // Ops that start before t0 can still overlap it; the longest recorded
-        // op bounds how far back to look, so the start_ns index serves.
-        int64_t maxDuration = 0;
-        sql::Stmt meta(*m_db, "SELECT value FROM meta WHERE key='max_op_duration_ns'");
-        if (meta.step())
-            maxDuration = std::max<int64_t>(0, std::strtoll(meta.text(0).c_str(), nullptr, 10));
-        sql::Stmt s(*m_db, std::string(kOpColumns) +
-                               "WHERE start_ns >= ?1 AND start_ns < ?2 AND end_ns > ?3 "
-                               "ORDER BY start_ns LIMIT ?4");
-        s.bind(1, t0 > std::numeric_limits<int64_t>::min() + maxDuration ? t0 - maxDuration : t0);
-        s.bind(2, t1).bind(3, t0).bind(4, limit);
-        return collect<OpRecord>(s, opFrom);
+        // A chunk overlapping [t0, t1) starts no earlier than t0 minus the
+        // largest chunk extent ever written, so the min_start_ns index serves.
+        int64_t reach = metaNumber(schema::kMetaChunkTimeReach);
+        sql::Stmt s(*m_db, std::string(kChunkColumns) +
+                               "WHERE min_start_ns >= ?1 AND min_start_ns < ?2 AND max_end_ns > ?3 "
+                               "ORDER BY first_seq");
+        s.bind(1, saturatingSub(t0, reach)).bind(2, t1).bind(3, t0);
+        auto ops = opsFromChunks(
+            s, [&](const OpRecord& op) { return op.startNs < t1 && op.endNs > t0; }, kNoLimit);
+        std::stable_sort(ops.begin(), ops.end(), [](const OpRecord& a, const OpRecord& b) {
+            return a.startNs < b.startNs;
+        });
+        if (int64_t(ops.size()) > limit) ops.resize(size_t(limit));
+        return ops;
     });
 }
 
 std::vector<OpRecord> RankReader::opsInStepRange(int64_t s0, int64_t s1, int64_t limit) const {
     return guarded([&] {
-        sql::Stmt s(*m_db,
-                    std::string(kOpColumns) + "WHERE step BETWEEN ?1 AND ?2 ORDER BY seq LIMIT ?3");
-        s.bind(1, s0).bind(2, s1).bind(3, limit);
-        return collect<OpRecord>(s, opFrom);
+        int64_t reach = metaNumber(schema::kMetaChunkStepReach);
+        sql::Stmt s(*m_db, std::string(kChunkColumns) +
+                               "WHERE min_step >= ?1 AND min_step <= ?2 AND max_step >= ?3 "
+                               "ORDER BY first_seq");
+        s.bind(1, saturatingSub(s0, reach)).bind(2, s1).bind(3, s0);
+        return opsFromChunks(
+            s, [&](const OpRecord& op) { return op.step >= s0 && op.step <= s1; }, limit);
     });
 }
 
 std::vector<OpRecord> RankReader::opsAfter(OpSeq after, int64_t limit) const {
     return guarded([&] {
-        sql::Stmt s(*m_db, std::string(kOpColumns) + "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
-        s.bind(1, after.value()).bind(2, limit);
-        return collect<OpRecord>(s, opFrom);
+        sql::Stmt s(*m_db, std::string(kChunkColumns) +
+                               "WHERE first_seq > ?1 AND last_seq > ?2 ORDER BY first_seq");
+        s.bind(1, saturatingSub(after.value(), kMaxOpsPerChunk)).bind(2, after.value());
+        return opsFromChunks(
+            s, [&](const OpRecord& op) { return op.seq > after; }, limit);
     });
 }
 
-std::vector<OperandRecord> RankReader::operands(OperandOwner owner, int64_t seq) const {
-    return guarded([&] {
-        sql::Stmt s(*m_db,
-                    "SELECT idx, role, kind, tensor_id, scalar, placements_id FROM operands "
-                    "WHERE owner=?1 AND owner_seq=?2 ORDER BY role, idx");
-        s.bind(1, int64_t(owner)).bind(2, seq);
-        return collect<OperandRecord>(s, [](const sql::Stmt& s) {
-            OperandRecord o;
-            o.index = uint16_t(s.int64(0));
-            o.role = s.int64(1) == 1 ? OperandRole::Output : OperandRole::Input;
-            o.kind = OperandKind(std::clamp<int64_t>(s.int64(2), 0, 2));
-            o.tensor = s.id<TensorId>(3);
-            o.scalar = s.real(4);
-            o.placements = s.id<StringId>(5);
-            return o;
-        });
+std::vector<OperandRecord> RankReader::incidentOperands(IncidentSeq seq) const {
+    sql::Stmt s(*m_db,
+                "SELECT idx, role, kind, tensor_id, scalar, placements_id FROM incident_operands "
+                "WHERE incident_seq=?1 ORDER BY role, idx");
+    s.bindId(1, seq);
+    return collect<OperandRecord>(s, [](const sql::Stmt& s) {
+        OperandRecord o;
+        o.index = uint16_t(s.int64(0));
+        o.role = s.int64(1) == 1 ? OperandRole::Output : OperandRole::Input;
+        o.kind = OperandKind(std::clamp<int64_t>(s.int64(2), 0, 2));
+        o.tensor = s.id<TensorId>(3);
+        o.scalar = s.real(4);
+        o.placements = s.id<StringId>(5);
+        return o;
     });
 }
 
@@ -345,7 +371,7 @@ std::vector<IncidentRecord> RankReader::incidentsAfter(IncidentSeq after, int64_
         s.bind(1, after.value()).bind(2, limit);
         auto rows = collect<IncidentRecord>(s, incidentFrom);
         for (auto& r : rows)
-            r.operands = operands(OperandOwner::Incident, r.seq.value());
+            r.operands = incidentOperands(r.seq);
         return rows;
     });
 }
@@ -357,7 +383,7 @@ std::vector<IncidentRecord> RankReader::incidentsInStepRange(int64_t s0, int64_t
         s.bind(1, s0).bind(2, s1);
         auto rows = collect<IncidentRecord>(s, incidentFrom);
         for (auto& r : rows)
-            r.operands = operands(OperandOwner::Incident, r.seq.value());
+            r.operands = incidentOperands(r.seq);
         return rows;
     });
 }
@@ -423,7 +449,9 @@ std::optional<TensorRecord> RankReader::tensor(TensorId id) const {
 RankSummary RankReader::summary() const {
     return guarded([&] {
         RankSummary r;
-        sql::Stmt ops(*m_db, "SELECT count(*), min(start_ns), max(end_ns) FROM ops");
+        sql::Stmt ops(*m_db,
+                      "SELECT coalesce(sum(count), 0), min(min_start_ns), max(max_end_ns) "
+                      "FROM op_chunks");
         if (ops.step()) {
             r.ops = ops.int64(0);
             r.firstNs = ops.int64(1);

@@ -66,13 +66,13 @@ class RankReader {
     std::string string(StringId id) const;
     std::vector<Frame> stack(StackId id) const;
 
+    // Op queries return ops with their operands.
     // Ops overlapping [t0, t1), ordered by start time.
     std::vector<OpRecord> opsInTimeRange(int64_t t0, int64_t t1, int64_t limit = kNoLimit) const;
     // Ops whose step is in [s0, s1], ordered by seq.
     std::vector<OpRecord> opsInStepRange(int64_t s0, int64_t s1, int64_t limit = kNoLimit) const;
     // Ops with seq > after, ordered by seq: polling a live run.
     std::vector<OpRecord> opsAfter(OpSeq after, int64_t limit = kNoLimit) const;
-    std::vector<OperandRecord> operands(OperandOwner owner, int64_t seq) const;
 
     std::vector<IncidentRecord> incidentsAfter(IncidentSeq after, int64_t limit = kNoLimit) const;
     std::vector<IncidentRecord> incidentsInStepRange(int64_t s0, int64_t s1) const;
@@ -89,6 +89,10 @@ class RankReader {
     auto guarded(Fn&& fn) const;
     void validate();
     void loadStrings() const;
+    int64_t metaNumber(std::string_view key) const;
+    template <typename Keep>
+    std::vector<OpRecord> opsFromChunks(sql::Stmt& s, Keep keep, int64_t limit) const;
+    std::vector<OperandRecord> incidentOperands(IncidentSeq seq) const;
 
     std::filesystem::path m_path;
     std::unique_ptr<sql::Db> m_db;

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/store/record_inserter.h"
+#include "core/store/schema.h"
 #include "core/store/store_error.h"
 
 namespace meshscope {
@@ -82,7 +83,6 @@ RankWriter::RankWriter(std::filesystem::path path, sql::Db db, WriterOptions opt
       m_inserter(std::make_unique<RecordInserter>(m_db)),
       m_clockOrigin(std::chrono::steady_clock::now()),
       m_forkGeneration(g_forkGeneration.load()) {
-    m_queue.reserve(m_options.batchSize);
     if (!m_options.warn)
         m_options.warn = [](const std::string& msg) { std::cerr << "meshscope: " << msg << "\n"; };
 }
@@ -150,7 +150,7 @@ int64_t RankWriter::enqueue(Record&& record, int64_t* seqCounter) {
             seq = ++*seqCounter;
             assignSeq(record, seq);
         }
-        m_queue.push_back(std::move(record));
+        m_queue.push(std::move(record));
         ++m_enqueued;
         wake = m_queue.size() == m_options.batchSize;
     }
@@ -196,69 +196,91 @@ bool RankWriter::flushNow() {
 }
 
 void RankWriter::run() {
-    std::vector<Record> batch;
-    batch.reserve(m_options.batchSize);
     for (;;) {
         bool stopping;
+        RecordQueue::Blocks batch;
         {
             std::unique_lock lock(m_sync->mutex);
             m_sync->wake.wait_for(lock, m_options.flushInterval, [&] {
                 return m_stopping || m_flushRequested || m_queue.size() >= m_options.batchSize;
             });
-            batch.swap(m_queue);
+            batch = m_queue.takeAll();
             m_flushRequested = false;
             stopping = m_stopping;
         }
-        writeBatch(batch);
+        size_t records = writeBatch(batch);
+        RecordQueue::clearBlocks(batch);
         {
             std::lock_guard lock(m_sync->mutex);
-            m_processed += batch.size();
+            m_processed += records;
+            m_queue.recycle(std::move(batch));
         }
         m_sync->flushed.notify_all();
-        batch.clear();
         if (stopping) return;
     }
 }
 
-void RankWriter::writeBatch(std::vector<Record>& batch) {
+size_t RankWriter::writeBatch(const RecordQueue::Blocks& batch) {
+    size_t records = 0;
+    for (const auto& block : batch)
+        records += block->size();
     std::array<uint64_t, kDropReasonCount> drops;
     for (int i = 0; i < kDropReasonCount; ++i)
         drops[i] = m_drops[i].load();
     drops[size_t(DropReason::StringLimit)] += m_interner.limitDrops();
     bool dropsChanged = drops != m_dropsStored;
     StringInterner::Pending pending = m_interner.takePending();
-    if (batch.empty() && pending.empty() && !dropsChanged) return;
+    if (records == 0 && pending.empty() && !dropsChanged) return 0;
     int64_t lastOp = 0;
-    int64_t maxDuration = m_maxOpDurationNs;
+    ChunkReach reach = m_reachStored;
     try {
         sql::Transaction tx(m_db);
         m_inserter->insertPending(pending);
-        for (const Record& r : batch) {
-            m_inserter->insert(r);
-            if (auto* op = std::get_if<OpRecord>(&r)) {
-                lastOp = op->seq.value();
-                maxDuration = std::max(maxDuration, op->endNs - op->startNs);
+        m_chunk.clear();
+        auto writeChunk = [&] {
+            if (m_chunk.empty()) return;
+            const OpChunkBounds& b = m_chunk.bounds();
+            reach.timeNs = std::max(reach.timeNs, b.maxEndNs - b.minStartNs);
+            reach.steps = std::max(reach.steps, b.maxStep - b.minStep);
+            lastOp = b.lastSeq.value();
+            m_inserter->insertOpChunk(m_chunk);
+            m_chunk.clear();
+        };
+        for (const auto& block : batch) {
+            for (const Record& r : *block) {
+                if (auto* op = std::get_if<OpRecord>(&r)) {
+                    if (!m_chunk.add(*op)) {
+                        writeChunk();
+                        m_chunk.add(*op);
+                    }
+                } else {
+                    m_inserter->insert(r);
+                }
             }
         }
-        if (maxDuration > m_maxOpDurationNs)
-            m_inserter->writeMeta("max_op_duration_ns", std::to_string(maxDuration));
+        writeChunk();
+        if (reach.timeNs > m_reachStored.timeNs)
+            m_inserter->writeMeta(schema::kMetaChunkTimeReach, std::to_string(reach.timeNs));
+        if (reach.steps > m_reachStored.steps)
+            m_inserter->writeMeta(schema::kMetaChunkStepReach, std::to_string(reach.steps));
         if (dropsChanged) m_inserter->writeDrops(drops);
         tx.commit();
     } catch (const sql::Error& e) {
         m_interner.restorePending(std::move(pending));
-        countDrop(DropReason::WriteError, batch.size());
+        countDrop(DropReason::WriteError, records);
         storeDropsOnly();
         if (!m_warned) {
             m_warned = true;
             m_options.warn(m_path.string() + ": cannot write (" + e.what() +
                            "); records are being dropped and counted");
         }
-        return;
+        return records;
     }
     m_dropsStored = drops;
-    m_maxOpDurationNs = maxDuration;
-    m_written.fetch_add(batch.size(), std::memory_order_relaxed);
+    m_reachStored = reach;
+    m_written.fetch_add(records, std::memory_order_relaxed);
     if (lastOp) m_lastCommittedOp.store(lastOp, std::memory_order_release);
+    return records;
 }
 
 // After a failed batch: the drop rows exist from creation, so updating them
@@ -294,9 +316,9 @@ void RankWriter::close() {
     }
     // Final drop counts and the end marker, written from this thread now that
     // the writer thread is gone.
-    std::vector<Record> last;
-    last.emplace_back(MetaRecord{"ended_ns", std::to_string(nowNs())});
-    writeBatch(last);
+    RecordQueue last;
+    last.push(MetaRecord{"ended_ns", std::to_string(nowNs())});
+    writeBatch(last.takeAll());
     m_inserter.reset();
     m_db = sql::Db();
 }

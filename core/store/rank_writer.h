@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/store/op_chunk.h"
+#include "core/store/record_queue.h"
 #include "core/store/records.h"
 #include "core/store/sqlite.h"
 #include "core/store/string_interner.h"
@@ -103,7 +105,7 @@ class RankWriter {
     bool ownedHere() const;
     int64_t enqueue(Record&& record, int64_t* seqCounter);  // seq, 1 if unsequenced, 0 if dropped
     void run();
-    void writeBatch(std::vector<Record>& batch);
+    size_t writeBatch(const RecordQueue::Blocks& batch);  // returns the record count
     void countDrop(DropReason reason, uint64_t n = 1);
     void storeDropsOnly();
 
@@ -123,7 +125,7 @@ class RankWriter {
         std::condition_variable flushed;
     };
     Sync* m_sync = new Sync;
-    std::vector<Record> m_queue;
+    RecordQueue m_queue;
     int64_t m_opSeq = 0, m_incidentSeq = 0, m_collectiveSeq = 0;
     uint64_t m_enqueued = 0;   // total accepted
     uint64_t m_processed = 0;  // total committed or counted lost
@@ -137,8 +139,14 @@ class RankWriter {
     std::array<std::atomic<uint64_t>, kDropReasonCount> m_drops{};
     std::array<uint64_t, kDropReasonCount> m_dropsStored{};  // writer thread only
     bool m_warned = false;                                   // writer thread only
-    int64_t m_maxOpDurationNs =
-        0;  // stored in meta; bounds time-range lookback. Writer thread only
+    // Largest time/step extent of any stored op chunk (meta; bounds readers'
+    // index scans). Writer thread only, like the chunk being built.
+    struct ChunkReach {
+        int64_t timeNs = 0;
+        int64_t steps = 0;
+    };
+    ChunkReach m_reachStored;
+    OpChunkEncoder m_chunk;
     std::thread* m_thread = nullptr;  // raw: a forked child must leak, never join, it
 };
 

@@ -47,8 +47,8 @@ RecordInserter::RecordInserter(sql::Db& db)
       m_tensor(db,
                "INSERT OR REPLACE INTO tensors VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
                "?11)"),
-      m_op(db, "INSERT INTO ops VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-      m_operand(db, "INSERT OR REPLACE INTO operands VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"),
+      m_opChunk(db, "INSERT INTO op_chunks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+      m_operand(db, "INSERT OR REPLACE INTO incident_operands VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
       m_collective(db,
                    "INSERT INTO collectives VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
       m_optimizerStep(db,
@@ -105,11 +105,11 @@ void RecordInserter::insertRow(const TensorRecord& r) {
     m_tensor.bindId(9, r.createdAt).bind(10, r.numel).bind(11, int64_t(r.isDTensor)).run();
 }
 
-void RecordInserter::insertRow(const OpRecord& r) {
-    m_op.bindId(1, r.seq).bind(2, r.startNs).bind(3, r.endNs).bind(4, int64_t(r.thread));
-    m_op.bind(5, r.name.value()).bind(6, int64_t(r.phase)).bind(7, r.step).bindId(8, r.stack);
-    m_op.bind(9, int64_t(r.depth)).bindId(10, r.incident).run();
-    if (!r.operands.empty()) insertOperands(OperandOwner::Op, r.seq.value(), r.operands);
+void RecordInserter::insertOpChunk(const OpChunkEncoder& chunk) {
+    const OpChunkBounds& b = chunk.bounds();
+    m_opChunk.bindId(1, b.firstSeq).bindId(2, b.lastSeq).bind(3, b.count).bind(4, b.minStartNs);
+    m_opChunk.bind(5, b.maxStartNs).bind(6, b.maxEndNs).bind(7, b.minStep).bind(8, b.maxStep);
+    m_opChunk.bindBlob(9, chunk.bytes()).run();
 }
 
 void RecordInserter::insertRow(const CollectiveRecord& r) {
@@ -136,19 +136,14 @@ void RecordInserter::insertRow(const IncidentRecord& r) {
     else
         s.bindNull(14);
     s.bindId(15, r.promotedPlacements).bindId(16, r.stack).run();
-    if (!r.operands.empty()) insertOperands(OperandOwner::Incident, r.seq.value(), r.operands);
-}
-
-void RecordInserter::insertOperands(OperandOwner owner, int64_t seq,
-                                    const std::vector<OperandRecord>& operands) {
-    for (const OperandRecord& o : operands) {
-        m_operand.bind(1, int64_t(owner)).bind(2, seq).bind(3, int64_t(o.role));
-        m_operand.bind(4, int64_t(o.index)).bind(5, int64_t(o.kind)).bindId(6, o.tensor);
+    for (const OperandRecord& o : r.operands) {
+        m_operand.bindId(1, r.seq).bind(2, int64_t(o.role)).bind(3, int64_t(o.index));
+        m_operand.bind(4, int64_t(o.kind)).bindId(5, o.tensor);
         if (o.kind == OperandKind::Scalar)
-            m_operand.bind(7, o.scalar);
+            m_operand.bind(6, o.scalar);
         else
-            m_operand.bindNull(7);
-        m_operand.bindId(8, o.placements).run();
+            m_operand.bindNull(6);
+        m_operand.bindId(7, o.placements).run();
     }
 }
 

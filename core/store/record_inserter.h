@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/store/op_chunk.h"
 #include "core/store/records.h"
 #include "core/store/sqlite.h"
 #include "core/store/string_interner.h"
@@ -19,7 +20,9 @@ class RecordInserter {
     static void createSchema(sql::Db& db);
     explicit RecordInserter(sql::Db& db);
 
+    // Every record but OpRecord, which goes through insertOpChunk.
     void insert(const Record& record);
+    void insertOpChunk(const OpChunkEncoder& chunk);
     void insertPending(const StringInterner::Pending& pending);
     void writeMeta(std::string_view key, std::string_view value);
     // Zero counts are skipped unless includeZero (used once, to create every row
@@ -30,13 +33,11 @@ class RecordInserter {
     void insertRow(const MetaRecord& r);
     void insertRow(const MeshRecord& r);
     void insertRow(const TensorRecord& r);
-    void insertRow(const OpRecord& r);
+    void insertRow(const OpRecord&) {}  // ops are chunked by the caller
     void insertRow(const CollectiveRecord& r);
     void insertRow(const OptimizerStepRecord& r);
     void insertRow(const IncidentRecord& r);
-    void insertOperands(OperandOwner owner, int64_t seq, const std::vector<OperandRecord>& ops);
-
-    sql::Stmt m_meta, m_string, m_frame, m_mesh, m_tensor, m_op, m_operand, m_collective,
+    sql::Stmt m_meta, m_string, m_frame, m_mesh, m_tensor, m_opChunk, m_operand, m_collective,
         m_optimizerStep, m_incident, m_drop;
 };
 

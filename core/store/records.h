@@ -44,7 +44,6 @@ enum class Outcome : uint8_t { Raised = 0, Reconciled = 1, Failed = 2 };
 
 enum class OperandKind : uint8_t { None = 0, Tensor = 1, Scalar = 2 };
 enum class OperandRole : uint8_t { Input = 0, Output = 1 };
-enum class OperandOwner : uint8_t { Op = 0, Incident = 1 };
 
 std::string_view toString(Phase phase);
 std::string_view toString(OriginClass origin);

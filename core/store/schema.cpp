@@ -18,17 +18,18 @@ CREATE TABLE tensors (
   id INTEGER PRIMARY KEY, dtype_id INTEGER, global_shape_id INTEGER, local_shape_id INTEGER,
   device_id INTEGER, mesh_id INTEGER, placements_id INTEGER, label_id INTEGER,
   created_stack_id INTEGER, numel INTEGER NOT NULL, is_dtensor INTEGER NOT NULL);
-CREATE TABLE ops (
-  seq INTEGER PRIMARY KEY, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
-  thread INTEGER NOT NULL, name_id INTEGER NOT NULL, phase INTEGER NOT NULL,
-  step INTEGER NOT NULL, stack_id INTEGER, depth INTEGER NOT NULL, incident_seq INTEGER);
-CREATE INDEX ops_by_start ON ops (start_ns);
-CREATE INDEX ops_by_step ON ops (step);
-CREATE TABLE operands (
-  owner INTEGER NOT NULL, owner_seq INTEGER NOT NULL, role INTEGER NOT NULL,
-  idx INTEGER NOT NULL, kind INTEGER NOT NULL, tensor_id INTEGER, scalar REAL,
-  placements_id INTEGER,
-  PRIMARY KEY (owner, owner_seq, role, idx)) WITHOUT ROWID;
+-- Ops in chunks of consecutive seqs (core/store/op_chunk.h): bounds as
+-- columns, the ops varint-encoded in data.
+CREATE TABLE op_chunks (
+  first_seq INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL, count INTEGER NOT NULL,
+  min_start_ns INTEGER NOT NULL, max_start_ns INTEGER NOT NULL, max_end_ns INTEGER NOT NULL,
+  min_step INTEGER NOT NULL, max_step INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE INDEX op_chunks_by_start ON op_chunks (min_start_ns);
+CREATE INDEX op_chunks_by_step ON op_chunks (min_step);
+CREATE TABLE incident_operands (
+  incident_seq INTEGER NOT NULL, role INTEGER NOT NULL, idx INTEGER NOT NULL,
+  kind INTEGER NOT NULL, tensor_id INTEGER, scalar REAL, placements_id INTEGER,
+  PRIMARY KEY (incident_seq, role, idx)) WITHOUT ROWID;
 CREATE TABLE collectives (
   seq INTEGER PRIMARY KEY, op_seq INTEGER, kind_id INTEGER NOT NULL, group_id INTEGER,
   src_placements_id INTEGER, dst_placements_id INTEGER, bytes INTEGER NOT NULL,

@@ -26,8 +26,14 @@ inline constexpr std::string_view kManifestName = "manifest.json";
 extern const std::string_view kSchemaSql;
 
 inline constexpr std::array<std::string_view, 11> kRequiredTables = {
-    "meta",     "strings",     "stack_frames",    "meshes",    "tensors", "ops",
-    "operands", "collectives", "optimizer_steps", "incidents", "drops",
+    "meta",      "strings",           "stack_frames", "meshes",
+    "tensors",   "op_chunks",         "collectives",  "optimizer_steps",
+    "incidents", "incident_operands", "drops",
 };
+
+// Meta keys the writer maintains so readers can bound index range scans: the
+// largest (max_end_ns - min_start_ns) and (max_step - min_step) of any op chunk.
+inline constexpr std::string_view kMetaChunkTimeReach = "max_chunk_time_reach_ns";
+inline constexpr std::string_view kMetaChunkStepReach = "max_chunk_step_reach";
 
 }  // namespace meshscope::schema

@@ -117,6 +117,12 @@ Stmt& Stmt::bind(int index, std::string_view text) {
     return *this;
 }
 
+Stmt& Stmt::bindBlob(int index, std::string_view bytes) {
+    int rc = sqlite3_bind_blob(m_stmt, index, bytes.data(), int(bytes.size()), SQLITE_STATIC);
+    if (rc != SQLITE_OK) fail(rc);
+    return *this;
+}
+
 Stmt& Stmt::bindNull(int index) {
     if (int rc = sqlite3_bind_null(m_stmt, index); rc != SQLITE_OK) fail(rc);
     return *this;
@@ -148,6 +154,12 @@ double Stmt::real(int col) const {
 }
 bool Stmt::isNull(int col) const {
     return sqlite3_column_type(m_stmt, col) == SQLITE_NULL;
+}
+
+std::string_view Stmt::blob(int col) const {
+    auto* data = static_cast<const char*>(sqlite3_column_blob(m_stmt, col));
+    return data ? std::string_view(data, size_t(sqlite3_column_bytes(m_stmt, col)))
+                : std::string_view();
 }
 
 std::string Stmt::text(int col) const {

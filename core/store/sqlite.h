@@ -71,6 +71,7 @@ class Stmt {
     Stmt& bind(int index, int64_t value);
     Stmt& bind(int index, double value);
     Stmt& bind(int index, std::string_view text);
+    Stmt& bindBlob(int index, std::string_view bytes);
     Stmt& bindNull(int index);
     template <typename Id>
     Stmt& bindId(int index, Id id) {
@@ -86,6 +87,7 @@ class Stmt {
     int64_t int64(int col) const;
     double real(int col) const;
     std::string text(int col) const;
+    std::string_view blob(int col) const;  // valid until the next step/reset
     bool isNull(int col) const;
     template <typename Id>
     Id id(int col) const {

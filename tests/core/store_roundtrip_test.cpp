@@ -113,7 +113,7 @@ TEST_F(RoundTrip, OpsWithOperands) {
     EXPECT_EQ(back.step, 7);
     EXPECT_EQ(back.depth, 1);
     EXPECT_EQ(back.incident, IncidentSeq{5});
-    auto operands = r.operands(OperandOwner::Op, seq.value());
+    const auto& operands = back.operands;
     ASSERT_EQ(operands.size(), 3u);
     EXPECT_EQ(operands[0], op.operands[0]);
     EXPECT_EQ(operands[1], op.operands[1]);

@@ -19,7 +19,6 @@ inline void exerciseRankFile(const std::filesystem::path& file) {
     for (const auto& op : ops) {
         r.string(op.name);
         r.stack(op.stack);
-        r.operands(OperandOwner::Op, op.seq.value());
     }
     r.opsInTimeRange(0, kNoLimit, 200);
     r.opsInStepRange(0, 3, 200);

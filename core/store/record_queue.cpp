@@ -1,0 +1,40 @@
+#include "core/store/record_queue.h"
+
+#include <utility>
+
+namespace meshscope {
+
+void RecordQueue::push(Record&& record) {
+    if (m_blocks.empty() || m_blocks.back()->size() == kBlockSize) {
+        if (!m_spare.empty()) {
+            m_blocks.push_back(std::move(m_spare.back()));
+            m_spare.pop_back();
+        } else {
+            m_blocks.push_back(std::make_unique<Block>());
+            m_blocks.back()->reserve(kBlockSize);
+        }
+    }
+    m_blocks.back()->push_back(std::move(record));
+    ++m_size;
+}
+
+RecordQueue::Blocks RecordQueue::takeAll() {
+    m_size = 0;
+    return std::exchange(m_blocks, Blocks{});
+}
+
+void RecordQueue::clearBlocks(Blocks& blocks) {
+    for (auto& block : blocks)
+        block->clear();
+}
+
+void RecordQueue::recycle(Blocks&& blocks) {
+    constexpr size_t kMaxSpare = 64;
+    for (auto& block : blocks) {
+        if (m_spare.size() >= kMaxSpare) break;
+        m_spare.push_back(std::move(block));
+    }
+    blocks.clear();
+}
+
+}  // namespace meshscope
