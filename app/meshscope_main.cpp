@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/analysis/run_summary.h"
@@ -16,8 +17,26 @@ namespace {
 
 constexpr int kExitUnreadable = 3;
 
-int runSummary(const std::string& path, bool json) {
+// Opens a run for a command. Unless `partial`, any unreadable part of the run
+// (missing rank, damaged file, bad manifest) is an error: one line per
+// problem on stderr, and nullopt.
+std::optional<meshscope::RunReader> openRun(const std::string& path, bool partial) {
     meshscope::RunReader run = meshscope::RunReader::open(path);
+    for (const auto& p : run.problems())
+        std::cerr << "meshscope: " << p.what() << (partial ? " (skipped)" : "") << "\n";
+    if ((!partial && !run.problems().empty()) || run.ranks().empty()) {
+        if (!partial && !run.problems().empty() && !run.ranks().empty())
+            std::cerr << "meshscope: use --partial to read the " << run.ranks().size()
+                      << " readable rank(s)\n";
+        return std::nullopt;
+    }
+    return run;
+}
+
+int runSummary(const std::string& path, bool json, bool partial) {
+    auto opened = openRun(path, partial);
+    if (!opened) return kExitUnreadable;
+    meshscope::RunReader& run = *opened;
     meshscope::RunSummary summary = meshscope::summarize(run);
     if (json)
         std::cout << meshscope::summaryToJson(summary).dump(2) << "\n";
@@ -27,6 +46,7 @@ int runSummary(const std::string& path, bool json) {
 }
 
 int runInfo(const std::string& path) {
+    // info describes damaged runs too: problems are part of its output.
     meshscope::RunReader run = meshscope::RunReader::open(path);
     if (const auto& m = run.manifest()) {
         fmt::print("run id       {}\ncreated      {}\nworld size   {}\nschema       v{}\n",
@@ -43,7 +63,7 @@ int runInfo(const std::string& path) {
     }
     for (const auto& p : run.problems())
         fmt::print("problem      {}\n", p.what());
-    return 0;
+    return run.problems().empty() ? 0 : kExitUnreadable;
 }
 
 int runSynth(const std::string& out, const meshscope::SyntheticRunSpec& spec) {
@@ -69,6 +89,8 @@ int main(int argc, char** argv) {
     auto* summary = app.add_subcommand("summary", "Per-rank ops, steps, incidents and drops");
     summary->add_option("run", path, "Run directory or rank file")->required();
     summary->add_flag("--json", json, "Print JSON instead of a table");
+    bool partial = false;
+    summary->add_flag("--partial", partial, "Summarize the readable ranks of a damaged run");
 
     auto* info = app.add_subcommand("info", "Manifest and rank files of a run");
     info->add_option("run", path, "Run directory or rank file")->required();
@@ -91,7 +113,7 @@ int main(int argc, char** argv) {
         return app.exit(e) == 0 ? 0 : 2;
     }
     try {
-        if (*summary) return runSummary(path, json);
+        if (*summary) return runSummary(path, json, partial);
         if (*info) return runInfo(path);
         if (*synth) return runSynth(out, spec);
     } catch (const meshscope::StoreError& e) {
