@@ -224,10 +224,7 @@ size_t RankWriter::writeBatch(const RecordQueue::Blocks& batch) {
     size_t records = 0;
     for (const auto& block : batch)
         records += block->size();
-    std::array<uint64_t, kDropReasonCount> drops;
-    for (int i = 0; i < kDropReasonCount; ++i)
-        drops[i] = m_drops[i].load();
-    drops[size_t(DropReason::StringLimit)] += m_interner.limitDrops();
+    std::array<uint64_t, kDropReasonCount> drops = dropSnapshot();
     bool dropsChanged = drops != m_dropsStored;
     StringInterner::Pending pending = m_interner.takePending();
     if (records == 0 && pending.empty() && !dropsChanged) return 0;
@@ -283,13 +280,18 @@ size_t RankWriter::writeBatch(const RecordQueue::Blocks& batch) {
     return records;
 }
 
-// After a failed batch: the drop rows exist from creation, so updating them
-// in place usually succeeds even on a full disk. Best effort.
-void RankWriter::storeDropsOnly() {
+std::array<uint64_t, kDropReasonCount> RankWriter::dropSnapshot() const {
     std::array<uint64_t, kDropReasonCount> drops;
     for (int i = 0; i < kDropReasonCount; ++i)
         drops[i] = m_drops[i].load();
     drops[size_t(DropReason::StringLimit)] += m_interner.limitDrops();
+    return drops;
+}
+
+// After a failed batch: the drop rows exist from creation, so updating them
+// in place usually succeeds even on a full disk. Best effort.
+void RankWriter::storeDropsOnly() {
+    std::array<uint64_t, kDropReasonCount> drops = dropSnapshot();
     try {
         sql::Transaction tx(m_db);
         m_inserter->writeDrops(drops);
@@ -330,9 +332,7 @@ WriterStats RankWriter::stats() const {
         s.submitted = m_enqueued;
     }
     s.written = m_written.load();
-    for (int i = 0; i < kDropReasonCount; ++i)
-        s.drops[i] = m_drops[i].load();
-    s.drops[size_t(DropReason::StringLimit)] += m_interner.limitDrops();
+    s.drops = dropSnapshot();
     s.lastCommittedOp = OpSeq{m_lastCommittedOp.load(std::memory_order_acquire)};
     return s;
 }

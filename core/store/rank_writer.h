@@ -108,6 +108,7 @@ class RankWriter {
     size_t writeBatch(const RecordQueue::Blocks& batch);  // returns the record count
     void countDrop(DropReason reason, uint64_t n = 1);
     void storeDropsOnly();
+    std::array<uint64_t, kDropReasonCount> dropSnapshot() const;
 
     std::filesystem::path m_path;
     sql::Db m_db;
