@@ -6,8 +6,8 @@
 
 #include <filesystem>
 #include <iostream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/analysis/run_summary.h"
 #include "core/store/run_reader.h"
