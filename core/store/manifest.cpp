@@ -67,8 +67,12 @@ Manifest Manifest::read(const std::filesystem::path& file) {
     m.worldSize = require<int>(j, "world_size", file);
     m.ranks = require<std::vector<int>>(j, "ranks", file);
     m.schemaVersion = require<int>(j, "schema_version", file);
-    m.command = j.value("command", std::vector<std::string>{});
-    m.torchVersion = j.value("torch_version", "");
+    try {
+        m.command = j.value("command", std::vector<std::string>{});
+        m.torchVersion = j.value("torch_version", "");
+    } catch (const nlohmann::json::exception&) {
+        throw StoreError(file.string(), "field 'command' or 'torch_version' has the wrong type");
+    }
     return m;
 }
 

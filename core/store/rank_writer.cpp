@@ -59,19 +59,25 @@ std::unique_ptr<RankWriter> RankWriter::create(const std::filesystem::path& file
     } catch (const sql::Error& e) {
         throw StoreError(file.string(), std::string("cannot create rank file: ") + e.what());
     }
-    std::unique_ptr<RankWriter> writer(new RankWriter(file, std::move(db), std::move(options)));
-    auto wallOrigin = std::chrono::system_clock::now();
-    auto& ins = *writer->m_inserter;
-    sql::Transaction tx(writer->m_db);
-    ins.writeMeta("rank", std::to_string(identity.rank));
-    ins.writeMeta("world_size", std::to_string(identity.worldSize));
-    ins.writeMeta("run_id", identity.runId);
-    ins.writeMeta("hostname", hostName());
-    ins.writeMeta("pid", std::to_string(getpid()));
-    ins.writeMeta("clock_origin_monotonic_ns", std::to_string(sinceEpochNs(writer->m_clockOrigin)));
-    ins.writeMeta("clock_origin_wall_ns", std::to_string(sinceEpochNs(wallOrigin)));
-    ins.writeDrops({}, /*includeZero=*/true);
-    tx.commit();
+    std::unique_ptr<RankWriter> writer;
+    try {
+        writer.reset(new RankWriter(file, std::move(db), std::move(options)));
+        auto wallOrigin = std::chrono::system_clock::now();
+        auto& ins = *writer->m_inserter;
+        sql::Transaction tx(writer->m_db);
+        ins.writeMeta("rank", std::to_string(identity.rank));
+        ins.writeMeta("world_size", std::to_string(identity.worldSize));
+        ins.writeMeta("run_id", identity.runId);
+        ins.writeMeta("hostname", hostName());
+        ins.writeMeta("pid", std::to_string(getpid()));
+        ins.writeMeta("clock_origin_monotonic_ns",
+                      std::to_string(sinceEpochNs(writer->m_clockOrigin)));
+        ins.writeMeta("clock_origin_wall_ns", std::to_string(sinceEpochNs(wallOrigin)));
+        ins.writeDrops({}, /*includeZero=*/true);
+        tx.commit();
+    } catch (const sql::Error& e) {
+        throw StoreError(file.string(), std::string("cannot initialize rank file: ") + e.what());
+    }
     writer->m_thread = new std::thread([w = writer.get()] { w->run(); });
     return writer;
 }
@@ -91,11 +97,11 @@ RankWriter::~RankWriter() {
     if (!ownedHere()) {
         // The writer thread and the connection belong to the parent process.
         m_db.abandon();
-        m_inserter.release();
+        (void)m_inserter.release();
+        (void)m_sync.release();
         return;
     }
     close();
-    delete m_sync;
 }
 
 bool RankWriter::ownedHere() const {

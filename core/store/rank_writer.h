@@ -125,7 +125,7 @@ class RankWriter {
         std::condition_variable wake;
         std::condition_variable flushed;
     };
-    Sync* m_sync = new Sync;
+    std::unique_ptr<Sync> m_sync = std::make_unique<Sync>();
     RecordQueue m_queue;
     int64_t m_opSeq = 0, m_incidentSeq = 0, m_collectiveSeq = 0;
     uint64_t m_enqueued = 0;   // total accepted
