@@ -118,24 +118,20 @@ void RankWriter::countDrop(DropReason reason, uint64_t n) {
     m_drops[size_t(reason)].fetch_add(n, std::memory_order_relaxed);
 }
 
-namespace {
-
-template <typename R>
-concept Sequenced = requires(R r) {
-    r.seq = decltype(r.seq){1};
-};
-
-void assignSeq(Record& record, int64_t seq) {
-    std::visit(
-        [seq](auto& r) {
-            if constexpr (Sequenced<std::decay_t<decltype(r)>>) r.seq = decltype(r.seq){seq};
+// The seq counter of a sequenced record type, or nullptr.
+int64_t* RankWriter::seqCounterFor(const Record& record) {
+    return std::visit(
+        [this](const auto& r) -> int64_t* {
+            using R = std::decay_t<decltype(r)>;
+            if constexpr (std::is_same_v<R, OpRecord>) return &m_opSeq;
+            if constexpr (std::is_same_v<R, IncidentRecord>) return &m_incidentSeq;
+            if constexpr (std::is_same_v<R, CollectiveRecord>) return &m_collectiveSeq;
+            return nullptr;
         },
         record);
 }
 
-}  // namespace
-
-int64_t RankWriter::enqueue(Record&& record, int64_t* seqCounter) {
+int64_t RankWriter::enqueue(Record&& record) {
     if (!ownedHere()) {
         countDrop(DropReason::ForkedChild);
         return 0;
@@ -152,9 +148,13 @@ int64_t RankWriter::enqueue(Record&& record, int64_t* seqCounter) {
             countDrop(DropReason::QueueFull);
             return 0;
         }
-        if (seqCounter) {
-            seq = ++*seqCounter;
-            assignSeq(record, seq);
+        if (int64_t* counter = seqCounterFor(record)) {
+            seq = ++*counter;
+            std::visit(
+                [seq](auto& r) {
+                    if constexpr (requires { r.seq; }) r.seq = decltype(r.seq){seq};
+                },
+                record);
         }
         m_queue.push(std::move(record));
         ++m_enqueued;
@@ -165,28 +165,19 @@ int64_t RankWriter::enqueue(Record&& record, int64_t* seqCounter) {
 }
 
 OpSeq RankWriter::submit(OpRecord record) {
-    return OpSeq{enqueue(std::move(record), &m_opSeq)};
+    return OpSeq{enqueue(std::move(record))};
 }
 
 IncidentSeq RankWriter::submit(IncidentRecord record) {
-    return IncidentSeq{enqueue(std::move(record), &m_incidentSeq)};
+    return IncidentSeq{enqueue(std::move(record))};
 }
 
 CollectiveSeq RankWriter::submit(CollectiveRecord record) {
-    return CollectiveSeq{enqueue(std::move(record), &m_collectiveSeq)};
+    return CollectiveSeq{enqueue(std::move(record))};
 }
 
 bool RankWriter::submit(Record record) {
-    int64_t* counter = std::visit(
-        [this](auto& r) -> int64_t* {
-            using R = std::decay_t<decltype(r)>;
-            if constexpr (std::is_same_v<R, OpRecord>) return &m_opSeq;
-            if constexpr (std::is_same_v<R, IncidentRecord>) return &m_incidentSeq;
-            if constexpr (std::is_same_v<R, CollectiveRecord>) return &m_collectiveSeq;
-            return nullptr;
-        },
-        record);
-    return enqueue(std::move(record), counter) != 0;
+    return enqueue(std::move(record)) != 0;
 }
 
 bool RankWriter::flushNow() {

@@ -103,7 +103,8 @@ class RankWriter {
   private:
     RankWriter(std::filesystem::path path, sql::Db db, WriterOptions options);
     bool ownedHere() const;
-    int64_t enqueue(Record&& record, int64_t* seqCounter);  // seq, 1 if unsequenced, 0 if dropped
+    int64_t enqueue(Record&& record);  // seq, 1 if unsequenced, 0 if dropped
+    int64_t* seqCounterFor(const Record& record);
     void run();
     size_t writeBatch(const RecordQueue::Blocks& batch);  // returns the record count
     void countDrop(DropReason reason, uint64_t n = 1);
