@@ -3,6 +3,7 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/store/op_chunk.h"
 #include "core/store/schema.h"
@@ -62,6 +63,18 @@ int64_t saturatingSub(int64_t a, int64_t b) {
                                                        : a - b;
 }
 
+// Enum columns of damaged files may hold anything: clamp to the known range.
+OriginClass originFrom(const std::string& text) {
+    return text.size() == 1 ? originFromChar(text[0]).value_or(OriginClass::Unknown)
+                            : OriginClass::Unknown;
+}
+Action actionFrom(int64_t v) {
+    return Action(std::clamp<int64_t>(v, 0, int64_t(Action::StrictError)));
+}
+Outcome outcomeFrom(int64_t v) {
+    return Outcome(std::clamp<int64_t>(v, 0, int64_t(Outcome::Failed)));
+}
+
 IncidentRecord incidentFrom(const sql::Stmt& s) {
     IncidentRecord r;
     r.seq = s.id<IncidentSeq>(0);
@@ -71,13 +84,11 @@ IncidentRecord incidentFrom(const sql::Stmt& s) {
     r.op = s.id<StringId>(4);
     r.operandIndex = int32_t(s.int64(5));
     r.plainTensor = s.id<TensorId>(6);
-    std::string origin = s.text(7);
-    r.origin = origin.size() == 1 ? originFromChar(origin[0]).value_or(OriginClass::Unknown)
-                                  : OriginClass::Unknown;
+    r.origin = originFrom(s.text(7));
     r.evidence = s.id<StringId>(8);
     r.policyRule = s.id<StringId>(9);
-    r.action = Action(std::clamp<int64_t>(s.int64(10), 0, int64_t(Action::StrictError)));
-    r.outcome = Outcome(std::clamp<int64_t>(s.int64(11), 0, int64_t(Outcome::Failed)));
+    r.action = actionFrom(s.int64(10));
+    r.outcome = outcomeFrom(s.int64(11));
     r.error = s.id<StringId>(12);
     if (!s.isNull(13)) r.fingerprint = std::bit_cast<uint64_t>(s.int64(13));
     r.promotedPlacements = s.id<StringId>(14);
@@ -106,40 +117,19 @@ CollectiveRecord collectiveFrom(const sql::Stmt& s) {
     return c;
 }
 
-std::vector<int64_t> parseIntList(const std::string& text) {
-    std::vector<int64_t> out;
-    const char* p = text.c_str();
-    while (*p) {
-        char* end = nullptr;
-        long long v = std::strtoll(p, &end, 10);
-        if (end != p) {
-            out.push_back(v);
-            p = end;
-        } else {
-            ++p;
+// A JSON array column of the meshes table; damaged or mistyped text gives an
+// empty list rather than an exception from deep inside a query.
+template <typename T>
+std::vector<T> jsonList(const std::string& text) {
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    std::vector<T> out;
+    if (!j.is_array()) return out;
+    for (const auto& item : j) {
+        if constexpr (std::is_same_v<T, std::string>) {
+            if (item.is_string()) out.push_back(item.get<std::string>());
+        } else if (item.is_number_integer()) {
+            out.push_back(item.get<T>());
         }
-    }
-    return out;
-}
-
-std::vector<std::string> parseStringList(const std::string& text) {
-    std::vector<std::string> out;
-    bool inString = false;
-    std::string current;
-    for (size_t i = 0; i < text.size(); ++i) {
-        char c = text[i];
-        if (!inString) {
-            if (c == '"') inString = true;
-            continue;
-        }
-        if (c == '\\' && i + 1 < text.size())
-            current += text[++i];
-        else if (c == '"') {
-            out.push_back(std::move(current));
-            current.clear();
-            inString = false;
-        } else
-            current += c;
     }
     return out;
 }
@@ -416,8 +406,8 @@ std::vector<MeshRecord> RankReader::meshes() const {
         sql::Stmt s(*m_db,
                     "SELECT id, device_type, shape, dim_names, ranks FROM meshes ORDER BY id");
         return collect<MeshRecord>(s, [](const sql::Stmt& s) {
-            return MeshRecord{s.id<MeshId>(0), s.text(1), parseIntList(s.text(2)),
-                              parseStringList(s.text(3)), parseIntList(s.text(4))};
+            return MeshRecord{s.id<MeshId>(0), s.text(1), jsonList<int64_t>(s.text(2)),
+                              jsonList<std::string>(s.text(3)), jsonList<int64_t>(s.text(4))};
         });
     });
 }
@@ -465,13 +455,11 @@ RankSummary RankReader::summary() const {
                       "SELECT origin, action, outcome, count(*) FROM incidents "
                       "GROUP BY origin, action, outcome");
         while (inc.step()) {
-            std::string origin = inc.text(0);
-            auto oc = origin.size() == 1 ? originFromChar(origin[0]) : std::nullopt;
             int64_t n = inc.int64(3);
             r.incidents += n;
-            r.incidentsByOrigin[oc.value_or(OriginClass::Unknown)] += n;
-            r.incidentsByAction[Action(std::clamp<int64_t>(inc.int64(1), 0, 4))] += n;
-            r.incidentsByOutcome[Outcome(std::clamp<int64_t>(inc.int64(2), 0, 2))] += n;
+            r.incidentsByOrigin[originFrom(inc.text(0))] += n;
+            r.incidentsByAction[actionFrom(inc.int64(1))] += n;
+            r.incidentsByOutcome[outcomeFrom(inc.int64(2))] += n;
         }
         sql::Stmt drops(*m_db, "SELECT reason, count FROM drops WHERE count > 0 ORDER BY reason");
         while (drops.step())

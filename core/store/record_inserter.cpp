@@ -1,6 +1,7 @@
 #include "core/store/record_inserter.h"
 
 #include <bit>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/store/schema.h"
@@ -10,21 +11,7 @@ namespace {
 
 template <typename T>
 std::string jsonArray(const std::vector<T>& values) {
-    std::string out = "[";
-    for (size_t i = 0; i < values.size(); ++i) {
-        if (i) out += ",";
-        if constexpr (std::is_same_v<T, std::string>) {
-            out += '"';
-            for (char c : values[i]) {
-                if (c == '"' || c == '\\') out += '\\';
-                if (static_cast<unsigned char>(c) >= 0x20) out += c;
-            }
-            out += '"';
-        } else {
-            out += std::to_string(values[i]);
-        }
-    }
-    return out + "]";
+    return nlohmann::json(values).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
