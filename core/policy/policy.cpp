@@ -50,8 +50,10 @@ PolicyDecision resolveAuto(const IncidentFacts& f, int shardDim) {
     if (f.origin == OriginClass::InputData)
         return {Action::ShardedFromLocal, shardDim,
                 "auto: per-rank input data -> from_local(Shard(" + std::to_string(shardDim) + "))"};
-    if (f.origin == OriginClass::OptimizerState && f.numel == 1)
-        return {Action::Scalarized, 0, "auto: optimizer scalar -> Python scalar"};
+    if (f.origin == OriginClass::OptimizerState && (f.numel == 1 || f.scalarList))
+        return {Action::Scalarized, 0,
+                f.scalarList ? "auto: optimizer scalars tensor -> Python scalar list"
+                             : "auto: optimizer scalar -> Python scalar"};
     if (f.numel == 1) return {Action::Replicated, 0, "auto: one-element tensor -> Replicate()"};
     return {Action::Replicated, 0, "auto: other tensor -> Replicate(), fingerprinted"};
 }

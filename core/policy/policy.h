@@ -45,6 +45,9 @@ struct IncidentFacts {
     std::string_view file;    // user frame's file
     std::string_view module;  // user frame's Python module
     int64_t numel = 0;        // of the plain operand
+    // The plain operand is a tensor of per-tensor scalars of a foreach op
+    // (`_foreach_addcdiv_.Tensor(..., scalars)`): it can become a Python list.
+    bool scalarList = false;
 };
 
 struct PolicyDecision {

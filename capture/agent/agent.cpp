@@ -1,0 +1,120 @@
+#include "capture/agent/agent.h"
+
+#include <torch/csrc/autograd/graph_task.h>
+
+#include <algorithm>
+#include <iostream>
+
+#include "core/store/run_directory.h"
+#include "core/store/schema.h"
+
+namespace meshscope::capture {
+namespace {
+
+thread_local Phase t_phase = Phase::Other;
+thread_local std::string t_phaseLabel;
+thread_local int t_loadStateDict = 0;
+thread_local uint16_t t_depth = 0;
+std::atomic<uint32_t> g_nextThread{0};
+
+}  // namespace
+
+std::atomic<Agent*> Agent::s_current{nullptr};
+
+Agent& Agent::attach(AgentConfig config) {
+    detach();
+    auto* agent = new Agent(std::move(config));
+    s_current.store(agent, std::memory_order_release);
+    return *agent;
+}
+
+void Agent::detach() {
+    Agent* agent = s_current.exchange(nullptr, std::memory_order_acq_rel);
+    delete agent;  // flushes and closes the rank file
+}
+
+Agent::Agent(AgentConfig config)
+    : m_config(std::move(config)), m_tensors([this] { return m_writer->newTensorId(); }) {
+    Manifest initial;
+    initial.runId = m_config.runId.empty() ? newRunId() : m_config.runId;
+    initial.created = isoTimestampUtc();
+    initial.worldSize = m_config.worldSize;
+    initial.schemaVersion = schema::kSchemaVersion;
+    initial.command = m_config.command;
+    m_writer = createRankWriter(m_config.runDir, initial, m_config.rank, m_config.writer);
+    m_py.load();
+    recordMeta();
+}
+
+Agent::~Agent() {
+    if (m_writer) {
+        m_writer->submit(Record{
+            MetaRecord{"agent.counters",
+                       "ops=" + std::to_string(m_counters.ops.load()) +
+                           " incidents=" + std::to_string(m_counters.incidents.load()) +
+                           " reconciled=" + std::to_string(m_counters.reconciled.load()) +
+                           " agent_errors=" + std::to_string(m_counters.agentErrors.load())}});
+        m_writer->close();
+    }
+    m_py.clear();
+    m_frames.clear();
+}
+
+void Agent::recordMeta() {
+    auto meta = [this](std::string key, std::string value) {
+        m_writer->submit(Record{MetaRecord{std::move(key), std::move(value)}});
+    };
+    meta("torch.version", m_config.torchVersion);
+    meta("world_size", std::to_string(m_config.worldSize));
+    meta("local_rank", std::to_string(m_config.localRank));
+    meta("backend", m_config.backend);
+    meta("device_type", m_config.deviceType);
+    meta("policy", m_config.policyName);
+    meta("level", m_config.level == Level::All ? "all" : "dtensor");
+    std::string command;
+    for (const auto& part : m_config.command)
+        command += (command.empty() ? "" : " ") + part;
+    meta("command", command);
+}
+
+Phase Agent::phase() const {
+    if (torch::autograd::get_current_graph_task_id() != -1) return Phase::Backward;
+    return t_phase;
+}
+
+Phase Agent::setThreadPhase(Phase phase, std::string label) {
+    Phase previous = t_phase;
+    t_phase = phase;
+    t_phaseLabel = std::move(label);
+    return previous;
+}
+
+const std::string& Agent::threadPhaseLabel() {
+    return t_phaseLabel;
+}
+
+void Agent::enterLoadStateDict(bool inside) {
+    t_loadStateDict += inside ? 1 : -1;
+}
+
+bool Agent::insideLoadStateDict() {
+    return t_loadStateDict > 0;
+}
+
+uint16_t& Agent::threadDepth() {
+    return t_depth;
+}
+
+uint32_t Agent::threadIndex() {
+    thread_local uint32_t index = g_nextThread.fetch_add(1, std::memory_order_relaxed);
+    return index;
+}
+
+void Agent::warnOnce(const std::string& kind, const std::string& message) {
+    std::lock_guard lock(m_warnMutex);
+    if (std::find(m_warned.begin(), m_warned.end(), kind) != m_warned.end()) return;
+    m_warned.push_back(kind);
+    std::cerr << message << " (reported once; training continues)" << std::endl;
+}
+
+}  // namespace meshscope::capture

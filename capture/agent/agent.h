@@ -1,0 +1,113 @@
+#pragma once
+
+// The capture agent of one torchrun worker: owns the rank's RankWriter, the
+// reconciliation policy and the per-process state the hooks share (tensor
+// table, Python-object caches, step and phase). One Agent exists between
+// meshscope.attach() and meshscope.detach(); the dispatch hook, the
+// RecordFunction observer and the Python adapters all reach it through
+// Agent::current(). Everything that touches Python objects runs with the GIL
+// held, which also serializes access to the tables.
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "capture/agent/frames.h"
+#include "capture/agent/py_torch.h"
+#include "capture/agent/tensor_table.h"
+#include "core/policy/policy.h"
+#include "core/store/rank_writer.h"
+
+namespace meshscope::capture {
+
+// What is recorded: DTensor-level ops from the dispatch hook, or in addition
+// every aten op from the RecordFunction observer.
+enum class Level : uint8_t { DTensor, All };
+
+struct AgentConfig {
+    std::filesystem::path runDir;
+    Policy policy = Policy::named("observe");
+    std::string policyName = "observe";  // as given: a mode or a file path
+    Level level = Level::DTensor;
+    int rank = 0;
+    int worldSize = 1;
+    int localRank = 0;
+    std::string runId;  // shared by all ranks of a run; empty: from the manifest
+    std::string backend;
+    std::string torchVersion;
+    std::string deviceType = "cpu";
+    std::vector<std::string> command;
+    WriterOptions writer;
+};
+
+class Agent {
+  public:
+    // Creates the rank file and starts recording. Throws StoreError (run
+    // directory unusable) or PolicyError; the caller turns either into a
+    // clear Python error at attach time.
+    static Agent& attach(AgentConfig config);
+    // Flushes and closes the rank file. Safe to call when not attached.
+    static void detach();
+    // nullptr when not attached (hooks then pass everything through).
+    static Agent* current() { return s_current.load(std::memory_order_acquire); }
+
+    ~Agent();
+
+    RankWriter& writer() { return *m_writer; }
+    const AgentConfig& config() const { return m_config; }
+    PyTorch& py() { return m_py; }
+    TensorTable& tensors() { return m_tensors; }
+    FrameCache& frames() { return m_frames; }
+
+    // Optimizer steps completed so far (the step new records belong to).
+    int64_t step() const { return m_step.load(std::memory_order_relaxed); }
+    void setStep(int64_t step) { m_step.store(step, std::memory_order_relaxed); }
+    int64_t advanceStep() { return m_step.fetch_add(1, std::memory_order_relaxed) + 1; }
+
+    // Phase of the calling thread: Backward inside an autograd graph task,
+    // otherwise what the Python adapters last set on this thread.
+    Phase phase() const;
+    // Sets the calling thread's phase and what it is ("torch.optim.Adam.step()",
+    // "DataLoader batch #3"); returns the previous phase.
+    static Phase setThreadPhase(Phase phase, std::string label = {});
+    static const std::string& threadPhaseLabel();
+    // Nesting depth of recorded ops on this thread (shared by hook and observer).
+    static uint16_t& threadDepth();
+    static void enterLoadStateDict(bool inside);
+    static bool insideLoadStateDict();
+
+    // Small per-process thread index for records.
+    static uint32_t threadIndex();
+
+    // Dispatch-hook statistics, for tests and the overhead benchmark.
+    struct Counters {
+        std::atomic<uint64_t> ops{0}, incidents{0}, reconciled{0}, agentErrors{0};
+    };
+    Counters& counters() { return m_counters; }
+
+    // Reports a problem of the agent itself once per kind on stderr; the
+    // training goes on.
+    void warnOnce(const std::string& kind, const std::string& message);
+
+  private:
+    explicit Agent(AgentConfig config);
+    void recordMeta();
+
+    static std::atomic<Agent*> s_current;
+
+    AgentConfig m_config;
+    std::unique_ptr<RankWriter> m_writer;
+    PyTorch m_py;
+    TensorTable m_tensors;
+    FrameCache m_frames;
+    std::atomic<int64_t> m_step{0};
+    Counters m_counters;
+    std::mutex m_warnMutex;
+    std::vector<std::string> m_warned;
+};
+
+}  // namespace meshscope::capture

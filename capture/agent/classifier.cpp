@@ -1,0 +1,100 @@
+#include "capture/agent/classifier.h"
+
+#include "capture/agent/py_torch.h"
+
+namespace meshscope::capture {
+namespace {
+
+PyObject* g_parameterLookup = nullptr;  // strong reference
+
+// (origin, evidence) from the adapters' lookup, or origin Unknown.
+std::pair<OriginClass, std::string> lookupOwner(PyObject* obj) {
+    if (!g_parameterLookup) return {OriginClass::Unknown, {}};
+    PyRef result = PyRef::steal(PyObject_CallOneArg(g_parameterLookup, obj));
+    if (!result || !PyTuple_Check(result.get()) || PyTuple_GET_SIZE(result.get()) != 2) {
+        PyErr_Clear();
+        return {OriginClass::Unknown, {}};
+    }
+    const char* origin = PyUnicode_AsUTF8(PyTuple_GET_ITEM(result.get(), 0));
+    const char* evidence = origin ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(result.get(), 1)) : nullptr;
+    if (!origin || !evidence) {
+        PyErr_Clear();
+        return {OriginClass::Unknown, {}};
+    }
+    auto cls = originFromChar(origin[0]);
+    return {cls.value_or(OriginClass::Unknown), evidence};
+}
+
+bool isParameter(PyObject* obj) {
+    static PyObject* parameterType = [] {
+        PyRef mod = PyRef::steal(PyImport_ImportModule("torch.nn"));
+        PyObject* type = mod ? PyObject_GetAttrString(mod.get(), "Parameter") : nullptr;
+        PyErr_Clear();
+        return type;  // kept for the process lifetime
+    }();
+    int is = parameterType ? PyObject_IsInstance(obj, parameterType) : 0;
+    if (is < 0) PyErr_Clear();
+    return is == 1;
+}
+
+}  // namespace
+
+void setParameterLookup(PyObject* callable) {
+    Py_XINCREF(callable);
+    Py_XDECREF(g_parameterLookup);
+    g_parameterLookup = callable;
+}
+
+Classification classify(const ClassifyInput& in) {
+    Classification out;
+    if (in.provenance) out.createdAt = in.provenance->createdAt;
+
+    // A: a module's own parameter or buffer, still a plain tensor; E: an
+    // optimizer's state or hyperparameter.
+    auto [ownerClass, owner] =
+        in.plainObj ? lookupOwner(in.plainObj) : std::pair{OriginClass::Unknown, std::string()};
+    if (ownerClass == OriginClass::OptimizerState) {
+        out.origin = ownerClass;
+        out.evidence = owner;
+        return out;
+    }
+    if (ownerClass == OriginClass::UnshardedParam || (in.plainObj && isParameter(in.plainObj))) {
+        out.origin = OriginClass::UnshardedParam;
+        out.evidence = owner.empty() ? "an nn.Parameter not in the sharding plan (its module was "
+                                       "not seen in forward)"
+                                     : owner + " not in the sharding plan";
+        return out;
+    }
+    // F: weights being loaded or synced.
+    if (in.insideLoadStateDict || in.copyIntoDTensor) {
+        out.origin = OriginClass::WeightLoading;
+        out.evidence = in.insideLoadStateDict
+                           ? "inside load_state_dict"
+                           : "plain tensor copied into a DTensor by " + std::string(in.opName);
+        if (in.provenance) out.evidence += "; the tensor was " + in.provenance->evidence;
+        return out;
+    }
+    // B-E: recorded when the tensor was made (or derived from one that was).
+    if (in.provenance && in.provenance->origin != OriginClass::Unknown) {
+        out.origin = in.provenance->origin;
+        out.evidence = in.provenance->derived ? "derived from a tensor " + in.provenance->evidence
+                                              : in.provenance->evidence;
+        return out;
+    }
+    if (in.phase == Phase::Optimizer) {
+        out.origin = OriginClass::OptimizerState;
+        out.evidence = "used inside " +
+                       (in.phaseLabel.empty() ? std::string("an optimizer step")
+                                              : std::string(in.phaseLabel)) +
+                       "; created before meshscope saw it";
+        return out;
+    }
+    out.origin = OriginClass::Unknown;
+    out.evidence =
+        "no provenance recorded: created before meshscope attached or by code it "
+        "does not track (phase " +
+        std::string(toString(in.phase)) + ")";
+    return out;
+}
+
+}  // namespace meshscope::capture

@@ -1,0 +1,45 @@
+#pragma once
+
+// Decides the origin class (A-G, DESIGN.md §1) of the plain operand of a
+// mixed-tensor incident, with the evidence that decided it. Evidence comes
+// from what the adapters and the dispatch hook recorded about the tensor
+// (provenance), from what the tensor is (an nn.Parameter or buffer), and
+// from where the op ran (load_state_dict, copy_ into a DTensor, optimizer
+// step). The first rule that has evidence wins; no evidence is class G.
+
+#include <Python.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+#include "capture/agent/tensor_table.h"
+#include "core/store/records.h"
+
+namespace meshscope::capture {
+
+struct Classification {
+    OriginClass origin = OriginClass::Unknown;
+    std::string evidence;
+    StackId createdAt;  // where the tensor was created, when known
+};
+
+struct ClassifyInput {
+    PyObject* plainObj = nullptr;
+    const at::Tensor* plain = nullptr;
+    const Provenance* provenance = nullptr;
+    std::string_view opName;
+    bool copyIntoDTensor = false;  // copy_ with a DTensor destination
+    bool insideLoadStateDict = false;
+    Phase phase = Phase::Other;
+    std::string_view phaseLabel;  // "torch.optim.Adam.step()", set by adapters
+};
+
+// Python callback the adapters install: (tensor) -> ("A", "parameter
+// lm_head.weight of Model") | ("E", "optimizer Adam state 'exp_avg'") | None.
+// Looks the tensor up in the modules and optimizers seen while attached.
+void setParameterLookup(PyObject* callable);  // borrowed; nullptr clears
+
+Classification classify(const ClassifyInput& in);
+
+}  // namespace meshscope::capture

@@ -1,0 +1,580 @@
+#include "capture/agent/dispatch_hook.h"
+
+#include <ATen/DTensorState.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <string>
+#include <vector>
+
+#include "capture/agent/agent.h"
+#include "capture/agent/classifier.h"
+#include "capture/agent/reconciler.h"
+#include "core/analysis/fix_suggestion.h"
+#include "core/util/content_hash.h"
+
+namespace meshscope::capture {
+namespace {
+
+PyObject* g_strictError = nullptr;  // strong reference
+
+// One tensor argument of an op (a direct argument or an element of a list).
+struct Operand {
+    PyObject* obj = nullptr;  // borrowed: alive as long as the op's args
+    uint16_t index = 0;       // argument position; keyword arguments follow positionals
+    int16_t element = -1;     // position inside a list argument
+    bool dtensor = false;
+    bool mixed = false;  // a plain tensor DTensor's dispatch would reject
+    const at::Tensor& tensor() const { return THPVariable_Unpack(obj); }
+};
+
+void scanValue(PyObject* value, uint16_t index, std::vector<Operand>& out, const PyTorch& py) {
+    if (THPVariable_Check(value)) {
+        out.push_back({value, index, -1, py.isDTensor(value), false});
+        return;
+    }
+    if (!PyList_Check(value) && !PyTuple_Check(value)) return;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(value);
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* item = PySequence_Fast_GET_ITEM(value, i);
+        if (THPVariable_Check(item))
+            out.push_back({item, index, int16_t(i), py.isDTensor(item), false});
+    }
+}
+
+std::vector<Operand> scanArgs(PyObject* args, PyObject* kwargs, const PyTorch& py) {
+    std::vector<Operand> out;
+    Py_ssize_t n = args ? PyTuple_GET_SIZE(args) : 0;
+    for (Py_ssize_t i = 0; i < n; ++i)
+        scanValue(PyTuple_GET_ITEM(args, i), uint16_t(i), out, py);
+    if (kwargs && PyDict_Check(kwargs)) {
+        Py_ssize_t pos = 0, k = 0;
+        PyObject *key, *value;
+        while (PyDict_Next(kwargs, &pos, &key, &value))
+            scanValue(value, uint16_t(n + k++), out, py);
+    }
+    return out;
+}
+
+bool isPlainMixedCandidate(const at::Tensor& t) {
+    // DTensor replicates one-element tensors and wrapped numbers itself.
+    return !t.unsafeGetTensorImpl()->is_wrapped_number() && t.numel() != 1;
+}
+
+// Replaces value at position `index` (element `element`) of args/kwargs.
+struct ArgEditor {
+    PyRef args, kwargs;
+    Py_ssize_t nargs = 0;
+
+    ArgEditor(PyObject* a, PyObject* kw) {
+        nargs = a ? PyTuple_GET_SIZE(a) : 0;
+        args = PyRef::steal(PyTuple_New(nargs));
+        for (Py_ssize_t i = 0; i < nargs; ++i)
+            PyTuple_SET_ITEM(args.get(), i, Py_NewRef(PyTuple_GET_ITEM(a, i)));
+        kwargs = PyRef::steal(kw && PyDict_Check(kw) ? PyDict_Copy(kw) : PyDict_New());
+    }
+    bool replace(const Operand& op, PyObject* value) {
+        PyObject* container = nullptr;
+        PyObject* key = nullptr;
+        if (op.index < nargs) {
+            container = PyTuple_GET_ITEM(args.get(), op.index);
+        } else {
+            Py_ssize_t pos = 0, k = 0;
+            PyObject* v;
+            while (PyDict_Next(kwargs.get(), &pos, &key, &v))
+                if (k++ == op.index - nargs) break;
+            container = key ? PyDict_GetItem(kwargs.get(), key) : nullptr;
+        }
+        if (op.element < 0) return set(op.index, key, Py_NewRef(value));
+        PyRef list = PyRef::steal(PySequence_List(container));
+        if (!list) return false;
+        PyList_SetItem(list.get(), op.element, Py_NewRef(value));
+        return set(op.index, key, list.release());
+    }
+    bool set(uint16_t index, PyObject* key, PyObject* owned) {
+        if (index < nargs) {
+            PyObject* old = PyTuple_GET_ITEM(args.get(), index);
+            PyTuple_SET_ITEM(args.get(), index, owned);
+            Py_DECREF(old);
+            return true;
+        }
+        int rc = key ? PyDict_SetItem(kwargs.get(), key, owned) : -1;
+        Py_DECREF(owned);
+        return rc == 0;
+    }
+};
+
+std::string describeTensor(const at::Tensor& t) {
+    return dtypeName(t.scalar_type()) + shapeText(t.sizes().data(), t.sizes().size()) + " on " +
+           t.device().str();
+}
+
+// Adds a PEP 678 note to the exception being raised.
+void addNote(const std::string& note) {
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    PyErr_NormalizeException(&type, &value, &trace);
+    if (value) {
+        PyRef text = PyRef::steal(PyUnicode_FromString(note.c_str()));
+        PyRef done = PyRef::steal(PyObject_CallMethod(value, "add_note", "O", text.get()));
+        if (!done) PyErr_Clear();
+    }
+    PyErr_Restore(type, value, trace);
+}
+
+// Holds the pending Python exception (if any) aside while the agent calls
+// Python itself, and restores it on scope exit.
+class PendingError {
+  public:
+    PendingError() { PyErr_Fetch(&m_type, &m_value, &m_trace); }
+    ~PendingError() {
+        PyErr_Clear();
+        if (m_type) PyErr_Restore(m_type, m_value, m_trace);
+    }
+    bool active() const { return m_type != nullptr; }
+    PendingError(const PendingError&) = delete;
+    PendingError& operator=(const PendingError&) = delete;
+
+  private:
+    PyObject *m_type = nullptr, *m_value = nullptr, *m_trace = nullptr;
+};
+
+class OpCall {
+  public:
+    OpCall(Agent& agent, PyObject* func, PyObject* args, PyObject* kwargs)
+        : m_agent(agent),
+          m_writer(agent.writer()),
+          m_py(agent.py()),
+          m_func(func),
+          m_args(args),
+          m_kwargs(kwargs) {}
+
+    PyObject* run();
+
+  private:
+    PyObject* call(PyObject* callable, PyObject* args, PyObject* kwargs) {
+        return PyObject_Call(callable, args ? args : m_emptyArgs(), kwargs);
+    }
+    static PyObject* m_emptyArgs() {
+        static PyObject* empty = PyTuple_New(0);
+        return empty;
+    }
+    PyObject* plainOp();
+    PyObject* dtensorOp();
+    PyObject* incident();
+    void tagOutputs(PyObject* result, const Provenance& provenance);
+    void propagate(PyObject* result);
+    TensorId tensorId(const Operand& op);
+    void addOperands(std::vector<OperandRecord>& out, const std::vector<Operand>& ops,
+                     OperandRole role);
+    OpSeq recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
+                   OpInfo& info);
+    std::string incidentText(const IncidentRecord& inc, const Operand& plain,
+                             const Classification& c, const UserFrame& frame) const;
+    PyObject* raiseIncident(IncidentRecord& inc, const Operand& plain, const Classification& cls,
+                            const UserFrame& frame, const PolicyDecision& decision);
+    PyObject* reconcile(IncidentRecord& inc, PolicyDecision decision, bool scalarList,
+                        bool byTorch);
+
+    Agent& m_agent;
+    RankWriter& m_writer;
+    PyTorch& m_py;
+    PyObject* m_func;
+    PyObject* m_args;
+    PyObject* m_kwargs;
+    OpInfo* m_info = nullptr;
+    std::vector<Operand> m_inputs;
+    const Operand* m_reference = nullptr;  // first DTensor operand
+    DTensorFacts m_refFacts;
+    std::string m_policyRule;
+};
+
+PyObject* OpCall::run() {
+    m_info = &m_py.opInfo(m_func, m_writer);
+    m_inputs = scanArgs(m_args, m_kwargs, m_py);
+    for (const Operand& op : m_inputs)
+        if (op.dtensor) {
+            m_reference = &op;
+            break;
+        }
+    if (!m_reference) return plainOp();
+    bool mixed = false;
+    for (Operand& op : m_inputs)
+        if (!op.dtensor && isPlainMixedCandidate(op.tensor())) mixed = op.mixed = true;
+    m_refFacts = m_py.dtensorFacts(m_reference->obj, m_writer);
+    return mixed ? incident() : dtensorOp();
+}
+
+// An op on plain tensors only: not recorded at DTensor level, but provenance
+// flows from inputs to outputs and new tensors get tagged by phase.
+PyObject* OpCall::plainOp() {
+    PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
+    if (!result) return nullptr;
+    Phase phase = m_agent.phase();
+    if (m_info->isFactory &&
+        (phase == Phase::Forward || phase == Phase::Optimizer || phase == Phase::Data)) {
+        UserFrame frame = m_agent.frames().userFrame(m_writer);
+        const std::string& label = Agent::threadPhaseLabel();
+        Provenance p;
+        p.createdAt = frame.stack;
+        std::string where =
+            frame.file.empty() ? "" : " at " + frame.file + ":" + std::to_string(frame.line);
+        if (phase == Phase::Forward) {
+            p.origin = OriginClass::CreatedInForward;
+            p.evidence = "created by " + m_info->text + " inside forward" +
+                         (label.empty() ? "" : " of " + label) + where;
+        } else if (phase == Phase::Optimizer) {
+            p.origin = OriginClass::OptimizerState;
+            p.evidence = "created by " + m_info->text + " in " +
+                         (label.empty() ? std::string("an optimizer step") : label) + where;
+        } else {
+            p.origin = OriginClass::InputData;
+            p.evidence = "created by " + m_info->text + " while loading data" +
+                         (label.empty() ? "" : " (" + label + ")") + where;
+        }
+        tagOutputs(result, p);
+    } else if (m_agent.tensors().hasProvenance()) {
+        propagate(result);
+    }
+    return result;
+}
+
+void OpCall::tagOutputs(PyObject* result, const Provenance& provenance) {
+    std::vector<Operand> outs;
+    scanValue(result, 0, outs, m_py);
+    for (const Operand& op : outs)
+        if (!op.dtensor) m_agent.tensors().setProvenance(op.tensor(), provenance);
+}
+
+void OpCall::propagate(PyObject* result) {
+    const Provenance* source = nullptr;
+    for (const Operand& op : m_inputs)
+        if ((source = m_agent.tensors().provenance(op.tensor()))) break;
+    if (!source) return;
+    Provenance derived = *source;
+    derived.derived = true;
+    std::vector<Operand> outs;
+    scanValue(result, 0, outs, m_py);
+    for (const Operand& op : outs)
+        if (!op.dtensor && !m_agent.tensors().provenance(op.tensor()))
+            m_agent.tensors().setProvenance(op.tensor(), derived);
+}
+
+TensorId OpCall::tensorId(const Operand& op) {
+    const at::Tensor& t = op.tensor();
+    bool isNew = false;
+    TensorTable::Entry& entry = m_agent.tensors().get(t, isNew);
+    if (entry.recorded) return entry.id;
+    entry.recorded = true;
+    TensorRecord rec;
+    rec.id = entry.id;
+    rec.dtype = m_writer.intern(dtypeName(t.scalar_type()));
+    rec.globalShape = m_writer.intern(shapeText(t.sizes().data(), t.sizes().size()));
+    rec.device = m_writer.intern(t.device().str());
+    rec.numel = t.numel();
+    rec.isDTensor = op.dtensor;
+    if (entry.provenance) rec.createdAt = entry.provenance->createdAt;
+    if (op.dtensor) {
+        DTensorFacts f = m_py.dtensorFacts(op.obj, m_writer);
+        rec.mesh = f.mesh;
+        rec.placements = f.placements;
+        PyRef local = PyRef::steal(PyObject_GetAttrString(op.obj, "_local_tensor"));
+        if (local && THPVariable_Check(local.get())) {
+            const at::Tensor& l = THPVariable_Unpack(local.get());
+            rec.localShape = m_writer.intern(shapeText(l.sizes().data(), l.sizes().size()));
+        }
+        PyErr_Clear();
+    } else {
+        rec.localShape = rec.globalShape;
+    }
+    m_writer.submit(Record{std::move(rec)});
+    return entry.id;
+}
+
+void OpCall::addOperands(std::vector<OperandRecord>& out, const std::vector<Operand>& ops,
+                         OperandRole role) {
+    for (const Operand& op : ops) {
+        OperandRecord r;
+        r.index = op.index;
+        r.role = role;
+        r.kind = OperandKind::Tensor;
+        r.tensor = tensorId(op);
+        if (op.dtensor) r.placements = m_py.dtensorFacts(op.obj, m_writer).placements;
+        out.push_back(r);
+    }
+}
+
+OpSeq OpCall::recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
+                       OpInfo& info) {
+    OpRecord rec;
+    rec.startNs = start;
+    rec.endNs = end;
+    rec.thread = Agent::threadIndex();
+    rec.name = info.name;
+    rec.phase = m_agent.phase();
+    rec.step = m_agent.step();
+    rec.stack = m_agent.frames().userFrame(m_writer).stack;
+    rec.depth = Agent::threadDepth();
+    rec.incident = incident;
+    addOperands(rec.operands, m_inputs, OperandRole::Input);
+    if (result) {
+        std::vector<Operand> outs;
+        scanValue(result, 0, outs, m_py);
+        addOperands(rec.operands, outs, OperandRole::Output);
+    }
+    return m_writer.submit(std::move(rec));
+}
+
+PyObject* OpCall::dtensorOp() {
+    int64_t start = m_writer.nowNs();
+    ++Agent::threadDepth();
+    PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
+    --Agent::threadDepth();
+    int64_t end = m_writer.nowNs();
+    m_agent.counters().ops.fetch_add(1, std::memory_order_relaxed);
+    PendingError pending;  // the op's own exception survives our bookkeeping
+    try {
+        recordOp(start, end, result, IncidentSeq{}, *m_info);
+    } catch (const std::exception& e) {
+        m_agent.counters().agentErrors.fetch_add(1);
+        m_agent.warnOnce("record", std::string("could not record an op: ") + e.what());
+    }
+    return result;
+}
+
+std::string pendingErrorText() {
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    PyErr_NormalizeException(&type, &value, &trace);
+    std::string text;
+    if (value) {
+        PyRef str = PyRef::steal(PyObject_Str(value));
+        const char* utf8 = str ? PyUnicode_AsUTF8(str.get()) : nullptr;
+        if (utf8)
+            text = utf8;
+        else
+            PyErr_Clear();
+    }
+    PyErr_Restore(type, value, trace);
+    return text;
+}
+
+bool isForeach(const std::string& name) {
+    return name.starts_with("aten::_foreach_");
+}
+
+std::string OpCall::incidentText(const IncidentRecord& inc, const Operand& plain,
+                                 const Classification& c, const UserFrame& frame) const {
+    std::string text = "operand " + std::to_string(plain.index) +
+                       (plain.element >= 0 ? "[" + std::to_string(plain.element) + "]" : "") +
+                       " of " + m_info->text + " is a plain torch.Tensor (" +
+                       describeTensor(plain.tensor()) + ") meeting DTensor operand " +
+                       std::to_string(m_reference->index) + " " + m_refFacts.placementsText +
+                       " on " + m_py.meshText(m_refFacts.mesh) + "\n";
+    text += "  origin " + std::string(1, char(c.origin)) + " (" +
+            std::string(describeOrigin(c.origin)) + "): " + c.evidence + "\n";
+    if (!frame.file.empty())
+        text += "  op called at " + frame.file + ":" + std::to_string(frame.line) + "\n";
+    FixSuggestion fix = suggestFix(c.origin);
+    text += "  fix: " + fix.summary + (fix.code.empty() ? "" : ", e.g. " + fix.code) + "\n";
+    text += "  policy: " + std::string(toString(inc.action)) + " (" + m_policyRule + ")";
+    return text;
+}
+
+PyObject* OpCall::incident() {
+    m_agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
+    const Operand* plain = nullptr;
+    for (const Operand& op : m_inputs)
+        if (op.mixed) {
+            plain = &op;
+            break;
+        }
+    const at::Tensor& pt = plain->tensor();
+    UserFrame frame = m_agent.frames().userFrame(m_writer, true);
+
+    ClassifyInput ci;
+    ci.plainObj = plain->obj;
+    ci.plain = &pt;
+    ci.provenance = m_agent.tensors().provenance(pt);
+    ci.opName = m_info->text;
+    ci.copyIntoDTensor = m_info->isCopy && m_inputs.front().dtensor;
+    ci.insideLoadStateDict = Agent::insideLoadStateDict();
+    ci.phase = m_agent.phase();
+    ci.phaseLabel = Agent::threadPhaseLabel();
+    Classification cls = classify(ci);
+
+    bool scalarList =
+        isForeach(m_info->text) && plain->element < 0 && plain->index > 0 && pt.dim() == 1;
+    bool byTorch = at::get_dtensor_allow_implicit_replication();
+    PolicyDecision decision;
+    if (byTorch) {
+        decision = {Action::Replicated, 0,
+                    "torch implicit_replication(): DTensor replicates the plain tensor itself"};
+    } else {
+        decision = m_agent.config().policy.decide(IncidentFacts{
+            m_info->text, cls.origin, frame.file, frame.module, pt.numel(), scalarList});
+    }
+    m_policyRule = decision.rule;
+
+    IncidentRecord inc;
+    inc.timeNs = m_writer.nowNs();
+    inc.step = m_agent.step();
+    inc.thread = Agent::threadIndex();
+    inc.op = m_info->name;
+    inc.operandIndex = plain->index;
+    inc.plainTensor = tensorId(*plain);
+    inc.origin = cls.origin;
+    inc.evidence = m_writer.intern(cls.evidence);
+    inc.action = decision.action;
+    inc.stack = m_agent.frames().shortStack(m_writer);
+    addOperands(inc.operands, m_inputs, OperandRole::Input);
+
+    if (decision.action == Action::Observed || decision.action == Action::StrictError)
+        return raiseIncident(inc, *plain, cls, frame, decision);
+    return reconcile(inc, decision, scalarList, byTorch);
+}
+
+PyObject* OpCall::raiseIncident(IncidentRecord& inc, const Operand& plain,
+                                const Classification& cls, const UserFrame& frame,
+                                const PolicyDecision& decision) {
+    inc.policyRule = m_writer.intern(decision.rule);
+    inc.outcome = Outcome::Raised;
+    std::string text = incidentText(inc, plain, cls, frame);
+    bool strict = decision.action == Action::StrictError;
+    if (strict) inc.error = m_writer.intern(text);
+    IncidentSeq seq = m_writer.submit(std::move(inc));
+    m_writer.flushNow();  // on disk before the exception propagates
+    std::string where = "  recorded as incident #" + std::to_string(seq.value()) + " in " +
+                        m_writer.path().string();
+    if (strict) {
+        std::string message =
+            "meshscope strict: mixed torch.Tensor and DTensor: " + text + "\n" + where;
+        PyErr_SetString(g_strictError ? g_strictError : PyExc_RuntimeError, message.c_str());
+        return nullptr;
+    }
+    PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
+    if (!result) {
+        addNote("meshscope: " + text + "\n" + where);
+        return nullptr;
+    }
+    // DTensor accepted what we predicted it would reject.
+    m_agent.warnOnce("predict", "meshscope: " + m_info->text +
+                                    " accepted a plain tensor meshscope expected it to reject; "
+                                    "the incident is recorded as raised");
+    return result;
+}
+
+PyObject* OpCall::reconcile(IncidentRecord& inc, PolicyDecision decision, bool scalarList,
+                            bool byTorch) {
+    OpInfo* callInfo = m_info;
+    Action action = decision.action;
+    bool anyListElement = false;
+    for (const Operand& op : m_inputs)
+        anyListElement |= op.mixed && op.element >= 0;
+    if (action == Action::Scalarized) {
+        PyRef overload = anyListElement ? PyRef{} : scalarOverload(m_func, scalarList);
+        if (overload) {
+            callInfo = &m_py.opInfo(overload.get(), m_writer);
+        } else {
+            action = Action::Replicated;
+            decision.rule +=
+                "; no Python-scalar overload of " + m_info->text + ", replicated instead";
+        }
+    }
+    inc.action = action;
+    inc.policyRule = m_writer.intern(decision.rule);
+
+    PromotionTarget target{m_refFacts.meshObj, m_refFacts.meshNdim,
+                           m_py.batchMeshDim(m_refFacts.mesh), decision.shardDim};
+    ArgEditor editor(m_args, m_kwargs);
+    ContentHash combined;
+    std::string placements, error;
+    int promoted = 0;
+    uint64_t firstFingerprint = 0;
+    for (const Operand& op : m_inputs) {
+        if (!op.mixed) continue;
+        uint64_t fp = fingerprintTensor(op.tensor());
+        combined.update(&fp, sizeof fp);
+        if (promoted++ == 0) firstFingerprint = fp;
+        if (byTorch) {
+            placements = "[Replicate()]";
+            continue;
+        }
+        Promotion p = action == Action::Scalarized ? scalarize(op.obj, scalarList)
+                                                   : promoteToDTensor(m_py, op.obj, action, target);
+        if (!p.value || !editor.replace(op, p.value.get())) {
+            error = p.error.empty() ? "could not rebuild the op's arguments" : p.error;
+            PyErr_Clear();
+            break;
+        }
+        placements = p.placements;
+    }
+    inc.fingerprint = promoted == 1 ? firstFingerprint : combined.digest();
+    inc.promotedPlacements = m_writer.intern(placements);
+
+    int64_t start = m_writer.nowNs();
+    PyObject* result = nullptr;
+    ++Agent::threadDepth();
+    if (!error.empty()) {  // let PyTorch raise its own error for the original op
+        result = call(m_info->call.get(), m_args, m_kwargs);
+    } else if (byTorch) {
+        result = call(m_info->call.get(), m_args, m_kwargs);
+    } else {
+        result = call(callInfo->call.get(), editor.args.get(), editor.kwargs.get());
+    }
+    --Agent::threadDepth();
+    int64_t end = m_writer.nowNs();
+    if (!result && error.empty()) error = pendingErrorText();
+    inc.outcome = result && error.empty() ? Outcome::Reconciled : Outcome::Failed;
+    if (!error.empty()) inc.error = m_writer.intern(error);
+    PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+    PyErr_Fetch(&type, &value, &trace);  // the op's exception, kept while we record
+    IncidentSeq seq = m_writer.submit(std::move(inc));
+    recordOp(start, end, result, seq, *callInfo);
+    if (result && error.empty()) {
+        m_agent.counters().reconciled.fetch_add(1, std::memory_order_relaxed);
+        return result;
+    }
+    m_writer.flushNow();
+    PyErr_Clear();
+    if (!type) return result;  // reconciliation failed, yet the original op ran
+    PyErr_Restore(type, value, trace);
+    addNote("meshscope: could not reconcile " + m_info->text + " by " +
+            std::string(toString(action)) + " (" + error + "); recorded as incident #" +
+            std::to_string(seq.value()) + " in " + m_writer.path().string());
+    return nullptr;
+}
+
+}  // namespace
+
+void setStrictErrorType(PyObject* type) {
+    Py_XINCREF(type);
+    Py_XDECREF(g_strictError);
+    g_strictError = type;
+}
+
+PyObject* torchDispatch(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    if (argc < 1) {
+        PyErr_SetString(PyExc_TypeError, "__torch_dispatch__(func, types, args=(), kwargs=None)");
+        return nullptr;
+    }
+    PyObject* func = argv[0];
+    PyObject* args = argc > 2 && PyTuple_Check(argv[2]) ? argv[2] : nullptr;
+    PyObject* kwargs = argc > 3 && argv[3] != Py_None ? argv[3] : nullptr;
+    Agent* agent = Agent::current();
+    if (agent) {
+        try {
+            return OpCall(*agent, func, args, kwargs).run();
+        } catch (const std::exception& e) {
+            // The agent's own trouble never changes the training: run the op as is.
+            agent->counters().agentErrors.fetch_add(1);
+            agent->warnOnce("dispatch", std::string("meshscope: dispatch hook error: ") + e.what());
+            PyErr_Clear();
+        }
+    }
+    static PyObject* empty = PyTuple_New(0);
+    PyRef call = PyRef::steal(PyObject_GetAttrString(func, "_op"));
+    if (!call) PyErr_Clear();
+    return PyObject_Call(call ? call.get() : func, args ? args : empty, kwargs);
+}
+
+}  // namespace meshscope::capture

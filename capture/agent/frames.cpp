@@ -1,0 +1,117 @@
+#include "capture/agent/frames.h"
+
+#include <frameobject.h>
+
+#include "core/store/rank_writer.h"
+
+namespace meshscope::capture {
+namespace {
+
+std::string utf8(PyObject* text) {
+    Py_ssize_t size = 0;
+    const char* data =
+        text && PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &size) : nullptr;
+    if (!data) {
+        PyErr_Clear();
+        return "?";
+    }
+    return std::string(data, size);
+}
+
+}  // namespace
+
+void FrameCache::setInternalPrefixes(std::vector<std::string> prefixes) {
+    m_internal = std::move(prefixes);
+    clear();
+}
+
+void FrameCache::clear() {
+    for (auto& [code, info] : m_codes)
+        Py_XDECREF(info.code);
+    m_codes.clear();
+    m_oneFrame.clear();
+}
+
+FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
+    auto it = m_codes.find(code);
+    if (it != m_codes.end()) return it->second;
+    if (m_codes.size() > (1u << 16)) clear();  // bounded: code objects are long-lived
+    CodeInfo info;
+    info.code = reinterpret_cast<PyObject*>(code);
+    Py_INCREF(info.code);
+    PyObject* filename = PyObject_GetAttrString(info.code, "co_filename");
+    PyObject* name = PyObject_GetAttrString(info.code, "co_qualname");
+    if (!name) {
+        PyErr_Clear();
+        name = PyObject_GetAttrString(info.code, "co_name");
+    }
+    info.fileText = utf8(filename);
+    std::string function = utf8(name);
+    Py_XDECREF(filename);
+    Py_XDECREF(name);
+    info.internal = info.fileText.empty() || info.fileText[0] == '<';
+    for (const std::string& prefix : m_internal)
+        if (info.fileText.starts_with(prefix)) info.internal = true;
+    info.file = writer.intern(info.fileText);
+    info.function = writer.intern(function);
+    return m_codes.emplace(code, std::move(info)).first->second;
+}
+
+PyFrameObject* FrameCache::firstUserFrame(RankWriter& writer) {
+    PyThreadState* state = PyThreadState_Get();
+    PyFrameObject* frame = state ? PyThreadState_GetFrame(state) : nullptr;
+    while (frame) {
+        PyCodeObject* code = PyFrame_GetCode(frame);
+        bool internal = info(code, writer).internal;
+        Py_DECREF(code);
+        if (!internal) return frame;
+        PyFrameObject* back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    return nullptr;
+}
+
+UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
+    UserFrame out;
+    PyFrameObject* frame = firstUserFrame(writer);
+    if (!frame) return out;
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    CodeInfo& ci = info(code, writer);
+    Py_DECREF(code);
+    out.file = ci.fileText;
+    out.line = PyFrame_GetLineNumber(frame);
+    FrameKey key{ci.code, out.line};
+    auto it = m_oneFrame.find(key);
+    if (it == m_oneFrame.end()) {
+        Frame f{ci.file, out.line, ci.function};
+        it = m_oneFrame.emplace(key, writer.internStack(std::span<const Frame>(&f, 1))).first;
+    }
+    out.stack = it->second;
+    if (withModule) {
+        PyObject* globals = PyFrame_GetGlobals(frame);
+        PyObject* name = globals ? PyDict_GetItemString(globals, "__name__") : nullptr;
+        out.module = name ? utf8(name) : "";
+        Py_XDECREF(globals);
+    }
+    Py_DECREF(frame);
+    return out;
+}
+
+StackId FrameCache::shortStack(RankWriter& writer, int depth) {
+    std::vector<Frame> frames;
+    PyFrameObject* frame = firstUserFrame(writer);
+    while (frame && int(frames.size()) < depth) {
+        PyCodeObject* code = PyFrame_GetCode(frame);
+        CodeInfo& ci = info(code, writer);
+        Py_DECREF(code);
+        frames.push_back(Frame{ci.file, PyFrame_GetLineNumber(frame), ci.function});
+        PyFrameObject* back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    Py_XDECREF(frame);
+    return frames.empty() ? StackId{} : writer.internStack(frames);
+}
+
+}  // namespace meshscope::capture

@@ -1,0 +1,67 @@
+#pragma once
+
+// Python frames of the code that issued an op. The "user frame" is the
+// innermost frame outside torch, meshscope and the Python runtime (Keras
+// frames count as user code: that is where model code calls ops). Code
+// objects are classified once and cached, so a user frame costs a short walk
+// and a hash lookup. Requires the GIL.
+
+#include <Python.h>
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/store/records.h"
+
+namespace meshscope {
+class RankWriter;
+}
+
+namespace meshscope::capture {
+
+struct UserFrame {
+    StackId stack;  // one-frame stack (interned)
+    std::string file;
+    int line = 0;
+    std::string module;  // __name__ of the frame's globals, for policy rules
+};
+
+class FrameCache {
+  public:
+    // Directory prefixes whose frames are never user frames.
+    void setInternalPrefixes(std::vector<std::string> prefixes);
+    void clear();
+
+    // The innermost user frame; stack is invalid when there is none.
+    UserFrame userFrame(RankWriter& writer, bool withModule = false);
+    // Up to `depth` frames starting at the innermost user frame.
+    StackId shortStack(RankWriter& writer, int depth = 12);
+
+  private:
+    struct CodeInfo {
+        PyObject* code = nullptr;  // strong reference
+        bool internal = false;
+        StringId file, function;
+        std::string fileText;
+    };
+    CodeInfo& info(PyCodeObject* code, RankWriter& writer);
+    // Innermost user frame as a new reference, or nullptr.
+    PyFrameObject* firstUserFrame(RankWriter& writer);
+
+    std::vector<std::string> m_internal;
+    std::unordered_map<PyCodeObject*, CodeInfo> m_codes;
+    struct FrameKey {
+        const void* code;
+        int line;
+        bool operator==(const FrameKey&) const = default;
+    };
+    struct FrameKeyHash {
+        size_t operator()(const FrameKey& k) const {
+            return std::hash<const void*>{}(k.code) * 31 + size_t(k.line);
+        }
+    };
+    std::unordered_map<FrameKey, StackId, FrameKeyHash> m_oneFrame;  // one-frame stacks
+};
+
+}  // namespace meshscope::capture

@@ -1,0 +1,193 @@
+// meshscope._capture: the C++ half of the capture agent. The Python package
+// (capture/python/meshscope) wires these functions into torch: the dispatch
+// mode, optimizer/module/DataLoader hooks and the launcher environment.
+
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include <nlohmann/json.hpp>
+
+#include "capture/agent/agent.h"
+#include "capture/agent/classifier.h"
+#include "capture/agent/dispatch_hook.h"
+#include "capture/agent/observer.h"
+#include "core/analysis/run_json.h"
+#include "core/store/run_reader.h"
+#include "core/store/store_error.h"
+
+namespace py = pybind11;
+using namespace meshscope;
+using namespace meshscope::capture;
+
+namespace {
+
+Agent& attached() {
+    Agent* agent = Agent::current();
+    if (!agent) throw std::runtime_error("meshscope is not attached");
+    return *agent;
+}
+
+Phase phaseFrom(const std::string& name) {
+    auto phase = phaseFromString(name);
+    if (!phase) throw py::value_error("unknown phase '" + name + "'");
+    return *phase;
+}
+
+py::dict attach(const py::dict& c) {
+    AgentConfig config;
+    config.runDir = c["run_dir"].cast<std::string>();
+    std::string policy = c["policy"].cast<std::string>();
+    config.policyName = policy;
+    try {
+        config.policy =
+            policyModeFromString(policy) ? Policy::named(policy) : Policy::fromFile(policy);
+    } catch (const PolicyError& e) {
+        throw py::value_error(std::string("meshscope: bad policy: ") + e.what());
+    }
+    std::string level = c["level"].cast<std::string>();
+    if (level != "dtensor" && level != "all")
+        throw py::value_error("meshscope: level must be 'dtensor' or 'all' (got '" + level + "')");
+    config.level = level == "all" ? Level::All : Level::DTensor;
+    config.rank = c["rank"].cast<int>();
+    config.worldSize = c["world_size"].cast<int>();
+    config.localRank = c["local_rank"].cast<int>();
+    config.runId = c["run_id"].cast<std::string>();
+    config.backend = c["backend"].cast<std::string>();
+    config.deviceType = c["device_type"].cast<std::string>();
+    config.torchVersion = c["torch_version"].cast<std::string>();
+    config.command = c["command"].cast<std::vector<std::string>>();
+    if (c.contains("queue_capacity"))
+        config.writer.queueCapacity = c["queue_capacity"].cast<size_t>();
+    if (c.contains("max_file_bytes"))
+        config.writer.maxFileBytes = c["max_file_bytes"].cast<int64_t>();
+    auto internal = c["internal_prefixes"].cast<std::vector<std::string>>();
+    Agent* agent = nullptr;
+    try {
+        agent = &Agent::attach(std::move(config));
+    } catch (const StoreError& e) {
+        throw std::runtime_error(std::string("meshscope: cannot record: ") + e.what());
+    }
+    agent->frames().setInternalPrefixes(std::move(internal));
+    installObserver(agent->config().level);
+    py::dict out;
+    out["rank_file"] = agent->writer().path().string();
+    return out;
+}
+
+void detach() {
+    removeObserver();
+    Agent::detach();
+    setParameterLookup(nullptr);
+}
+
+void tag(py::handle tensor, const std::string& origin, const std::string& evidence,
+         bool withLocation) {
+    Agent* agent = Agent::current();
+    if (!agent || !THPVariable_Check(tensor.ptr()) || agent->py().isDTensor(tensor.ptr())) return;
+    auto cls = origin.size() == 1 ? originFromChar(origin[0]) : std::nullopt;
+    if (!cls) throw py::value_error("origin must be one of A-G");
+    Provenance p;
+    p.origin = *cls;
+    UserFrame frame = agent->frames().userFrame(agent->writer());
+    p.evidence = evidence;
+    if (withLocation && !frame.file.empty())
+        p.evidence += " at " + frame.file + ":" + std::to_string(frame.line);
+    p.createdAt = frame.stack;
+    agent->tensors().setProvenance(THPVariable_Unpack(tensor.ptr()), std::move(p));
+}
+
+py::object provenance(py::handle tensor) {
+    Agent* agent = Agent::current();
+    if (!agent || !THPVariable_Check(tensor.ptr())) return py::none();
+    const Provenance* p = agent->tensors().provenance(THPVariable_Unpack(tensor.ptr()));
+    if (!p) return py::none();
+    return py::make_tuple(std::string(1, char(p->origin)), p->evidence, p->derived);
+}
+
+void recordOptimizerStep(int64_t step, const std::string& name, int64_t startNs, int64_t endNs,
+                         int64_t params) {
+    Agent* agent = Agent::current();
+    if (!agent) return;
+    RankWriter& w = agent->writer();
+    w.submit(Record{OptimizerStepRecord{step, w.intern(name), startNs, endNs, params}});
+}
+
+py::dict stats() {
+    Agent& agent = attached();
+    WriterStats s = agent.writer().stats();
+    py::dict drops;
+    for (int i = 0; i < kDropReasonCount; ++i)
+        drops[py::str(std::string(toString(DropReason(i))))] = s.drops[i];
+    py::dict out;
+    out["submitted"] = s.submitted;
+    out["written"] = s.written;
+    out["drops"] = drops;
+    out["ops"] = agent.counters().ops.load();
+    out["incidents"] = agent.counters().incidents.load();
+    out["reconciled"] = agent.counters().reconciled.load();
+    out["agent_errors"] = agent.counters().agentErrors.load();
+    out["tensor_table"] = agent.tensors().size();
+    out["rank_file"] = agent.writer().path().string();
+    return out;
+}
+
+std::string loadRunJson(const std::string& path, bool opNames) {
+    RunReader run = RunReader::open(path);
+    return runToJson(run, RunJsonOptions{opNames})
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+PyMethodDef g_dispatchDef = {
+    "torch_dispatch", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&torchDispatch)),
+    METH_FASTCALL,
+    "__torch_dispatch__(func, types, args=(), kwargs=None) of the "
+    "meshscope mode"};
+
+}  // namespace
+
+PYBIND11_MODULE(_capture, m) {
+    m.doc() = "meshscope capture agent (C++)";
+    m.def("attach", &attach, py::arg("config"));
+    m.def("detach", &detach);
+    m.def("attached", [] { return Agent::current() != nullptr; });
+    m.def(
+        "set_phase",
+        [](const std::string& phase, const std::string& label) {
+            return std::string(toString(Agent::setThreadPhase(phaseFrom(phase), label)));
+        },
+        py::arg("phase"), py::arg("label") = "");
+    m.def("phase", [] {
+        Agent* a = Agent::current();
+        return std::string(toString(a ? a->phase() : Phase::Other));
+    });
+    m.def("step", [] { return attached().step(); });
+    m.def("set_step", [](int64_t s) { attached().setStep(s); });
+    m.def("advance_step", [] { return attached().advanceStep(); });
+    m.def("now_ns", [] { return attached().writer().nowNs(); });
+    m.def("record_optimizer_step", &recordOptimizerStep);
+    m.def("enter_load_state_dict", &Agent::enterLoadStateDict);
+    m.def("tag", &tag, py::arg("tensor"), py::arg("origin"), py::arg("evidence"),
+          py::arg("with_location") = false);
+    m.def("record_meta", [](const std::string& key, const std::string& value) {
+        if (Agent* a = Agent::current()) a->writer().submit(Record{MetaRecord{key, value}});
+    });
+    m.def("provenance", &provenance);
+    m.def("set_parameter_lookup",
+          [](py::object fn) { setParameterLookup(fn.is_none() ? nullptr : fn.ptr()); });
+    m.def("set_strict_error_type", [](py::object t) { setStrictErrorType(t.ptr()); });
+    m.def("flush", [] { return attached().writer().flushNow(); });
+    m.def("stats", &stats);
+    m.def("load_run_json", &loadRunJson, py::arg("path"), py::arg("op_names") = true);
+    // torch calls mode.__torch_dispatch__ and insists its __self__ is the
+    // mode: bind the C++ handler to the mode instance as a builtin method.
+    m.def("bind_dispatch", [](py::object mode) {
+        return py::reinterpret_steal<py::object>(PyCFunction_New(&g_dispatchDef, mode.ptr()));
+    });
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const StoreError& e) {
+            PyErr_SetString(PyExc_OSError, e.what());
+        }
+    });
+}

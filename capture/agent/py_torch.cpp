@@ -1,0 +1,284 @@
+#include "capture/agent/py_torch.h"
+
+#include <stdexcept>
+
+#include "core/store/rank_writer.h"
+
+namespace meshscope::capture {
+namespace {
+
+PyRef import(const char* module, const char* attr) {
+    PyRef mod = PyRef::steal(PyImport_ImportModule(module));
+    if (!mod) return {};
+    return PyRef::steal(PyObject_GetAttrString(mod.get(), attr));
+}
+
+[[noreturn]] void failImport(const std::string& what) {
+    PyErr_Clear();
+    throw std::runtime_error("meshscope: cannot use this torch: " + what +
+                             " is missing (torch >= 2.4 with torch.distributed is required)");
+}
+
+std::string toUtf8(PyObject* obj) {
+    if (!obj) return {};
+    PyRef text = PyRef::steal(PyObject_Str(obj));
+    if (!text) {
+        PyErr_Clear();
+        return "?";
+    }
+    Py_ssize_t size = 0;
+    const char* data = PyUnicode_AsUTF8AndSize(text.get(), &size);
+    if (!data) {
+        PyErr_Clear();
+        return "?";
+    }
+    return std::string(data, size);
+}
+
+std::vector<int64_t> intList(PyObject* seq) {
+    std::vector<int64_t> out;
+    PyRef fast = PyRef::steal(seq ? PySequence_Fast(seq, "not a sequence") : nullptr);
+    if (!fast) {
+        PyErr_Clear();
+        return out;
+    }
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast.get()); ++i)
+        out.push_back(PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast.get(), i)));
+    if (PyErr_Occurred()) PyErr_Clear();
+    return out;
+}
+
+bool isFactoryName(std::string_view name) {
+    static constexpr std::string_view kFactories[] = {
+        "aten::arange",       "aten::zeros",        "aten::ones",          "aten::full",
+        "aten::empty",        "aten::rand",         "aten::randn",         "aten::randint",
+        "aten::eye",          "aten::linspace",     "aten::scalar_tensor", "aten::tensor",
+        "aten::tril_indices", "aten::triu_indices", "aten::randperm",      "aten::empty_strided",
+        "aten::lift_fresh"};
+    for (auto f : kFactories)
+        if (name.substr(0, f.size()) == f && (name.size() == f.size() || name[f.size()] == '.'))
+            return true;
+    return false;
+}
+
+}  // namespace
+
+PyRef& PyRef::operator=(PyRef&& other) noexcept {
+    if (this != &other) {
+        Py_XDECREF(m_obj);
+        m_obj = other.release();
+    }
+    return *this;
+}
+
+std::string dtypeName(c10::ScalarType type) {
+    switch (type) {
+        case c10::ScalarType::Float:
+            return "float32";
+        case c10::ScalarType::Double:
+            return "float64";
+        case c10::ScalarType::Half:
+            return "float16";
+        case c10::ScalarType::BFloat16:
+            return "bfloat16";
+        case c10::ScalarType::Long:
+            return "int64";
+        case c10::ScalarType::Int:
+            return "int32";
+        case c10::ScalarType::Short:
+            return "int16";
+        case c10::ScalarType::Char:
+            return "int8";
+        case c10::ScalarType::Byte:
+            return "uint8";
+        case c10::ScalarType::Bool:
+            return "bool";
+        case c10::ScalarType::ComplexFloat:
+            return "complex64";
+        case c10::ScalarType::ComplexDouble:
+            return "complex128";
+        default:
+            return c10::toString(type);
+    }
+}
+
+std::string shapeText(const int64_t* sizes, size_t count) {
+    std::string out = "[";
+    for (size_t i = 0; i < count; ++i) {
+        if (i) out += ", ";
+        out += std::to_string(sizes[i]);
+    }
+    return out + "]";
+}
+
+void PyTorch::load() {
+    m_dtensorTypeRef = import("torch.distributed.tensor", "DTensor");
+    if (!m_dtensorTypeRef || !PyType_Check(m_dtensorTypeRef.get()))
+        failImport("torch.distributed.tensor.DTensor");
+    m_dtensorType = reinterpret_cast<PyTypeObject*>(m_dtensorTypeRef.get());
+    m_fromLocal = PyRef::steal(PyObject_GetAttrString(m_dtensorTypeRef.get(), "from_local"));
+    m_replicateType = import("torch.distributed.tensor", "Replicate");
+    m_shard = import("torch.distributed.tensor", "Shard");
+    m_partialType = import("torch.distributed.tensor", "Partial");
+    if (!m_fromLocal || !m_replicateType || !m_shard || !m_partialType)
+        failImport("DTensor.from_local / Replicate / Shard / Partial");
+    m_replicate = PyRef::steal(PyObject_CallNoArgs(m_replicateType.get()));
+    m_implicitFlag = import("torch._C", "_get_dtensor_allow_implicit_replication");
+    PyErr_Clear();  // older torch: read the Python-level flag instead (see below)
+    m_specName = PyRef::steal(PyUnicode_InternFromString("_spec"));
+    m_placementsName = PyRef::steal(PyUnicode_InternFromString("placements"));
+    m_meshName = PyRef::steal(PyUnicode_InternFromString("mesh"));
+    m_dimName = PyRef::steal(PyUnicode_InternFromString("dim"));
+    m_reduceName = PyRef::steal(PyUnicode_InternFromString("reduce_op"));
+    m_opName = PyRef::steal(PyUnicode_InternFromString("_op"));
+}
+
+void PyTorch::clear() {
+    m_ops.clear();
+    m_meshes.clear();
+    m_placementText.clear();
+    m_dtensorType = nullptr;
+    m_dtensorTypeRef = {};
+    m_fromLocal = {};
+    m_replicate = {};
+    m_shard = {};
+    m_replicateType = {};
+    m_partialType = {};
+    m_implicitFlag = {};
+}
+
+OpInfo& PyTorch::opInfo(PyObject* overload, RankWriter& writer) {
+    auto it = m_ops.find(overload);
+    if (it != m_ops.end()) return it->second;
+    OpInfo info;
+    info.overload = PyRef::borrow(overload);
+    info.call = PyRef::steal(PyObject_GetAttr(overload, m_opName.get()));
+    if (!info.call) {  // not an OpOverload (higher-order op): call it as given
+        PyErr_Clear();
+        info.call = PyRef::borrow(overload);
+    }
+    PyRef nameFn = PyRef::steal(PyObject_GetAttrString(overload, "name"));
+    PyRef name = nameFn ? PyRef::steal(PyObject_CallNoArgs(nameFn.get())) : PyRef{};
+    info.text = name ? toUtf8(name.get()) : toUtf8(overload);
+    PyErr_Clear();
+    info.name = writer.intern(info.text);
+    info.isFactory = isFactoryName(info.text);
+    info.isCopy = info.text == "aten::copy_" || info.text.starts_with("aten::copy_.");
+    return m_ops.emplace(overload, std::move(info)).first->second;
+}
+
+std::string PyTorch::formatPlacement(PyObject* p) const {
+    if (PyObject_IsInstance(p, m_shard.get()) == 1) {
+        PyRef dim = PyRef::steal(PyObject_GetAttr(p, m_dimName.get()));
+        long d = dim ? PyLong_AsLong(dim.get()) : -1;
+        PyErr_Clear();
+        return "Shard(" + std::to_string(d) + ")";
+    }
+    if (PyObject_IsInstance(p, m_replicateType.get()) == 1) return "Replicate()";
+    if (PyObject_IsInstance(p, m_partialType.get()) == 1) {
+        PyRef op = PyRef::steal(PyObject_GetAttr(p, m_reduceName.get()));
+        PyErr_Clear();
+        return "Partial(" + (op ? toUtf8(op.get()) : std::string("sum")) + ")";
+    }
+    PyErr_Clear();
+    return toUtf8(p);
+}
+
+PyTorch::MeshEntry& PyTorch::mesh(PyObject* meshObj, RankWriter& writer) {
+    auto it = m_meshes.find(meshObj);
+    if (it != m_meshes.end()) return it->second;
+    MeshRecord record;
+    record.id = writer.newMeshId();
+    PyRef device = PyRef::steal(PyObject_GetAttrString(meshObj, "device_type"));
+    record.deviceType = device ? toUtf8(device.get()) : "?";
+    PyRef shape = PyRef::steal(PyObject_GetAttrString(meshObj, "shape"));
+    record.shape = intList(shape.get());
+    PyRef names = PyRef::steal(PyObject_GetAttrString(meshObj, "mesh_dim_names"));
+    if (names && names.get() != Py_None) {
+        PyRef fast = PyRef::steal(PySequence_Fast(names.get(), "names"));
+        for (Py_ssize_t i = 0; fast && i < PySequence_Fast_GET_SIZE(fast.get()); ++i)
+            record.dimNames.push_back(toUtf8(PySequence_Fast_GET_ITEM(fast.get(), i)));
+    }
+    PyRef tensor = PyRef::steal(PyObject_GetAttrString(meshObj, "mesh"));
+    PyRef flat =
+        tensor ? PyRef::steal(PyObject_CallMethod(tensor.get(), "flatten", nullptr)) : PyRef{};
+    PyRef ranks = flat ? PyRef::steal(PyObject_CallMethod(flat.get(), "tolist", nullptr)) : PyRef{};
+    record.ranks = intList(ranks.get());
+    PyErr_Clear();
+
+    MeshEntry entry;
+    entry.obj = PyRef::borrow(meshObj);
+    entry.id = record.id;
+    entry.ndim = int(record.shape.size());
+    entry.dimNames = record.dimNames;
+    entry.text = "mesh " + shapeText(record.shape.data(), record.shape.size());
+    for (size_t i = 0; i < record.dimNames.size(); ++i)
+        entry.text += (i ? ", '" : " ('") + record.dimNames[i] + "'" +
+                      (i + 1 == record.dimNames.size() ? ")" : "");
+    writer.submit(Record{std::move(record)});
+    return m_meshes.emplace(meshObj, std::move(entry)).first->second;
+}
+
+DTensorFacts PyTorch::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
+    DTensorFacts facts;
+    PyRef spec = PyRef::steal(PyObject_GetAttr(dtensor, m_specName.get()));
+    if (!spec) {
+        PyErr_Clear();
+        return facts;
+    }
+    PyRef meshObj = PyRef::steal(PyObject_GetAttr(spec.get(), m_meshName.get()));
+    PyRef placements = PyRef::steal(PyObject_GetAttr(spec.get(), m_placementsName.get()));
+    if (!meshObj || !placements || !PyTuple_Check(placements.get())) {
+        PyErr_Clear();
+        return facts;
+    }
+    MeshEntry& m = mesh(meshObj.get(), writer);
+    facts.mesh = m.id;
+    facts.meshObj = m.obj.get();
+    facts.meshNdim = m.ndim;
+    std::string text = "[";
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(placements.get()); ++i) {
+        if (i) text += ", ";
+        text += formatPlacement(PyTuple_GET_ITEM(placements.get(), i));
+    }
+    text += "]";
+    auto it = m_placementText.find(text);
+    if (it == m_placementText.end()) it = m_placementText.emplace(text, writer.intern(text)).first;
+    facts.placements = it->second;
+    facts.placementsText = std::move(text);
+    return facts;
+}
+
+PyObject* PyTorch::meshObject(MeshId id) const {
+    for (auto& [obj, entry] : m_meshes)
+        if (entry.id == id) return entry.obj.get();
+    return nullptr;
+}
+
+std::string PyTorch::meshText(MeshId id) const {
+    for (auto& [obj, entry] : m_meshes)
+        if (entry.id == id) return entry.text;
+    return "mesh ?";
+}
+
+int PyTorch::batchMeshDim(MeshId id) const {
+    static constexpr std::string_view kBatchNames[] = {"batch",        "data", "dp", "dp_shard",
+                                                       "dp_replicate", "fsdp", "ddp"};
+    for (auto& [obj, entry] : m_meshes) {
+        if (entry.id != id) continue;
+        for (size_t i = 0; i < entry.dimNames.size(); ++i)
+            for (auto name : kBatchNames)
+                if (entry.dimNames[i] == name) return int(i);
+    }
+    return 0;
+}
+
+bool PyTorch::implicitReplication() const {
+    if (!m_implicitFlag) return false;
+    PyRef value = PyRef::steal(PyObject_CallNoArgs(m_implicitFlag.get()));
+    bool on = value && PyObject_IsTrue(value.get()) == 1;
+    PyErr_Clear();
+    return on;
+}
+
+}  // namespace meshscope::capture

@@ -1,0 +1,122 @@
+#pragma once
+
+// What the agent knows about torch's Python objects: the DTensor and
+// placement types, device meshes seen so far, and per-OpOverload facts. All
+// lookups are cached so the dispatch hook does little more than pointer
+// compares per operand. Requires the GIL.
+
+#include <Python.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <c10/core/ScalarType.h>
+
+#include "core/store/records.h"
+
+namespace meshscope {
+class RankWriter;
+}
+
+namespace meshscope::capture {
+
+// A strong reference that does not need the pybind11 machinery.
+class PyRef {
+  public:
+    PyRef() = default;
+    static PyRef steal(PyObject* obj) { return PyRef(obj); }
+    static PyRef borrow(PyObject* obj) {
+        Py_XINCREF(obj);
+        return PyRef(obj);
+    }
+    PyRef(PyRef&& other) noexcept : m_obj(other.release()) {}
+    PyRef& operator=(PyRef&& other) noexcept;
+    PyRef(const PyRef&) = delete;
+    PyRef& operator=(const PyRef&) = delete;
+    ~PyRef() { Py_XDECREF(m_obj); }
+    PyObject* get() const { return m_obj; }
+    PyObject* release() {
+        PyObject* obj = m_obj;
+        m_obj = nullptr;
+        return obj;
+    }
+    explicit operator bool() const { return m_obj != nullptr; }
+
+  private:
+    explicit PyRef(PyObject* obj) : m_obj(obj) {}
+    PyObject* m_obj = nullptr;
+};
+
+// Facts about one OpOverload (aten.sub.Tensor), cached by object identity.
+struct OpInfo {
+    PyRef overload;  // keeps the cache key alive
+    PyRef call;      // OpOverload._op: the C++ callable, skipping Python __call__
+    StringId name;   // "aten::sub.Tensor"
+    std::string text;
+    bool isFactory = false;  // aten creation op (zeros, arange, ...): no tensor inputs
+    bool isCopy = false;     // copy_: a plain source copied into a DTensor is class F
+};
+
+struct DTensorFacts {
+    MeshId mesh;
+    StringId placements;  // "[Shard(0), Replicate()]"
+    std::string placementsText;
+    PyObject* meshObj = nullptr;  // borrowed from the spec
+    int meshNdim = 0;
+};
+
+class PyTorch {
+  public:
+    // Imports the DTensor API. Throws std::runtime_error when torch has none.
+    void load();
+    void clear();  // drops every cached reference (detach)
+
+    bool isDTensor(PyObject* obj) const {
+        return m_dtensorType && PyObject_TypeCheck(obj, m_dtensorType);
+    }
+    OpInfo& opInfo(PyObject* overload, RankWriter& writer);
+    // Mesh and placements of a DTensor; registers the mesh on first sight.
+    DTensorFacts dtensorFacts(PyObject* dtensor, RankWriter& writer);
+    // The mesh object with this id (borrowed), or nullptr.
+    PyObject* meshObject(MeshId id) const;
+    std::string meshText(MeshId id) const;  // "mesh [2] ('model')"
+    // The mesh dim a per-rank batch is sharded over: the one named like a
+    // data-parallel dim ("batch", "data", "dp", ...), else dim 0.
+    int batchMeshDim(MeshId id) const;
+
+    PyObject* fromLocal() const { return m_fromLocal.get(); }
+    PyObject* replicate() const { return m_replicate.get(); }
+    PyObject* shardType() const { return m_shard.get(); }
+    // True inside torch's implicit_replication(): DTensor replicates plain
+    // tensors itself instead of raising.
+    bool implicitReplication() const;
+
+  private:
+    struct MeshEntry {
+        PyRef obj;
+        MeshId id;
+        int ndim = 0;
+        std::string text;
+        std::vector<std::string> dimNames;
+    };
+    std::string formatPlacement(PyObject* placement) const;
+    MeshEntry& mesh(PyObject* meshObj, RankWriter& writer);
+
+    PyTypeObject* m_dtensorType = nullptr;
+    PyRef m_dtensorTypeRef, m_fromLocal, m_replicate, m_shard, m_replicateType, m_partialType;
+    PyRef m_implicitFlag;
+    PyRef m_specName, m_placementsName, m_meshName, m_dimName, m_reduceName, m_opName;
+    std::unordered_map<PyObject*, OpInfo> m_ops;
+    std::unordered_map<PyObject*, MeshEntry> m_meshes;
+    std::unordered_map<std::string, StringId> m_placementText;
+};
+
+// torch's Python name of a dtype: "float32", "int64", "bfloat16".
+std::string dtypeName(c10::ScalarType type);
+
+// Shape as "[4, 8]".
+std::string shapeText(const int64_t* sizes, size_t count);
+
+}  // namespace meshscope::capture

@@ -1,0 +1,97 @@
+#include "capture/agent/reconciler.h"
+
+#include <ATen/ATen.h>
+
+#include "core/util/content_hash.h"
+
+namespace meshscope::capture {
+namespace {
+
+std::string pythonError() {
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    std::string text = "unknown error";
+    if (value) {
+        PyRef str = PyRef::steal(PyObject_Str(value));
+        const char* utf8 = str ? PyUnicode_AsUTF8(str.get()) : nullptr;
+        if (utf8) text = utf8;
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(trace);
+    PyErr_Clear();
+    return text;
+}
+
+}  // namespace
+
+uint64_t fingerprintTensor(const at::Tensor& tensor) {
+    at::Tensor host = tensor.detach();
+    if (!host.device().is_cpu()) host = host.to(at::kCPU);
+    host = host.contiguous();
+    ContentHash hash;
+    hash.update(std::string_view(c10::toString(host.scalar_type())));
+    hash.update(host.sizes().data(), host.sizes().size() * sizeof(int64_t));
+    hash.update(host.data_ptr(), host.numel() * host.element_size());
+    return hash.digest();
+}
+
+Promotion promoteToDTensor(PyTorch& py, PyObject* plain, Action action,
+                           const PromotionTarget& target) {
+    Promotion out;
+    int ndim = std::max(1, target.meshNdim);
+    PyRef placements = PyRef::steal(PyList_New(ndim));
+    out.placements = "[";
+    for (int i = 0; i < ndim; ++i) {
+        PyObject* p = nullptr;
+        if (action == Action::ShardedFromLocal && i == target.batchMeshDim) {
+            p = PyObject_CallFunction(py.shardType(), "i", target.shardDim);
+            out.placements += (i ? ", " : "") + ("Shard(" + std::to_string(target.shardDim) + ")");
+        } else {
+            p = Py_NewRef(py.replicate());
+            out.placements += i ? ", Replicate()" : "Replicate()";
+        }
+        if (!p) {
+            out.error = pythonError();
+            return out;
+        }
+        PyList_SET_ITEM(placements.get(), i, p);
+    }
+    out.placements += "]";
+    PyRef args = PyRef::steal(PyTuple_Pack(3, plain, target.mesh, placements.get()));
+    PyRef kwargs = PyRef::steal(Py_BuildValue("{s:O}", "run_check", Py_False));
+    out.value = PyRef::steal(PyObject_Call(py.fromLocal(), args.get(), kwargs.get()));
+    if (!out.value) out.error = "DTensor.from_local failed: " + pythonError();
+    return out;
+}
+
+Promotion scalarize(PyObject* plain, bool asList) {
+    Promotion out;
+    out.value = PyRef::steal(PyObject_CallMethod(plain, asList ? "tolist" : "item", nullptr));
+    out.placements = asList ? "Python scalar list" : "Python scalar";
+    if (!out.value) out.error = "cannot turn the tensor into Python scalars: " + pythonError();
+    return out;
+}
+
+PyRef scalarOverload(PyObject* overload, bool asList) {
+    PyRef packet = PyRef::steal(PyObject_GetAttrString(overload, "overloadpacket"));
+    PyRef name = PyRef::steal(PyObject_GetAttrString(overload, "_overloadname"));
+    const char* current = name ? PyUnicode_AsUTF8(name.get()) : nullptr;
+    if (!packet || !current) {
+        PyErr_Clear();
+        return {};
+    }
+    std::string wanted;
+    std::string text = current;
+    if (text == "Tensor" || text == "List")
+        wanted = asList ? "ScalarList" : "Scalar";
+    else if (text == "Tensor_Tensor")
+        wanted = "Tensor_Scalar";
+    else
+        return {};
+    PyRef result = PyRef::steal(PyObject_GetAttrString(packet.get(), wanted.c_str()));
+    if (!result) PyErr_Clear();
+    return result;
+}
+
+}  // namespace meshscope::capture

@@ -1,0 +1,68 @@
+#pragma once
+
+// Identity and provenance of the tensors the agent has seen. Keyed by
+// TensorImpl address and validated by a weak reference, so a freed tensor's
+// address reused by a new one is never mistaken for it. Provenance (where a
+// plain tensor came from: a DataLoader batch, to_local(), optimizer state, a
+// factory op inside forward) is attached by the adapters and the dispatch
+// hook and read when a mixed-tensor incident must be classified. Bounded:
+// dead entries are swept as the table grows, and past kMaxEntries it is
+// cleared (provenance lost, counted).
+
+#include <ATen/core/Tensor.h>
+#include <c10/util/intrusive_ptr.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <unordered_map>
+
+#include "core/store/records.h"
+
+namespace meshscope::capture {
+
+struct Provenance {
+    OriginClass origin = OriginClass::Unknown;
+    std::string evidence;  // "created by DataLoader batch #12"
+    StackId createdAt;
+    bool derived = false;  // inherited from an input of the op that made this tensor
+};
+
+class TensorTable {
+  public:
+    // Hands out the ids of new entries (the rank writer's counter).
+    explicit TensorTable(std::function<TensorId()> newId) : m_newId(std::move(newId)) {}
+
+    static constexpr size_t kMaxEntries = size_t(1) << 20;
+
+    struct Entry {
+        c10::weak_intrusive_ptr<c10::TensorImpl> weak;
+        TensorId id;
+        std::optional<Provenance> provenance;
+        bool recorded = false;  // its TensorRecord was submitted
+    };
+
+    // The live entry for this tensor, or nullptr.
+    Entry* find(const at::Tensor& tensor);
+    // The live entry, creating one (with `isNew` set) when there is none.
+    Entry& get(const at::Tensor& tensor, bool& isNew);
+
+    void setProvenance(const at::Tensor& tensor, Provenance provenance);
+    const Provenance* provenance(const at::Tensor& tensor);
+    bool hasProvenance() const { return m_withProvenance > 0; }
+
+    size_t size() const { return m_entries.size(); }
+    uint64_t clearedEntries() const { return m_cleared; }
+    void clear();
+
+  private:
+    void sweep();
+
+    std::function<TensorId()> m_newId;
+    std::unordered_map<const c10::TensorImpl*, Entry> m_entries;
+    size_t m_sweepAt = 1 << 14;
+    size_t m_withProvenance = 0;
+    uint64_t m_cleared = 0;
+};
+
+}  // namespace meshscope::capture

@@ -1,0 +1,224 @@
+"""Framework adapters: where steps, phases and tensor provenance come from.
+
+Each adapter is a small patch or hook, recorded in Patches so detach() puts
+everything back. They run per module call, per optimizer step or per batch,
+never per op (per-op work is in C++)."""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import weakref
+from typing import Any, Callable
+
+import torch
+
+from meshscope import _capture
+
+
+class Patches:
+    """Attribute replacements and hook handles, undone in reverse order."""
+
+    def __init__(self) -> None:
+        self._undo: list[Callable[[], None]] = []
+
+    def replace(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        original = owner.__dict__[name] if name in owner.__dict__ else getattr(owner, name)
+        setattr(owner, name, make(getattr(owner, name)))
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    def handle(self, handle: Any) -> None:
+        self._undo.append(handle.remove)
+
+    def restore(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+# Objects seen while attached, for classifying plain tensors at incident time.
+_roots: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
+_optimizers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+def _walk_tensors(value: Any, visit: Callable[[torch.Tensor, str], None], path: str = "") -> None:
+    if isinstance(value, torch.Tensor):
+        visit(value, path)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _walk_tensors(item, visit, f"{path}[{key!r}]")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _walk_tensors(item, visit, f"{path}[{i}]")
+
+
+def describe_tensor(tensor: torch.Tensor) -> tuple[str, str] | None:
+    """Called from C++ when an incident needs classifying: is this plain
+    tensor a module's parameter/buffer (A) or optimizer state (E)?"""
+    for root in list(_roots):
+        for name, p in root.named_parameters(remove_duplicate=False):
+            if p is tensor:
+                return "A", f"parameter {name} of {type(root).__name__}"
+        for name, b in root.named_buffers(remove_duplicate=False):
+            if b is tensor:
+                return "A", f"buffer {name} of {type(root).__name__}"
+    for opt in list(_optimizers):
+        kind = type(opt).__name__
+        for group_index, group in enumerate(opt.param_groups):
+            for key, value in group.items():
+                if value is tensor:
+                    return "E", f"optimizer {kind} param_group[{group_index}] '{key}' kept as a tensor"
+        for state in opt.state.values():
+            for key, value in state.items():
+                if value is tensor:
+                    return "E", f"optimizer {kind} state '{key}'"
+    return None
+
+
+def _install_modules(patches: Patches) -> None:
+    from torch.nn.modules import module as nn_module
+
+    depth = [0]
+    saved: list[str] = []
+
+    def pre(module: torch.nn.Module, args: tuple) -> None:
+        if depth[0] == 0 and _capture.phase() not in ("backward", "optimizer"):
+            _roots.add(module)
+            saved.append(_capture.set_phase("forward", type(module).__name__ + ".forward"))
+            name = type(module).__name__
+
+            def tag(t: torch.Tensor, path: str) -> None:
+                if _capture.provenance(t) is None:
+                    _capture.tag(t, "D", f"passed as input{path} to {name}.forward()")
+
+            _walk_tensors(args, tag, "")
+        depth[0] += 1
+
+    def post(module: torch.nn.Module, args: tuple, output: Any) -> None:
+        depth[0] = max(0, depth[0] - 1)
+        if depth[0] == 0 and saved:
+            _capture.set_phase(saved.pop())
+
+    patches.handle(nn_module.register_module_forward_pre_hook(pre))
+    patches.handle(nn_module.register_module_forward_hook(post, always_call=True))
+
+    def load_state_dict(original: Callable) -> Callable:
+        def wrapper(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            _capture.enter_load_state_dict(True)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                _capture.enter_load_state_dict(False)
+        return wrapper
+
+    patches.replace(torch.nn.Module, "load_state_dict", load_state_dict)
+
+
+def _install_optimizers(patches: Patches) -> None:
+    from torch.optim import optimizer as optim
+
+    started: dict[int, tuple[int, str]] = {}
+
+    def pre(opt: Any, args: tuple, kwargs: dict) -> None:
+        _optimizers.add(opt)
+        label = f"{type(opt).__module__}.{type(opt).__qualname__}.step()"
+        started[id(opt)] = (_capture.now_ns(), _capture.set_phase("optimizer", label))
+
+    def post(opt: Any, args: tuple, kwargs: dict) -> None:
+        start, previous = started.pop(id(opt), (_capture.now_ns(), "other"))
+        params = sum(len(g["params"]) for g in opt.param_groups)
+        name = f"{type(opt).__module__}.{type(opt).__qualname__}"
+        _capture.record_optimizer_step(_capture.step(), name, start, _capture.now_ns(), params)
+        _capture.advance_step()
+        _capture.set_phase(previous)
+
+    patches.handle(optim.register_optimizer_step_pre_hook(pre))
+    patches.handle(optim.register_optimizer_step_post_hook(post))
+
+
+def _install_dataloader(patches: Patches) -> None:
+    from torch.utils.data import dataloader
+
+    counter = itertools.count()
+
+    def make_next(original: Callable) -> Callable:
+        def __next__(self: Any) -> Any:
+            batch = next(counter)
+            label = f"DataLoader batch #{batch}"
+            previous = _capture.set_phase("data", label)
+            try:
+                data = original(self)
+            finally:
+                _capture.set_phase(previous)
+            _walk_tensors(data, lambda t, path: _capture.tag(
+                t, "D", f"created by {label}{(' ' + path) if path else ''}"))
+            return data
+        return __next__
+
+    patches.replace(dataloader._BaseDataLoaderIter, "__next__", make_next)
+
+
+def _install_dtensor(patches: Patches) -> None:
+    from torch.distributed.tensor import DTensor
+
+    def stripping(method: str) -> Callable[[Callable], Callable]:
+        def make(original: Callable) -> Callable:
+            def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+                out = original(self, *args, **kwargs)
+                if isinstance(out, torch.Tensor):
+                    _capture.tag(out, "C", f"output of {method}() of a DTensor "
+                                           f"{list(self.placements)}", True)
+                return out
+            return wrapper
+        return make
+
+    patches.replace(DTensor, "to_local", stripping("to_local"))
+    patches.replace(DTensor, "full_tensor", stripping("full_tensor"))
+
+
+def _install_keras(patches: Patches) -> None:
+    """Keras 3 on the torch backend: its optimizers do not use torch.optim."""
+    base = sys.modules.get("keras.src.optimizers.base_optimizer")
+    if base is None:
+        return
+
+    def make_apply(original: Callable) -> Callable:
+        def apply(self: Any, *args: Any, **kwargs: Any) -> Any:
+            _optimizers.add(self) if hasattr(self, "param_groups") else None
+            label = f"keras {type(self).__name__}.apply()"
+            start = _capture.now_ns()
+            previous = _capture.set_phase("optimizer", label)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                _capture.set_phase(previous)
+                _capture.record_optimizer_step(_capture.step(), f"keras.{type(self).__name__}",
+                                               start, _capture.now_ns(), 0)
+                _capture.advance_step()
+        return apply
+
+    patches.replace(base.BaseOptimizer, "apply", make_apply)
+
+
+def install() -> Patches:
+    patches = Patches()
+    try:
+        _capture.set_parameter_lookup(describe_tensor)
+        _install_modules(patches)
+        _install_optimizers(patches)
+        _install_dataloader(patches)
+        _install_dtensor(patches)
+        _install_keras(patches)
+    except BaseException:
+        patches.restore()
+        raise
+    patches._undo.insert(0, lambda: _capture.set_parameter_lookup(None))
+    return patches
+
+
+def record_backend() -> None:
+    """The process group usually starts after attach(): note its backend."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        _capture.record_meta("backend", str(dist.get_backend()))
+        _capture.record_meta("world_size", str(dist.get_world_size()))

@@ -1,0 +1,256 @@
+"""attach() / detach(): installs the capture agent into this process.
+
+The per-op work happens in C++ (meshscope._capture): a TorchDispatchMode whose
+__torch_dispatch__ is a C++ function, and a RecordFunction observer. This
+module resolves the configuration (arguments, then MESHSCOPE_* environment
+variables set by `meshscope record`), installs the mode and the adapters, and
+undoes all of it on detach()."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime
+import os
+import signal
+import sys
+import sysconfig
+import threading
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
+
+from meshscope import _adapters, _capture
+
+
+class MixedTensorError(RuntimeError):
+    """Raised by the `strict` policy: names the plain operand, its origin,
+    the frame that created it and the fix."""
+
+
+class _MeshscopeMode(TorchDispatchMode):
+    """The hook: __torch_dispatch__ is a C++ builtin bound to the instance
+    (torch requires its __self__ to be the mode). Set per instance, not in
+    the class body, so TorchDispatchMode.__init_subclass__ does not wrap it in
+    a Python dynamo-disable shim; Dynamo cannot trace into C++ anyway."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.__torch_dispatch__ = _capture.bind_dispatch(self)  # type: ignore[method-assign]
+
+
+@dataclass(frozen=True)
+class Session:
+    """What attach() set up."""
+
+    run_dir: str
+    rank_file: str
+    policy: str
+    level: str
+    rank: int
+    world_size: int
+
+
+_lock = threading.RLock()
+_session: Session | None = None
+_mode: _MeshscopeMode | None = None
+_patches: _adapters.Patches | None = None
+_atexit_registered = False
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"meshscope: environment variable {name}={value!r} is not an integer")
+
+
+def _dist_info() -> tuple[int, int, str, str]:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        backend = str(dist.get_backend())
+        device = "cuda" if "nccl" in backend else "cpu"
+        return dist.get_rank(), dist.get_world_size(), backend, device
+    return _env_int("RANK", 0), _env_int("WORLD_SIZE", 1), "", "cpu"
+
+
+def _default_run_dir(rank: int, world: int) -> str:
+    base = os.path.join(os.getcwd(), "meshscope-runs")
+    import torch.distributed as dist
+
+    if world > 1 and dist.is_available() and dist.is_initialized():
+        name = [datetime.datetime.now().strftime("%Y%m%d-%H%M%S")]
+        dist.broadcast_object_list(name, src=0)  # every rank records into one run
+        return os.path.join(base, name[0])
+    if world > 1:
+        job = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+        if job == "none":
+            job = "port" + os.environ.get("MASTER_PORT", "0")
+        return os.path.join(base, datetime.date.today().strftime("%Y%m%d") + "-" + job)
+    return os.path.join(base, datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
+
+
+def _internal_prefixes() -> list[str]:
+    paths = {os.path.dirname(torch.__file__), os.path.dirname(__file__),
+             sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+    return sorted(os.path.join(os.path.realpath(p), "") for p in paths) + sorted(
+        os.path.join(p, "") for p in paths)
+
+
+def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathLike[str] = "observe",
+           level: str = "dtensor", *, run_id: str | None = None) -> Session:
+    """Starts recording this rank into `run_dir` (default: $MESHSCOPE_RUN_DIR,
+    else ./meshscope-runs/<timestamp>) and reconciling incidents by `policy`:
+    observe | replicate | auto | strict | shard | scalar, or a TOML policy
+    file. `level` is "dtensor" (DTensor-level ops) or "all" (every aten op).
+    Idempotent: attaching again with the same settings returns the session;
+    different settings need detach() first. A bad policy file raises
+    ValueError naming the file and line."""
+    global _session, _mode, _patches, _atexit_registered
+    with _lock:
+        policy = os.fspath(policy)
+        if _session is not None:
+            if (policy, level) == (_session.policy, _session.level) and (
+                    run_dir is None or os.path.abspath(run_dir) == _session.run_dir):
+                return _session
+            raise ValueError("meshscope is already attached with other settings "
+                             f"({_session.policy}, {_session.level}, {_session.run_dir}); "
+                             "call meshscope.detach() first")
+        rank, world, backend, device = _dist_info()
+        local_rank = _env_int("LOCAL_RANK", rank)
+        if run_dir is None:
+            run_dir = os.environ.get("MESHSCOPE_RUN_DIR") or _default_run_dir(rank, world)
+        run_dir = os.path.abspath(os.fspath(run_dir))
+        if policy not in ("observe", "replicate", "auto", "strict", "shard", "scalar"):
+            policy = os.path.abspath(policy)
+            if not os.path.isfile(policy):
+                raise ValueError(f"meshscope: policy '{policy}' is neither a policy name "
+                                 "(observe, replicate, auto, strict) nor a readable TOML file")
+        info = _capture.attach({
+            "run_dir": run_dir, "policy": policy, "level": level, "rank": rank,
+            "world_size": world, "local_rank": local_rank,
+            "run_id": run_id or os.environ.get("MESHSCOPE_RUN_ID", ""),
+            "backend": backend, "device_type": device, "torch_version": torch.__version__,
+            "command": list(sys.argv), "internal_prefixes": _internal_prefixes(),
+        })
+        try:
+            _capture.set_strict_error_type(MixedTensorError)
+            _patches = _adapters.install()
+            _mode = _MeshscopeMode()
+            _push_mode(_mode)
+        except BaseException:
+            if _patches is not None:
+                _patches.restore()
+                _patches = None
+            _capture.detach()
+            raise
+        _session = Session(run_dir, info["rank_file"], policy, level, rank, world)
+        if not _atexit_registered:
+            atexit.register(detach)
+            _install_sigterm_flush()
+            _atexit_registered = True
+        return _session
+
+
+def detach() -> None:
+    """Stops recording, flushes and closes the rank file, and restores every
+    function meshscope patched. Safe to call when not attached."""
+    global _session, _mode, _patches
+    with _lock:
+        if _session is None:
+            return
+        if _mode is not None:
+            _remove_mode(_mode)
+            _mode = None
+        if _patches is not None:
+            _patches.restore()
+            _patches = None
+        _adapters.record_backend()
+        _capture.detach()
+        _session = None
+
+
+def _remove_mode(mode: TorchDispatchMode) -> None:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    stack = _get_current_dispatch_mode_stack()
+    if mode not in stack:  # pushed on another thread, or already popped by the user
+        return
+    above = []
+    while True:
+        top = _pop_mode()
+        if top is mode:
+            break
+        above.append(top)
+    for other in reversed(above):
+        _push_mode(other)
+
+
+def attached() -> bool:
+    return _session is not None
+
+
+def mark_step() -> int:
+    """Marks the end of a training step when no torch.optim optimizer does
+    (custom loops, frameworks without adapters). Returns the new step."""
+    if _session is None:
+        return -1
+    return _capture.advance_step()
+
+
+def stats() -> dict[str, Any]:
+    """Counters of the running agent: records submitted/written, drops by
+    reason, ops, incidents, reconciled incidents, agent errors."""
+    return _capture.stats()
+
+
+@contextlib.contextmanager
+def capture(run_dir: str | os.PathLike[str] | None = None, policy: str = "observe",
+            level: str = "dtensor") -> Iterator[Session]:
+    """with meshscope.capture(policy="auto") as session: ... (detaches on exit
+    only if this block attached)."""
+    was_attached = attached()
+    session = attach(run_dir, policy, level)
+    try:
+        yield session
+    finally:
+        if not was_attached:
+            detach()
+
+
+def _install_sigterm_flush() -> None:
+    """torchrun stops workers with SIGTERM: flush the rank file first, unless
+    the program has its own handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        detach()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def attach_from_environment() -> Session | None:
+    """Used by the loader that `meshscope record` puts on PYTHONPATH."""
+    if not os.environ.get("MESHSCOPE_RUN_DIR"):
+        return None
+    mode = os.environ.get("MESHSCOPE_ATTACH", "always")
+    if mode == "rank-env" and "RANK" not in os.environ:
+        return None  # the torchrun launcher itself, not a worker
+    owner = os.environ.get("MESHSCOPE_ATTACHED_PID")
+    if owner and owner != str(os.getpid()):
+        return None  # a spawned child (DataLoader worker) of a recording rank
+    session = attach(policy=os.environ.get("MESHSCOPE_POLICY", "observe"),
+                     level=os.environ.get("MESHSCOPE_LEVEL", "dtensor"))
+    os.environ["MESHSCOPE_ATTACHED_PID"] = str(os.getpid())
+    return session

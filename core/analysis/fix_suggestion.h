@@ -1,0 +1,25 @@
+#pragma once
+
+// The usual right fix for each origin class of a mixed-tensor incident
+// (DESIGN.md §1), worded for a person reading an error message or a report.
+// Shared by the capture agent's strict errors, the CLI reports and the GUI.
+
+#include <string>
+#include <string_view>
+
+#include "core/store/records.h"
+
+namespace meshscope {
+
+struct FixSuggestion {
+    std::string summary;  // one sentence
+    std::string code;     // a concrete line of Python to start from
+};
+
+// `mesh` and `batchDim` only shape the example code.
+FixSuggestion suggestFix(OriginClass origin, std::string_view mesh = "mesh", int batchDim = 0);
+
+// One-line description of an origin class: "input data not distributed".
+std::string_view describeOrigin(OriginClass origin);
+
+}  // namespace meshscope

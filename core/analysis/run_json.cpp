@@ -1,0 +1,128 @@
+#include "core/analysis/run_json.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/analysis/run_summary.h"
+
+namespace meshscope {
+namespace {
+
+nlohmann::json stackToJson(const RankReader& rank, StackId id) {
+    nlohmann::json frames = nlohmann::json::array();
+    if (!id) return frames;
+    for (const Frame& f : rank.stack(id))
+        frames.push_back({{"file", rank.string(f.file)},
+                          {"line", f.line},
+                          {"function", rank.string(f.function)}});
+    return frames;
+}
+
+nlohmann::json tensorToJson(const RankReader& rank, TensorId id) {
+    auto t = id ? rank.tensor(id) : std::nullopt;
+    if (!t) return nullptr;
+    return {{"id", t->id.value()},
+            {"dtype", rank.string(t->dtype)},
+            {"shape", rank.string(t->globalShape)},
+            {"local_shape", rank.string(t->localShape)},
+            {"device", rank.string(t->device)},
+            {"is_dtensor", t->isDTensor},
+            {"mesh", t->mesh.value()},
+            {"placements", rank.string(t->placements)},
+            {"numel", t->numel},
+            {"label", rank.string(t->label)}};
+}
+
+nlohmann::json operandsToJson(const RankReader& rank, const std::vector<OperandRecord>& ops) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const OperandRecord& op : ops)
+        out.push_back({{"index", op.index},
+                       {"role", op.role == OperandRole::Input ? "input" : "output"},
+                       {"placements", rank.string(op.placements)},
+                       {"tensor", tensorToJson(rank, op.tensor)}});
+    return out;
+}
+
+nlohmann::json meshesToJson(const RankReader& rank) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const MeshRecord& m : rank.meshes())
+        out.push_back({{"id", m.id.value()},
+                       {"device_type", m.deviceType},
+                       {"shape", m.shape},
+                       {"dim_names", m.dimNames},
+                       {"ranks", m.ranks}});
+    return out;
+}
+
+}  // namespace
+
+nlohmann::json incidentToJson(const RankReader& rank, const IncidentRecord& inc) {
+    nlohmann::json j = {{"seq", inc.seq.value()},
+                        {"time_ns", inc.timeNs},
+                        {"step", inc.step},
+                        {"thread", inc.thread},
+                        {"op", rank.string(inc.op)},
+                        {"operand_index", inc.operandIndex},
+                        {"plain_tensor", tensorToJson(rank, inc.plainTensor)},
+                        {"origin", std::string(1, char(inc.origin))},
+                        {"evidence", rank.string(inc.evidence)},
+                        {"policy_rule", rank.string(inc.policyRule)},
+                        {"action", toString(inc.action)},
+                        {"outcome", toString(inc.outcome)},
+                        {"error", rank.string(inc.error)},
+                        {"promoted_placements", rank.string(inc.promotedPlacements)},
+                        {"stack", stackToJson(rank, inc.stack)},
+                        {"operands", operandsToJson(rank, inc.operands)}};
+    j["fingerprint"] =
+        inc.fingerprint ? nlohmann::json(fmt::format("{:016x}", *inc.fingerprint)) : nullptr;
+    return j;
+}
+
+nlohmann::json runToJson(const RunReader& run, const RunJsonOptions& options) {
+    RunSummary summary = summarize(run);
+    nlohmann::json out = summaryToJson(summary);
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const RankReader& rank : run.ranks()) {
+        nlohmann::json r;
+        r["rank"] = rank.info().rank;
+        r["meta"] = rank.info().meta;
+        r["meshes"] = meshesToJson(rank);
+        nlohmann::json incidents = nlohmann::json::array();
+        for (const IncidentRecord& inc : rank.incidentsAfter(IncidentSeq{}))
+            incidents.push_back(incidentToJson(rank, inc));
+        r["incidents"] = std::move(incidents);
+        nlohmann::json steps = nlohmann::json::array();
+        for (const OptimizerStepRecord& s : rank.optimizerSteps())
+            steps.push_back({{"step", s.step},
+                             {"optimizer", rank.string(s.optimizer)},
+                             {"start_ns", s.startNs},
+                             {"end_ns", s.endNs},
+                             {"params", s.paramCount}});
+        r["optimizer_steps"] = std::move(steps);
+        nlohmann::json collectives = nlohmann::json::object();
+        for (const CollectiveRecord& c : rank.collectivesInTimeRange(INT64_MIN, INT64_MAX)) {
+            auto& entry = collectives[rank.string(c.kind)];
+            entry["count"] = entry.value("count", 0) + 1;
+            entry["bytes"] = entry.value("bytes", int64_t(0)) + c.bytes;
+        }
+        r["collectives"] = std::move(collectives);
+        if (options.opNameCounts) {
+            std::map<std::string, int64_t> names;
+            std::map<std::string, int64_t> phases;
+            for (const OpRecord& op : rank.opsAfter(OpSeq{})) {
+                ++names[rank.string(op.name)];
+                ++phases[std::string(toString(op.phase))];
+            }
+            r["op_names"] = names;
+            r["op_phases"] = phases;
+        }
+        ranks.push_back(std::move(r));
+    }
+    out["rank_details"] = std::move(ranks);
+    return out;
+}
+
+}  // namespace meshscope
