@@ -10,6 +10,8 @@
 #include <optional>
 
 #include "core/analysis/run_summary.h"
+#include "core/launch/launcher.h"
+#include "core/policy/policy.h"
 #include "core/store/run_reader.h"
 #include "core/synth/synthetic_run.h"
 
@@ -77,6 +79,48 @@ int runSynth(const std::string& out, const meshscope::SyntheticRunSpec& spec) {
     return 0;
 }
 
+// Where the Python package with the loader lives: $MESHSCOPE_PYTHONPATH, the
+// build tree's staged package, or the `meshscope` importable by python3.
+std::vector<std::string> agentPythonPath() {
+    if (const char* env = std::getenv("MESHSCOPE_PYTHONPATH"); env && *env) {
+        std::string root = env;
+        return {root + "/meshscope/_loader", root};
+    }
+#ifdef MESHSCOPE_STAGED_PYTHON_DIR
+    std::filesystem::path staged = MESHSCOPE_STAGED_PYTHON_DIR;
+    if (std::filesystem::exists(staged / "meshscope" / "_loader" / "sitecustomize.py"))
+        return {(staged / "meshscope" / "_loader").string(), staged.string()};
+#endif
+    std::string found;
+    if (FILE* p = popen("python3 -c 'import meshscope,os;print(os.path.dirname(os.path.dirname("
+                        "meshscope.__file__)))' 2>/dev/null",
+                        "r")) {
+        char buffer[4096];
+        while (fgets(buffer, sizeof buffer, p)) found += buffer;
+        pclose(p);
+    }
+    while (!found.empty() && (found.back() == '\n' || found.back() == '\r')) found.pop_back();
+    if (found.empty())
+        throw std::runtime_error(
+            "cannot find the meshscope Python package: build with the capture agent "
+            "(scripts/build.sh), pip install it, or set MESHSCOPE_PYTHONPATH");
+    return {found + "/meshscope/_loader", found};
+}
+
+int runRecord(meshscope::RecordOptions options) {
+    options.pythonPath = agentPythonPath();
+    meshscope::RecordResult result = meshscope::record(options, std::cerr);
+    std::cerr << "meshscope: run recorded in " << result.runDir.string() << "\n";
+    try {
+        meshscope::RunReader run = meshscope::RunReader::open(result.runDir);
+        if (!run.ranks().empty())
+            std::cerr << meshscope::formatSummaryText(meshscope::summarize(run));
+    } catch (const meshscope::StoreError& e) {
+        std::cerr << "meshscope: " << e.what() << "\n";
+    }
+    return result.exitCode;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -107,6 +151,26 @@ int main(int argc, char** argv) {
     synth->add_option("--incidents-per-step", spec.incidentsPerStep)->check(CLI::Range(0, 1000));
     synth->add_option("--seed", spec.seed);
 
+    meshscope::RecordOptions rec;
+    std::string runDir;
+    auto* record = app.add_subcommand(
+        "record",
+        "Run a training command with the capture agent in every worker:\n"
+        "  meshscope record [-o RUN] [--policy P] [--level L] -- torchrun --nproc_per_node=2 "
+        "train.py\n  meshscope record -n 2 -- python train.py");
+    record->add_option("-o,--output", runDir, "Run directory (default ./meshscope-runs/<time>)");
+    record->add_option("--policy", rec.policy,
+                       "observe | replicate | auto | strict, or a TOML policy file")
+        ->capture_default_str();
+    record->add_option("--level", rec.level, "dtensor | all")
+        ->check(CLI::IsMember({"dtensor", "all"}))
+        ->capture_default_str();
+    record->add_option("-n,--nproc", rec.nproc, "Start N local ranks (no torchrun needed)")
+        ->check(CLI::Range(1, 256));
+    record->add_option("command", rec.command, "Training command, after --")
+        ->required()
+        ->expected(-1);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -116,9 +180,19 @@ int main(int argc, char** argv) {
         if (*summary) return runSummary(path, json, partial);
         if (*info) return runInfo(path);
         if (*synth) return runSynth(out, spec);
+        if (*record) {
+            rec.runDir = runDir;
+            return runRecord(rec);
+        }
     } catch (const meshscope::StoreError& e) {
         std::cerr << "meshscope: " << e.what() << "\n";
         return kExitUnreadable;
+    } catch (const meshscope::PolicyError& e) {
+        std::cerr << "meshscope: bad policy: " << e.what() << "\n";
+        return 2;
+    } catch (const std::runtime_error& e) {
+        std::cerr << "meshscope: " << e.what() << "\n";
+        return 2;
     }
     return 2;
 }

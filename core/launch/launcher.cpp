@@ -1,0 +1,209 @@
+#include "core/launch/launcher.h"
+
+#include <arpa/inet.h>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <map>
+#include <stdexcept>
+#include <thread>
+
+#include "core/policy/policy.h"
+#include "core/store/manifest.h"
+
+extern char** environ;
+
+namespace meshscope {
+namespace {
+
+std::atomic<pid_t> g_children[256];
+std::atomic<int> g_childCount{0};
+
+void forwardSignal(int sig) {
+    for (int i = 0; i < g_childCount.load(); ++i)
+        if (pid_t pid = g_children[i].load(); pid > 0) kill(pid, sig);
+}
+
+int freePort() {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    int port = 29500;
+    if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+        port = ntohs(addr.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
+}
+
+using Env = std::map<std::string, std::string>;
+
+Env currentEnvironment() {
+    Env env;
+    for (char** e = environ; *e; ++e) {
+        std::string entry = *e;
+        auto eq = entry.find('=');
+        if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+    }
+    return env;
+}
+
+pid_t spawn(const std::vector<std::string>& command, const Env& env) {
+    std::vector<char*> argv, envp;
+    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    std::vector<std::string> entries;
+    for (const auto& [k, v] : env) entries.push_back(k + "=" + v);
+    for (auto& e : entries) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    pid_t pid = 0;
+    int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
+    if (rc != 0)
+        throw std::runtime_error(fmt::format("cannot start '{}': {}", command[0], strerror(rc)));
+    return pid;
+}
+
+int exitCodeOf(int status) {
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return 1;
+}
+
+// Waits for every child; after the first failure the others get SIGTERM,
+// then SIGKILL after the grace period (a rank stuck in a collective would
+// otherwise wait forever for the one that died).
+int waitAll(std::vector<pid_t> pids, int graceSeconds, std::ostream& log) {
+    int firstFailure = 0;
+    auto killAt = std::chrono::steady_clock::time_point::max();
+    bool termSent = false;
+    size_t alive = pids.size();
+    while (alive > 0) {
+        int status = 0;
+        pid_t done = waitpid(-1, &status, WNOHANG);
+        if (done > 0) {
+            for (size_t i = 0; i < pids.size(); ++i) {
+                if (pids[i] != done) continue;
+                pids[i] = -1;
+                g_children[i].store(-1);
+                --alive;
+                int code = exitCodeOf(status);
+                if (code != 0 && firstFailure == 0) {
+                    firstFailure = code;
+                    if (pids.size() > 1)
+                        log << fmt::format("meshscope: rank {} exited with {}; stopping the "
+                                           "others\n",
+                                           i, code);
+                }
+            }
+            continue;
+        }
+        if (firstFailure != 0 && !termSent && alive > 0) {
+            for (pid_t p : pids)
+                if (p > 0) kill(p, SIGTERM);
+            termSent = true;
+            killAt = std::chrono::steady_clock::now() + std::chrono::seconds(graceSeconds);
+        }
+        if (std::chrono::steady_clock::now() > killAt) {
+            for (pid_t p : pids)
+                if (p > 0) kill(p, SIGKILL);
+            killAt = std::chrono::steady_clock::time_point::max();
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return firstFailure;
+}
+
+std::string joinPath(const std::vector<std::string>& dirs, const std::string& rest) {
+    std::string out;
+    for (const auto& d : dirs) out += (out.empty() ? "" : ":") + d;
+    if (!rest.empty()) out += (out.empty() ? "" : ":") + rest;
+    return out;
+}
+
+}  // namespace
+
+std::filesystem::path defaultRunDir() {
+    std::time_t now = std::time(nullptr);
+    return std::filesystem::current_path() / "meshscope-runs" /
+           fmt::format("{:%Y%m%d-%H%M%S}", fmt::localtime(now));
+}
+
+bool isTorchrunCommand(const std::vector<std::string>& command) {
+    for (size_t i = 0; i < command.size() && i < 4; ++i) {
+        std::string base = std::filesystem::path(command[i]).filename().string();
+        if (base == "torchrun" || command[i] == "torch.distributed.run" ||
+            command[i] == "torch.distributed.launch")
+            return true;
+    }
+    return false;
+}
+
+RecordResult record(const RecordOptions& options, std::ostream& log) {
+    if (options.command.empty()) throw std::runtime_error("no command to record (after --)");
+    RecordResult result;
+    result.runDir = std::filesystem::absolute(options.runDir.empty() ? defaultRunDir()
+                                                                     : options.runDir);
+    std::string policy = options.policy;
+    if (!policyModeFromString(policy)) {  // a policy file: check it before starting anything
+        policy = std::filesystem::absolute(policy).string();
+        Policy::fromFile(policy);  // throws PolicyError naming file:line
+    }
+    if (options.level != "dtensor" && options.level != "all")
+        throw std::runtime_error("--level must be dtensor or all (got '" + options.level + "')");
+    std::error_code ec;
+    std::filesystem::create_directories(result.runDir, ec);
+    if (ec)
+        throw std::runtime_error(
+            fmt::format("cannot create run directory {}: {}", result.runDir.string(), ec.message()));
+
+    Env env = currentEnvironment();
+    env["PYTHONPATH"] = joinPath(options.pythonPath, env["PYTHONPATH"]);
+    env["MESHSCOPE_RUN_DIR"] = result.runDir.string();
+    env["MESHSCOPE_RUN_ID"] = newRunId();
+    env["MESHSCOPE_POLICY"] = policy;
+    env["MESHSCOPE_LEVEL"] = options.level;
+    env["MESHSCOPE_ATTACH"] =
+        options.nproc == 0 && isTorchrunCommand(options.command) ? "rank-env" : "always";
+    env.erase("MESHSCOPE_ATTACHED_PID");
+    log << "meshscope: recording into " << result.runDir.string() << "\n";
+
+    struct sigaction forward {};
+    forward.sa_handler = forwardSignal;
+    sigaction(SIGTERM, &forward, nullptr);
+    sigaction(SIGINT, &forward, nullptr);
+
+    std::vector<pid_t> pids;
+    int ranks = std::max(1, options.nproc);
+    if (options.nproc > 0) {
+        env["MASTER_ADDR"] = "127.0.0.1";
+        env["MASTER_PORT"] = std::to_string(freePort());
+        env["WORLD_SIZE"] = env["LOCAL_WORLD_SIZE"] = std::to_string(ranks);
+        env["GROUP_RANK"] = "0";
+    }
+    g_childCount.store(0);
+    for (int r = 0; r < ranks && r < 256; ++r) {
+        if (options.nproc > 0) env["RANK"] = env["LOCAL_RANK"] = std::to_string(r);
+        pid_t pid = spawn(options.command, env);
+        pids.push_back(pid);
+        g_children[r].store(pid);
+        g_childCount.store(r + 1);
+    }
+    result.exitCode = waitAll(pids, options.killGraceSeconds, log);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    return result;
+}
+
+}  // namespace meshscope

@@ -1,0 +1,43 @@
+#pragma once
+
+// `meshscope record`: runs a training command with the capture agent loaded
+// into every worker, without editing the script. The agent is loaded by a
+// sitecustomize module on PYTHONPATH that reads MESHSCOPE_* variables. With
+// `nproc` > 0 the launcher starts the ranks itself (RANK, WORLD_SIZE,
+// LOCAL_RANK, MASTER_ADDR/PORT), like a minimal torchrun; otherwise it runs
+// the command once (torchrun, or a single python process). No Qt, no torch.
+
+#include <filesystem>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace meshscope {
+
+struct RecordOptions {
+    std::filesystem::path runDir;  // empty: ./meshscope-runs/<timestamp>
+    std::string policy = "observe";
+    std::string level = "dtensor";
+    int nproc = 0;  // > 0: start this many local ranks
+    std::vector<std::string> command;
+    std::vector<std::string> pythonPath;  // prepended to PYTHONPATH (loader, package)
+    int killGraceSeconds = 10;  // after one rank fails, before the others are killed
+};
+
+struct RecordResult {
+    int exitCode = 0;  // the job's: first failing rank's code, 128+signal if killed
+    std::filesystem::path runDir;
+};
+
+// Throws std::runtime_error with a one-line message for a bad policy file,
+// an unusable run directory or a command that cannot start.
+RecordResult record(const RecordOptions& options, std::ostream& log);
+
+// The run directory record() uses when none is given.
+std::filesystem::path defaultRunDir();
+
+// True when the command is torchrun / torch.distributed.run (its launcher
+// process must not record; its workers carry RANK).
+bool isTorchrunCommand(const std::vector<std::string>& command);
+
+}  // namespace meshscope
