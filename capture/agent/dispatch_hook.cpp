@@ -172,8 +172,22 @@ class OpCall {
                              const Classification& c, const UserFrame& frame) const;
     PyObject* raiseIncident(IncidentRecord& inc, const Operand& plain, const Classification& cls,
                             const UserFrame& frame, const PolicyDecision& decision);
-    PyObject* reconcile(IncidentRecord& inc, PolicyDecision decision, bool scalarList,
-                        bool byTorch);
+    struct Plan {
+        const Operand* operand;
+        Action action;
+        bool asList;  // scalarize to a list of Python scalars
+    };
+    std::vector<Plan> plan(const Operand& first, const PolicyDecision& decision,
+                           const UserFrame& frame, std::string& rule);
+    PyObject* reconcile(IncidentRecord& inc, const Operand& first, const UserFrame& frame,
+                        PolicyDecision decision, bool byTorch);
+    PyObject* retryReplicated(ArgEditor& editor, OpInfo& callInfo,
+                              const std::vector<std::pair<const Operand*, PyRef>>& sharded,
+                              const PromotionTarget& target, std::string& rule);
+    Classification classifyOperand(const Operand& op);
+    bool isScalarList(const Operand& op) const;
+    PolicyDecision decide(const Operand& op, const Classification& cls,
+                          const UserFrame& frame) const;
 
     Agent& m_agent;
     RankWriter& m_writer;
@@ -380,6 +394,32 @@ std::string OpCall::incidentText(const IncidentRecord& inc, const Operand& plain
     return text;
 }
 
+Classification OpCall::classifyOperand(const Operand& op) {
+    const at::Tensor& t = op.tensor();
+    ClassifyInput ci;
+    ci.plainObj = op.obj;
+    ci.plain = &t;
+    ci.provenance = m_agent.tensors().provenance(t);
+    ci.opName = m_info->text;
+    ci.copyIntoDTensor = m_info->isCopy && m_inputs.front().dtensor;
+    ci.insideLoadStateDict = Agent::insideLoadStateDict();
+    ci.phase = m_agent.phase();
+    ci.phaseLabel = Agent::threadPhaseLabel();
+    return classify(ci);
+}
+
+// A tensor of per-tensor scalars in a foreach op (`_foreach_addcdiv_.Tensor`).
+bool OpCall::isScalarList(const Operand& op) const {
+    return isForeach(m_info->text) && op.element < 0 && op.index > 0 && op.tensor().dim() == 1;
+}
+
+PolicyDecision OpCall::decide(const Operand& op, const Classification& cls,
+                              const UserFrame& frame) const {
+    return m_agent.config().policy.decide(IncidentFacts{m_info->text, cls.origin, frame.file,
+                                                        frame.module, op.tensor().numel(),
+                                                        isScalarList(op)});
+}
+
 PyObject* OpCall::incident() {
     m_agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
     const Operand* plain = nullptr;
@@ -388,31 +428,14 @@ PyObject* OpCall::incident() {
             plain = &op;
             break;
         }
-    const at::Tensor& pt = plain->tensor();
     UserFrame frame = m_agent.frames().userFrame(m_writer, true);
-
-    ClassifyInput ci;
-    ci.plainObj = plain->obj;
-    ci.plain = &pt;
-    ci.provenance = m_agent.tensors().provenance(pt);
-    ci.opName = m_info->text;
-    ci.copyIntoDTensor = m_info->isCopy && m_inputs.front().dtensor;
-    ci.insideLoadStateDict = Agent::insideLoadStateDict();
-    ci.phase = m_agent.phase();
-    ci.phaseLabel = Agent::threadPhaseLabel();
-    Classification cls = classify(ci);
-
-    bool scalarList =
-        isForeach(m_info->text) && plain->element < 0 && plain->index > 0 && pt.dim() == 1;
+    Classification cls = classifyOperand(*plain);
     bool byTorch = at::get_dtensor_allow_implicit_replication();
-    PolicyDecision decision;
-    if (byTorch) {
-        decision = {Action::Replicated, 0,
-                    "torch implicit_replication(): DTensor replicates the plain tensor itself"};
-    } else {
-        decision = m_agent.config().policy.decide(IncidentFacts{
-            m_info->text, cls.origin, frame.file, frame.module, pt.numel(), scalarList});
-    }
+    PolicyDecision decision =
+        byTorch ? PolicyDecision{Action::Replicated, 0,
+                                 "torch implicit_replication(): DTensor replicates the plain "
+                                 "tensor itself"}
+                : decide(*plain, cls, frame);
     m_policyRule = decision.rule;
 
     IncidentRecord inc;
@@ -430,7 +453,7 @@ PyObject* OpCall::incident() {
 
     if (decision.action == Action::Observed || decision.action == Action::StrictError)
         return raiseIncident(inc, *plain, cls, frame, decision);
-    return reconcile(inc, decision, scalarList, byTorch);
+    return reconcile(inc, *plain, frame, decision, byTorch);
 }
 
 PyObject* OpCall::raiseIncident(IncidentRecord& inc, const Operand& plain,
@@ -463,52 +486,109 @@ PyObject* OpCall::raiseIncident(IncidentRecord& inc, const Operand& plain,
     return result;
 }
 
-PyObject* OpCall::reconcile(IncidentRecord& inc, PolicyDecision decision, bool scalarList,
-                            bool byTorch) {
-    OpInfo* callInfo = m_info;
-    Action action = decision.action;
-    bool anyListElement = false;
+// DTensor has no sharding strategy for some ops with a Shard(batch) operand
+// (index_put in the backward of an index lookup whose indices were promoted
+// below autograd). The same global tensor laid out as Replicate() is always
+// valid, so retry once with the promoted operands redistributed.
+PyObject* OpCall::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
+                                  const std::vector<std::pair<const Operand*, PyRef>>& sharded,
+                                  const PromotionTarget& target, std::string& rule) {
+    std::string first = pendingErrorText();
+    PyErr_Clear();
+    PyRef placements = PyRef::steal(PyList_New(std::max(1, target.meshNdim)));
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(placements.get()); ++i)
+        PyList_SET_ITEM(placements.get(), i, Py_NewRef(m_py.replicate()));
+    auto redistribute = [&](const Operand& operand, PyObject* value) {
+        PyRef replicated = PyRef::steal(
+            PyObject_CallMethod(value, "redistribute", "OO", target.mesh, placements.get()));
+        return replicated && editor.replace(operand, replicated.get());
+    };
+    bool ok = true;
+    for (const auto& [operand, value] : sharded) ok = ok && redistribute(*operand, value.get());
+    // The op's own DTensor operands too, except the destination of an in-place op.
+    bool inPlace = m_info->text.find("_.") != std::string::npos || m_info->text.ends_with("_");
     for (const Operand& op : m_inputs)
-        anyListElement |= op.mixed && op.element >= 0;
-    if (action == Action::Scalarized) {
-        PyRef overload = anyListElement ? PyRef{} : scalarOverload(m_func, scalarList);
-        if (overload) {
+        if (ok && op.dtensor && !(inPlace && op.index == 0)) ok = redistribute(op, op.obj);
+    if (!ok) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_RuntimeError, first.c_str());
+        return nullptr;
+    }
+    rule += "; DTensor rejected the Shard() layout (" + first.substr(0, 160) +
+            "), redistributed the same global tensor to Replicate()";
+    return call(callInfo.call.get(), editor.args.get(), editor.kwargs.get());
+}
+
+// What happens to each plain operand: the incident's decision for the first,
+// each one's own policy decision for the others (a foreach op can mix optimizer
+// state with a tensor of scalars), never "observe" for only some of them.
+std::vector<OpCall::Plan> OpCall::plan(const Operand& first, const PolicyDecision& decision,
+                                       const UserFrame& frame, std::string& rule) {
+    std::vector<Plan> plans;
+    for (const Operand& op : m_inputs) {
+        if (!op.mixed) continue;
+        Action want = decision.action;
+        if (&op != &first) {
+            PolicyDecision own = decide(op, classifyOperand(op), frame);
+            if (own.action != Action::Observed && own.action != Action::StrictError) {
+                want = own.action;
+                if (want != decision.action)
+                    rule += "; operand " + std::to_string(op.index) + ": " + own.rule;
+            }
+        }
+        bool scalarLike = isScalarList(op) || op.tensor().numel() == 1;
+        if (want == Action::Scalarized && !scalarLike) want = Action::Replicated;
+        plans.push_back({&op, want, isScalarList(op)});
+    }
+    return plans;
+}
+
+PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const UserFrame& frame,
+                            PolicyDecision decision, bool byTorch) {
+    std::string rule = decision.rule;
+    std::vector<Plan> plans = plan(first, decision, frame, rule);
+    OpInfo* callInfo = m_info;
+    for (Plan& p : plans) {
+        if (p.action != Action::Scalarized) continue;
+        PyRef overload = scalarOverload(m_func, p.asList);
+        if (overload && callInfo == m_info) {
             callInfo = &m_py.opInfo(overload.get(), m_writer);
         } else {
-            action = Action::Replicated;
-            decision.rule +=
-                "; no Python-scalar overload of " + m_info->text + ", replicated instead";
+            p.action = Action::Replicated;
+            rule += "; no Python-scalar overload of " + m_info->text + ", replicated instead";
         }
     }
-    inc.action = action;
-    inc.policyRule = m_writer.intern(decision.rule);
+    inc.action = byTorch ? Action::Replicated : plans.front().action;
+    inc.policyRule = m_writer.intern(rule);
 
     PromotionTarget target{m_refFacts.meshObj, m_refFacts.meshNdim,
                            m_py.batchMeshDim(m_refFacts.mesh), decision.shardDim};
     ArgEditor editor(m_args, m_kwargs);
     ContentHash combined;
     std::string placements, error;
-    int promoted = 0;
-    uint64_t firstFingerprint = 0;
-    for (const Operand& op : m_inputs) {
-        if (!op.mixed) continue;
-        uint64_t fp = fingerprintTensor(op.tensor());
+    std::vector<std::pair<const Operand*, PyRef>> sharded;  // for the Replicate() retry
+    for (const Plan& p : plans) {
+        uint64_t fp = fingerprintTensor(p.operand->tensor());
         combined.update(&fp, sizeof fp);
-        if (promoted++ == 0) firstFingerprint = fp;
+        if (!inc.fingerprint) inc.fingerprint = fp;
         if (byTorch) {
             placements = "[Replicate()]";
             continue;
         }
-        Promotion p = action == Action::Scalarized ? scalarize(op.obj, scalarList)
-                                                   : promoteToDTensor(m_py, op.obj, action, target);
-        if (!p.value || !editor.replace(op, p.value.get())) {
-            error = p.error.empty() ? "could not rebuild the op's arguments" : p.error;
+        Promotion promoted = p.action == Action::Scalarized
+                                 ? scalarize(p.operand->obj, p.asList)
+                                 : promoteToDTensor(m_py, p.operand->obj, p.action, target);
+        if (!promoted.value || !editor.replace(*p.operand, promoted.value.get())) {
+            error = promoted.error.empty() ? "could not rebuild the op's arguments"
+                                           : promoted.error;
             PyErr_Clear();
             break;
         }
-        placements = p.placements;
+        if (p.operand == &first) placements = promoted.placements;
+        if (p.action == Action::ShardedFromLocal)
+            sharded.emplace_back(p.operand, PyRef::borrow(promoted.value.get()));
     }
-    inc.fingerprint = promoted == 1 ? firstFingerprint : combined.digest();
+    if (plans.size() > 1) inc.fingerprint = combined.digest();
     inc.promotedPlacements = m_writer.intern(placements);
 
     int64_t start = m_writer.nowNs();
@@ -520,14 +600,18 @@ PyObject* OpCall::reconcile(IncidentRecord& inc, PolicyDecision decision, bool s
         result = call(m_info->call.get(), m_args, m_kwargs);
     } else {
         result = call(callInfo->call.get(), editor.args.get(), editor.kwargs.get());
+        if (!result && !sharded.empty())
+            result = retryReplicated(editor, *callInfo, sharded, target, rule);
     }
     --Agent::threadDepth();
+    inc.policyRule = m_writer.intern(rule);
     int64_t end = m_writer.nowNs();
     if (!result && error.empty()) error = pendingErrorText();
     inc.outcome = result && error.empty() ? Outcome::Reconciled : Outcome::Failed;
     if (!error.empty()) inc.error = m_writer.intern(error);
     PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
     PyErr_Fetch(&type, &value, &trace);  // the op's exception, kept while we record
+    Action action = inc.action;
     IncidentSeq seq = m_writer.submit(std::move(inc));
     recordOp(start, end, result, seq, *callInfo);
     if (result && error.empty()) {

@@ -1,0 +1,74 @@
+"""Shared plumbing of the capture scenarios (tests/capture/test_scenarios.py).
+
+Every scenario runs two ways:
+  * distributed: `meshscope record -n 2 -- python sN_*.py` (gloo, 2 ranks, CPU);
+    each rank gets its own slice of the data, as in real data parallelism;
+  * reference: `python sN_*.py --reference`, one process, plain tensors, the
+    global batch (both ranks' slices concatenated).
+Losses go to $SCENARIO_OUT/<rank>.json (or reference.json) for the test to
+compare."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+from typing import Any
+
+import torch
+
+WORLD = 2  # the reference emulates this many ranks
+
+
+def reference_mode() -> bool:
+    return "--reference" in sys.argv
+
+
+def setup() -> tuple[int, int, Any]:
+    """(rank, world, mesh); mesh is None in reference mode."""
+    torch.manual_seed(0)
+    if reference_mode():
+        return 0, 1, None
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("model",))
+    return dist.get_rank(), dist.get_world_size(), mesh
+
+
+def rank_slice(step: int, rank: int, rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(7919 * step + 104729 * rank + 13)
+    x = torch.randn(rows, cols, generator=g)
+    y = x.sum(dim=1, keepdim=True) * 0.1 + torch.randn(rows, 1, generator=g) * 0.01
+    return x, y
+
+
+def batch(step: int, rank: int, rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's batch; in reference mode the global batch of all ranks."""
+    if reference_mode():
+        parts = [rank_slice(step, r, rows, cols) for r in range(WORLD)]
+        return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+    return rank_slice(step, rank, rows, cols)
+
+
+def scalar(loss: torch.Tensor) -> float:
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(loss, DTensor):
+        loss = loss.full_tensor()
+    return float(loss.item())
+
+
+def finish(rank: int, losses: list[float], **extra: Any) -> None:
+    out = os.environ.get("SCENARIO_OUT")
+    if out:
+        name = "reference" if reference_mode() else f"rank{rank}"
+        with open(os.path.join(out, name + ".json"), "w") as f:
+            json.dump({"losses": losses, **extra}, f)
+    print(f"rank {rank} losses {losses}", flush=True)
+    if not reference_mode():
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
