@@ -16,6 +16,7 @@ thread_local std::string t_phaseLabel;
 thread_local int t_loadStateDict = 0;
 thread_local uint16_t t_depth = 0;
 std::atomic<uint32_t> g_nextThread{0};
+std::atomic<uint64_t> g_generation{0};
 
 }  // namespace
 
@@ -42,6 +43,7 @@ Agent::Agent(AgentConfig config)
     initial.schemaVersion = schema::kSchemaVersion;
     initial.command = m_config.command;
     m_writer = createRankWriter(m_config.runDir, initial, m_config.rank, m_config.writer);
+    m_generation = ++g_generation;
     m_py.load();
     recordMeta();
 }

@@ -58,6 +58,8 @@ class Agent {
     ~Agent();
 
     RankWriter& writer() { return *m_writer; }
+    // Distinct for every attach in this process (caches keyed by it).
+    uint64_t generation() const { return m_generation; }
     const AgentConfig& config() const { return m_config; }
     PyTorch& py() { return m_py; }
     TensorTable& tensors() { return m_tensors; }
@@ -105,6 +107,7 @@ class Agent {
     TensorTable m_tensors;
     FrameCache m_frames;
     std::atomic<int64_t> m_step{0};
+    uint64_t m_generation = 0;
     Counters m_counters;
     std::mutex m_warnMutex;
     std::vector<std::string> m_warned;

@@ -68,7 +68,7 @@ py::dict attach(const py::dict& c) {
         throw std::runtime_error(std::string("meshscope: cannot record: ") + e.what());
     }
     agent->frames().setInternalPrefixes(std::move(internal));
-    installObserver(agent->config().level);
+    if (agent->config().level == Level::All) installObserver();
     py::dict out;
     out["rank_file"] = agent->writer().path().string();
     return out;
@@ -102,6 +102,22 @@ py::object provenance(py::handle tensor) {
     const Provenance* p = agent->tensors().provenance(THPVariable_Unpack(tensor.ptr()));
     if (!p) return py::none();
     return py::make_tuple(std::string(1, char(p->origin)), p->evidence, p->derived);
+}
+
+void recordCollective(const std::string& kind, const std::string& group, int64_t bytes,
+                      int64_t startNs, int64_t endNs) {
+    Agent* agent = Agent::current();
+    if (!agent) return;
+    RankWriter& w = agent->writer();
+    CollectiveRecord rec;
+    rec.kind = w.intern(kind);
+    rec.group = w.intern(group);
+    rec.bytes = bytes;
+    rec.startNs = startNs;
+    rec.endNs = endNs;
+    rec.thread = Agent::threadIndex();
+    rec.step = agent->step();
+    w.submit(std::move(rec));
 }
 
 void recordOptimizerStep(int64_t step, const std::string& name, int64_t startNs, int64_t endNs,
@@ -165,6 +181,7 @@ PYBIND11_MODULE(_capture, m) {
     m.def("advance_step", [] { return attached().advanceStep(); });
     m.def("now_ns", [] { return attached().writer().nowNs(); });
     m.def("record_optimizer_step", &recordOptimizerStep);
+    m.def("record_collective", &recordCollective);
     m.def("enter_load_state_dict", &Agent::enterLoadStateDict);
     m.def("tag", &tag, py::arg("tensor"), py::arg("origin"), py::arg("evidence"),
           py::arg("with_location") = false);

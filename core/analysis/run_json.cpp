@@ -105,8 +105,9 @@ nlohmann::json runToJson(const RunReader& run, const RunJsonOptions& options) {
         nlohmann::json collectives = nlohmann::json::object();
         for (const CollectiveRecord& c : rank.collectivesInTimeRange(INT64_MIN, INT64_MAX)) {
             auto& entry = collectives[rank.string(c.kind)];
-            entry["count"] = entry.value("count", 0) + 1;
-            entry["bytes"] = entry.value("bytes", int64_t(0)) + c.bytes;
+            if (entry.is_null()) entry = {{"count", 0}, {"bytes", int64_t(0)}};
+            entry["count"] = entry["count"].get<int64_t>() + 1;
+            entry["bytes"] = entry["bytes"].get<int64_t>() + c.bytes;
         }
         r["collectives"] = std::move(collectives);
         if (options.opNameCounts) {

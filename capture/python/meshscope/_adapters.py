@@ -175,6 +175,51 @@ def _install_dtensor(patches: Patches) -> None:
     patches.replace(DTensor, "full_tensor", stripping("full_tensor"))
 
 
+# functional collective -> position of its `group` argument after the tensor
+_COLLECTIVES = {"all_gather_tensor": 1, "all_gather_tensor_autograd": 1, "all_reduce": 1,
+                "all_reduce_coalesced": 1, "broadcast": 1, "permute_tensor": 1,
+                "reduce_scatter_tensor": 2, "reduce_scatter_tensor_autograd": 2,
+                "reduce_scatter_tensor_coalesced": 2, "all_to_all_single": 2,
+                "all_to_all_single_autograd": 2}
+
+
+def _group_name(funcol: Any, group: Any) -> str:
+    if isinstance(group, tuple) and len(group) == 2:  # (DeviceMesh, mesh dim)
+        mesh, dim = group
+        names = getattr(mesh, "mesh_dim_names", None)
+        return f"mesh dim {names[dim] if names else dim}"
+    try:
+        return str(funcol._resolve_group_name(group))
+    except Exception:  # noqa: BLE001 - a label only
+        return type(group).__name__
+
+
+def _install_collectives(patches: Patches) -> None:
+    """The functional collectives DTensor's redistributions call (looked up
+    through the module at call time). Records kind, group, bytes and the
+    host-side issue span; the async wait shows up at level "all"."""
+    import torch.distributed._functional_collectives as funcol
+
+    def make(kind: str, group_at: int) -> Callable[[Callable], Callable]:
+        def wrap(original: Callable) -> Callable:
+            def collective(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+                start = _capture.now_ns()
+                out = original(tensor, *args, **kwargs)
+                tensors = tensor if isinstance(tensor, (list, tuple)) else [tensor]
+                size = sum(t.numel() * t.element_size() for t in tensors
+                           if isinstance(t, torch.Tensor))
+                group = kwargs.get("group", args[group_at] if len(args) > group_at else None)
+                _capture.record_collective(kind, _group_name(funcol, group), size, start,
+                                           _capture.now_ns())
+                return out
+            return collective
+        return wrap
+
+    for kind, group_at in _COLLECTIVES.items():
+        if hasattr(funcol, kind):
+            patches.replace(funcol, kind, make(kind, group_at))
+
+
 def _install_keras(patches: Patches) -> None:
     """Keras 3 on the torch backend: its optimizers do not use torch.optim."""
     base = sys.modules.get("keras.src.optimizers.base_optimizer")
@@ -207,6 +252,7 @@ def install() -> Patches:
         _install_optimizers(patches)
         _install_dataloader(patches)
         _install_dtensor(patches)
+        _install_collectives(patches)
         _install_keras(patches)
     except BaseException:
         patches.restore()
