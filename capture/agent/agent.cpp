@@ -58,6 +58,7 @@ Agent::~Agent() {
                            " agent_errors=" + std::to_string(m_counters.agentErrors.load())}});
         m_writer->close();
     }
+    m_promotions.clear();
     m_py.clear();
     m_frames.clear();
 }

@@ -18,6 +18,7 @@
 
 #include "capture/agent/frames.h"
 #include "capture/agent/py_torch.h"
+#include "capture/agent/reconciler.h"
 #include "capture/agent/tensor_table.h"
 #include "core/policy/policy.h"
 #include "core/store/rank_writer.h"
@@ -64,6 +65,7 @@ class Agent {
     PyTorch& py() { return m_py; }
     TensorTable& tensors() { return m_tensors; }
     FrameCache& frames() { return m_frames; }
+    PromotionCache& promotions() { return m_promotions; }
 
     // Optimizer steps completed so far (the step new records belong to).
     int64_t step() const { return m_step.load(std::memory_order_relaxed); }
@@ -106,6 +108,7 @@ class Agent {
     PyTorch m_py;
     TensorTable m_tensors;
     FrameCache m_frames;
+    PromotionCache m_promotions;
     std::atomic<int64_t> m_step{0};
     uint64_t m_generation = 0;
     Counters m_counters;

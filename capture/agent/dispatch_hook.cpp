@@ -181,6 +181,8 @@ class OpCall {
                            const UserFrame& frame, std::string& rule);
     PyObject* reconcile(IncidentRecord& inc, const Operand& first, const UserFrame& frame,
                         PolicyDecision decision, bool byTorch);
+    Promotion promote(const Plan& p, const PromotionTarget& target);
+    PyObject* substitutePromoted();
     PyObject* retryReplicated(ArgEditor& editor, OpInfo& callInfo,
                               const std::vector<std::pair<const Operand*, PyRef>>& sharded,
                               const PromotionTarget& target, std::string& rule);
@@ -221,6 +223,9 @@ PyObject* OpCall::run() {
 // An op on plain tensors only: not recorded at DTensor level, but provenance
 // flows from inputs to outputs and new tensors get tagged by phase.
 PyObject* OpCall::plainOp() {
+    if (m_agent.promotions().size() && m_agent.phase() == Phase::Backward)
+        if (PyObject* result = substitutePromoted()) return result;
+    if (PyErr_Occurred()) return nullptr;
     PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
     if (!result) return nullptr;
     Phase phase = m_agent.phase();
@@ -249,6 +254,26 @@ PyObject* OpCall::plainOp() {
     } else if (m_agent.tensors().hasProvenance()) {
         propagate(result);
     }
+    return result;
+}
+
+// In backward, a plain tensor autograd saved in forward that the agent had
+// promoted runs as that promotion. Returns nullptr (no error set) when no
+// input was promoted.
+PyObject* OpCall::substitutePromoted() {
+    ArgEditor editor(m_args, m_kwargs);
+    bool any = false;
+    for (const Operand& op : m_inputs)
+        if (PyObject* promoted = m_agent.promotions().find(op.tensor()))
+            any = editor.replace(op, promoted) || any;
+    if (!any) return nullptr;
+    int64_t start = m_writer.nowNs();
+    PyObject* result = call(m_info->call.get(), editor.args.get(), editor.kwargs.get());
+    int64_t end = m_writer.nowNs();
+    PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+    PyErr_Fetch(&type, &value, &trace);
+    recordOp(start, end, result, IncidentSeq{}, *m_info);
+    PyErr_Restore(type, value, trace);
     return result;
 }
 
@@ -415,9 +440,8 @@ bool OpCall::isScalarList(const Operand& op) const {
 
 PolicyDecision OpCall::decide(const Operand& op, const Classification& cls,
                               const UserFrame& frame) const {
-    return m_agent.config().policy.decide(IncidentFacts{m_info->text, cls.origin, frame.file,
-                                                        frame.module, op.tensor().numel(),
-                                                        isScalarList(op)});
+    return m_agent.config().policy.decide(IncidentFacts{
+        m_info->text, cls.origin, frame.file, frame.module, op.tensor().numel(), isScalarList(op)});
 }
 
 PyObject* OpCall::incident() {
@@ -504,7 +528,8 @@ PyObject* OpCall::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
         return replicated && editor.replace(operand, replicated.get());
     };
     bool ok = true;
-    for (const auto& [operand, value] : sharded) ok = ok && redistribute(*operand, value.get());
+    for (const auto& [operand, value] : sharded)
+        ok = ok && redistribute(*operand, value.get());
     // The op's own DTensor operands too, except the destination of an in-place op.
     bool inPlace = m_info->text.find("_.") != std::string::npos || m_info->text.ends_with("_");
     for (const Operand& op : m_inputs)
@@ -517,6 +542,22 @@ PyObject* OpCall::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
     rule += "; DTensor rejected the Shard() layout (" + first.substr(0, 160) +
             "), redistributed the same global tensor to Replicate()";
     return call(callInfo.call.get(), editor.args.get(), editor.kwargs.get());
+}
+
+// The operand's replacement: the DTensor it was promoted to before (same
+// global tensor in forward and backward), or a new promotion.
+Promotion OpCall::promote(const Plan& p, const PromotionTarget& target) {
+    if (p.action == Action::Scalarized) return scalarize(p.operand->obj, p.asList);
+    const at::Tensor& plain = p.operand->tensor();
+    if (PyObject* cached = m_agent.promotions().find(plain)) {
+        Promotion reused;
+        reused.value = PyRef::borrow(cached);
+        reused.placements = m_py.dtensorFacts(cached, m_writer).placementsText;
+        return reused;
+    }
+    Promotion made = promoteToDTensor(m_py, p.operand->obj, p.action, target);
+    if (made.value) m_agent.promotions().insert(plain, made.value.get());
+    return made;
 }
 
 // What happens to each plain operand: the incident's decision for the first,
@@ -575,12 +616,10 @@ PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const Use
             placements = "[Replicate()]";
             continue;
         }
-        Promotion promoted = p.action == Action::Scalarized
-                                 ? scalarize(p.operand->obj, p.asList)
-                                 : promoteToDTensor(m_py, p.operand->obj, p.action, target);
+        Promotion promoted = promote(p, target);
         if (!promoted.value || !editor.replace(*p.operand, promoted.value.get())) {
-            error = promoted.error.empty() ? "could not rebuild the op's arguments"
-                                           : promoted.error;
+            error =
+                promoted.error.empty() ? "could not rebuild the op's arguments" : promoted.error;
             PyErr_Clear();
             break;
         }

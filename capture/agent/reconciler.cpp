@@ -73,6 +73,24 @@ Promotion scalarize(PyObject* plain, bool asList) {
     return out;
 }
 
+PyObject* PromotionCache::find(const at::Tensor& plain) {
+    auto it = m_entries.find(plain.unsafeGetTensorImpl());
+    if (it == m_entries.end()) return nullptr;
+    if (it->second.weak.expired()) {
+        m_entries.erase(it);
+        return nullptr;
+    }
+    return it->second.promoted.get();
+}
+
+void PromotionCache::insert(const at::Tensor& plain, PyObject* promoted) {
+    std::erase_if(m_entries, [](const auto& kv) { return kv.second.weak.expired(); });
+    m_entries.insert_or_assign(
+        plain.unsafeGetTensorImpl(),
+        Entry{c10::weak_intrusive_ptr<c10::TensorImpl>(plain.getIntrusivePtr()),
+              PyRef::borrow(promoted)});
+}
+
 PyRef scalarOverload(PyObject* overload, bool asList) {
     PyRef packet = PyRef::steal(PyObject_GetAttrString(overload, "overloadpacket"));
     PyRef name = PyRef::steal(PyObject_GetAttrString(overload, "_overloadname"));

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "capture/agent/py_torch.h"
 #include "core/store/records.h"
@@ -42,6 +43,28 @@ struct PromotionTarget {
 Promotion promoteToDTensor(PyTorch& py, PyObject* plain, Action action,
                            const PromotionTarget& target);
 Promotion scalarize(PyObject* plain, bool asList);
+
+// Promotions made so far, by the plain tensor they promoted. Autograd
+// records ops above the dispatch mode, so backward receives the plain tensors
+// it saved in forward (an index tensor, a transposed input); they are
+// replaced by the same DTensor forward used, so forward and backward agree
+// on one global tensor. Entries die with their plain tensor (swept on
+// insert), so the cache holds only live promotions.
+class PromotionCache {
+  public:
+    // The DTensor `plain` was promoted to (borrowed), or nullptr.
+    PyObject* find(const at::Tensor& plain);
+    void insert(const at::Tensor& plain, PyObject* promoted);
+    void clear() { m_entries.clear(); }
+    size_t size() const { return m_entries.size(); }
+
+  private:
+    struct Entry {
+        c10::weak_intrusive_ptr<c10::TensorImpl> weak;
+        PyRef promoted;
+    };
+    std::unordered_map<const c10::TensorImpl*, Entry> m_entries;
+};
 
 // The overload of the same op that takes Python scalars where `overload`
 // takes a tensor ("Tensor" -> "Scalar"/"ScalarList"), or null.
