@@ -172,6 +172,9 @@ class OpCall {
                              const Classification& c, const UserFrame& frame) const;
     PyObject* raiseIncident(IncidentRecord& inc, const Operand& plain, const Classification& cls,
                             const UserFrame& frame, const PolicyDecision& decision);
+    PyObject* observeWithModeBelow(IncidentRecord& inc, const Operand& plain,
+                                   const Classification& cls, const UserFrame& frame,
+                                   const PolicyDecision& decision, PyObject* below);
     struct Plan {
         const Operand* operand;
         Action action;
@@ -239,8 +242,8 @@ PyObject* OpCall::plainOp() {
             frame.file.empty() ? "" : " at " + frame.file + ":" + std::to_string(frame.line);
         if (phase == Phase::Forward) {
             p.origin = OriginClass::CreatedInForward;
-            p.evidence = "created by " + m_info->text + " inside forward" +
-                         (label.empty() ? "" : " of " + label) + where;
+            p.evidence = "created by " + m_info->text + " inside " +
+                         (label.empty() ? std::string("forward") : label) + where;
         } else if (phase == Phase::Optimizer) {
             p.origin = OriginClass::OptimizerState;
             p.evidence = "created by " + m_info->text + " in " +
@@ -480,9 +483,63 @@ PyObject* OpCall::incident() {
     return reconcile(inc, *plain, frame, decision, byTorch);
 }
 
+// The dispatch mode below meshscope's (meshscope's is popped while its
+// handler runs), or null. Keras' KerasDTensorPromotionMode is one.
+PyRef modeBelow() {
+    static PyObject* current = [] {
+        PyRef mod = PyRef::steal(PyImport_ImportModule("torch.utils._python_dispatch"));
+        PyObject* fn = mod ? PyObject_GetAttrString(mod.get(), "_get_current_dispatch_mode")
+                           : nullptr;
+        PyErr_Clear();
+        return fn;
+    }();
+    if (!current) return {};
+    PyRef mode = PyRef::steal(PyObject_CallNoArgs(current));
+    if (!mode || mode.get() == Py_None) {
+        PyErr_Clear();
+        return {};
+    }
+    return mode;
+}
+
+// Observe with another dispatch mode below meshscope: that mode may reconcile
+// the op itself, so run it first and record what happened.
+PyObject* OpCall::observeWithModeBelow(IncidentRecord& inc, const Operand& plain,
+                                       const Classification& cls, const UserFrame& frame,
+                                       const PolicyDecision& decision, PyObject* below) {
+    std::string name = Py_TYPE(below)->tp_name;
+    PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
+    PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+    PyErr_Fetch(&type, &value, &trace);
+    inc.fingerprint = fingerprintTensor(plain.tensor());
+    if (result) {
+        bool replicates = name.find("Promotion") != std::string::npos;
+        inc.action = replicates ? Action::Replicated : Action::Observed;
+        inc.outcome = Outcome::Reconciled;
+        inc.promotedPlacements = m_writer.intern(replicates ? "[Replicate()]" : "by " + name);
+        inc.policyRule = m_writer.intern(decision.rule + "; " + name + " (below meshscope) " +
+                                         (replicates ? "replicated it" : "let the op run"));
+    } else {
+        inc.outcome = Outcome::Raised;
+        inc.policyRule = m_writer.intern(decision.rule);
+    }
+    std::string text = result ? "" : incidentText(inc, plain, cls, frame);
+    IncidentSeq seq = m_writer.submit(std::move(inc));
+    recordOp(m_writer.nowNs(), m_writer.nowNs(), result, seq, *m_info);
+    if (result) return result;
+    m_writer.flushNow();
+    PyErr_Restore(type, value, trace);
+    addNote("meshscope: " + text + "\n  recorded as incident #" + std::to_string(seq.value()) +
+            " in " + m_writer.path().string());
+    return nullptr;
+}
+
 PyObject* OpCall::raiseIncident(IncidentRecord& inc, const Operand& plain,
                                 const Classification& cls, const UserFrame& frame,
                                 const PolicyDecision& decision) {
+    if (decision.action == Action::Observed)
+        if (PyRef below = modeBelow())
+            return observeWithModeBelow(inc, plain, cls, frame, decision, below.get());
     inc.policyRule = m_writer.intern(decision.rule);
     inc.outcome = Outcome::Raised;
     std::string text = incidentText(inc, plain, cls, frame);

@@ -6,6 +6,8 @@ never per op (per-op work is in C++)."""
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import itertools
 import sys
 import weakref
@@ -220,11 +222,68 @@ def _install_collectives(patches: Patches) -> None:
             patches.replace(funcol, kind, make(kind, group_at))
 
 
-def _install_keras(patches: Patches) -> None:
-    """Keras 3 on the torch backend: its optimizers do not use torch.optim."""
-    base = sys.modules.get("keras.src.optimizers.base_optimizer")
-    if base is None:
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs `install(module)` right after a module is first imported (Keras is
+    usually imported after meshscope attaches at interpreter start)."""
+
+    def __init__(self, name: str, install: Callable[[Any], None]) -> None:
+        self.name, self.install = name, install
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None:
+            return spec
+        original = spec.loader.exec_module
+        install = self.install
+
+        def exec_module(module: Any) -> None:
+            original(module)
+            install(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _when_imported(patches: Patches, name: str, install: Callable[[Any], None]) -> None:
+    if name in sys.modules:
+        install(sys.modules[name])
         return
+    finder = _AfterImport(name, install)
+    sys.meta_path.insert(0, finder)
+    patches._undo.append(lambda: finder in sys.meta_path and sys.meta_path.remove(finder))
+
+
+def _install_keras(patches: Patches) -> None:
+    """Keras 3 on the torch backend: its optimizers do not use torch.optim,
+    and ModelParallel pushes KerasDTensorPromotionMode, which replicates
+    every plain tensor it meets; meshscope's mode goes above it so every
+    such promotion is recorded (and verified) first."""
+    _when_imported(patches, "keras.src.optimizers.base_optimizer",
+                   lambda module: _patch_keras_optimizer(patches, module))
+    _when_imported(patches, "keras.src.backend.torch.ops.core",
+                   lambda module: _patch_keras_promotion(patches, module))
+
+
+def _patch_keras_promotion(patches: Patches, core: Any) -> None:
+    if not hasattr(core, "activate_dtensor_promotion"):
+        return
+
+    def make(original: Callable) -> Callable:
+        def activate_dtensor_promotion(*args: Any, **kwargs: Any) -> Any:
+            out = original(*args, **kwargs)
+            from meshscope import _attach
+
+            _attach.raise_mode_to_top()
+            return out
+        return activate_dtensor_promotion
+
+    patches.replace(core, "activate_dtensor_promotion", make)
+
+
+def _patch_keras_optimizer(patches: Patches, base: Any) -> None:
 
     def make_apply(original: Callable) -> Callable:
         def apply(self: Any, *args: Any, **kwargs: Any) -> Any:

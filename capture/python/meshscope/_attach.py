@@ -132,7 +132,11 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
             if not os.path.isfile(policy):
                 raise ValueError(f"meshscope: policy '{policy}' is neither a policy name "
                                  "(observe, replicate, auto, strict) nor a readable TOML file")
+        limits = {key: _env_int(env, 0) for key, env in (
+            ("max_file_bytes", "MESHSCOPE_MAX_FILE_BYTES"),
+            ("queue_capacity", "MESHSCOPE_QUEUE_CAPACITY")) if os.environ.get(env)}
         info = _capture.attach({
+            **limits,
             "run_dir": run_dir, "policy": policy, "level": level, "rank": rank,
             "world_size": world, "local_rank": local_rank,
             "run_id": run_id or os.environ.get("MESHSCOPE_RUN_ID", ""),
@@ -176,12 +180,12 @@ def detach() -> None:
         _session = None
 
 
-def _remove_mode(mode: TorchDispatchMode) -> None:
+def _remove_mode(mode: TorchDispatchMode) -> bool:
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
     stack = _get_current_dispatch_mode_stack()
     if mode not in stack:  # pushed on another thread, or already popped by the user
-        return
+        return False
     above = []
     while True:
         top = _pop_mode()
@@ -190,6 +194,15 @@ def _remove_mode(mode: TorchDispatchMode) -> None:
         above.append(top)
     for other in reversed(above):
         _push_mode(other)
+    return True
+
+
+def raise_mode_to_top() -> None:
+    """Moves meshscope's mode above modes pushed after attach() (Keras'
+    DTensor promotion mode), so it sees plain operands before they do."""
+    with _lock:
+        if _mode is not None and _remove_mode(_mode):
+            _push_mode(_mode)
 
 
 def attached() -> bool:

@@ -1,0 +1,91 @@
+"""Shared helpers of the capture tests: run scenarios the way a user would,
+with `meshscope record`, and read the runs back with meshscope.load_run()."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+PYTHON = sys.executable
+# a hang guard only (a stuck collective), not a performance limit
+HANG_GUARD_S = 600
+
+
+def cli() -> str:
+    path = os.environ.get("MESHSCOPE_CLI")
+    if not path:
+        pytest.skip("MESHSCOPE_CLI is not set (run through ctest)")
+    return path
+
+
+class Recorded:
+    def __init__(self, proc: subprocess.CompletedProcess, run_dir: Path, out: Path):
+        self.proc, self.run_dir, self.out = proc, run_dir, out
+        import meshscope
+
+        self.run = meshscope.load_run(run_dir) if run_dir.exists() else None
+
+    @property
+    def stderr(self) -> str:
+        return self.proc.stderr
+
+    def ranks(self) -> list[dict[str, Any]]:
+        return self.run["rank_details"]
+
+    def losses(self, rank: int) -> list[float]:
+        return json.loads((self.out / f"rank{rank}.json").read_text())["losses"]
+
+
+def record(tmp_path: Path, scenario: str, policy: str, *extra: str, nproc: int = 2) -> Recorded:
+    run_dir = tmp_path / f"run-{policy}"
+    out = tmp_path / f"out-{policy}"
+    out.mkdir()
+    env = {**os.environ, "SCENARIO_OUT": str(out)}
+    proc = subprocess.run(
+        [cli(), "record", "-o", str(run_dir), "--policy", policy, "-n", str(nproc), *extra,
+         "--", PYTHON, str(SCENARIOS / f"{scenario}.py")],
+        env=env, capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=SCENARIOS)
+    return Recorded(proc, run_dir, out)
+
+
+def reference(tmp_path: Path, scenario: str) -> list[float]:
+    out = tmp_path / "reference"
+    out.mkdir()
+    subprocess.run([PYTHON, str(SCENARIOS / f"{scenario}.py"), "--reference"], check=True,
+                   env={**os.environ, "SCENARIO_OUT": str(out)}, capture_output=True,
+                   timeout=HANG_GUARD_S, cwd=SCENARIOS)
+    return json.loads((out / "reference.json").read_text())["losses"]
+
+
+def run_without_agent(tmp_path: Path, scenario: str, nproc: int = 2) -> list[dict[str, Any]]:
+    """The scenario's ranks started directly (no meshscope anywhere)."""
+    import socket
+
+    out = tmp_path / "plain"
+    out.mkdir()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = []
+    for rank in range(nproc):
+        env = {**os.environ, "SCENARIO_OUT": str(out), "RANK": str(rank), "LOCAL_RANK": str(rank),
+               "WORLD_SIZE": str(nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        procs.append(subprocess.Popen([PYTHON, str(SCENARIOS / f"{scenario}.py")], env=env,
+                                      cwd=SCENARIOS, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        _, err = p.communicate(timeout=HANG_GUARD_S)
+        assert p.returncode == 0, err[-3000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)]
+
+
+def marker_line(scenario: str) -> int:
+    lines = (SCENARIOS / f"{scenario}.py").read_text().splitlines()
+    return next(i + 1 for i, line in enumerate(lines) if "# INCIDENT" in line)

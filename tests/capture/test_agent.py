@@ -1,0 +1,357 @@
+"""The agent in one process (world size 1, gloo): attach/detach, origin
+classes A-G, policies, robustness, the pytest plugin."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
+
+import meshscope
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("gloo")
+    yield init_device_mesh("cpu", (1,), mesh_dim_names=("model",))
+    dist.destroy_process_group()
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    yield tmp_path / "run"
+    meshscope.detach()
+
+
+def incidents(run_dir):
+    return meshscope.load_run(run_dir)["rank_details"][0]["incidents"]
+
+
+def test_attach_is_idempotent_and_detach_restores_everything(mesh, run_dir):
+    from torch.distributed import _functional_collectives as funcol
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    from torch.utils.data import dataloader
+
+    before = (DTensor.to_local, torch.nn.Module.load_state_dict,
+              dataloader._BaseDataLoaderIter.__next__, funcol.all_gather_tensor,
+              list(_get_current_dispatch_mode_stack()))
+    session = meshscope.attach(run_dir)
+    assert meshscope.attach(run_dir) is session
+    with pytest.raises(ValueError, match="already attached"):
+        meshscope.attach(run_dir, policy="auto")
+    assert DTensor.to_local is not before[0]
+    assert len(_get_current_dispatch_mode_stack()) == len(before[4]) + 1
+    meshscope.detach()
+    meshscope.detach()  # twice is fine
+    after = (DTensor.to_local, torch.nn.Module.load_state_dict,
+             dataloader._BaseDataLoaderIter.__next__, funcol.all_gather_tensor,
+             list(_get_current_dispatch_mode_stack()))
+    assert after == before
+    assert Path(session.rank_file).exists()
+
+
+def test_bad_policy_file_is_a_clear_error_at_attach(tmp_path, run_dir):
+    policy = tmp_path / "policy.toml"
+    policy.write_text('default = "auto"\n[[rule]]\norigin = ["Q"]\naction = "replicate"\n')
+    with pytest.raises(ValueError, match=r"policy.toml:3:\d+: .*origin"):
+        meshscope.attach(run_dir, policy=policy)
+    assert not meshscope.attached()
+    with pytest.raises(ValueError, match="neither a policy name"):
+        meshscope.attach(run_dir, policy="no-such-policy")
+
+
+def test_policy_file_rules_pick_the_action(mesh, tmp_path, run_dir):
+    policy = tmp_path / "policy.toml"
+    policy.write_text('default = "observe"\n[[rule]]\nop = "aten::sub*"\naction = "replicate"\n')
+    meshscope.attach(run_dir, policy=policy)
+    w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+    assert isinstance(w - torch.ones(4, 4), DTensor)  # rule: replicate
+    with pytest.raises(RuntimeError, match="got mixed"):
+        w * torch.ones(4, 4)  # no rule: default observe
+    meshscope.detach()
+    got = incidents(run_dir)
+    assert [i["action"] for i in got] == ["replicated", "observed"]
+    assert "policy.toml:2" in got[0]["policy_rule"]
+
+
+def test_observe_incident_is_on_disk_before_the_exception_propagates(mesh, run_dir):
+    meshscope.attach(run_dir)
+    w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+    with pytest.raises(RuntimeError) as raised:
+        w - torch.ones(4, 4)
+        # still attached: read the live file
+    assert "recorded as incident #1" in "\n".join(raised.value.__notes__)
+    live = incidents(run_dir)
+    assert live and live[0]["op"] == "aten::sub.Tensor" and live[0]["outcome"] == "raised"
+
+
+def _classify(mesh, run_dir, make_plain):
+    meshscope.attach(run_dir, policy="auto")
+    w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+    plain = make_plain(w)
+    w + plain
+    meshscope.detach()
+    incident = incidents(run_dir)[-1]
+    return incident["origin"], incident["evidence"]
+
+
+def test_origin_a_parameter_left_out_of_the_plan(mesh, run_dir):
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.sharded = torch.nn.Parameter(distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)]))
+            self.forgotten = torch.nn.Parameter(torch.ones(4, 4))
+
+        def forward(self):
+            return self.sharded * self.forgotten
+
+    meshscope.attach(run_dir, policy="auto")
+    Tied()()
+    meshscope.detach()
+    incident = incidents(run_dir)[0]
+    assert incident["origin"] == "A"
+    assert "parameter forgotten of Tied not in the sharding plan" in incident["evidence"]
+
+
+def test_origin_b_created_inside_forward(mesh, run_dir):
+    class Masked(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)]))
+
+        def forward(self):
+            mask = torch.tril(torch.ones(4, 4))
+            return self.w * mask
+
+    meshscope.attach(run_dir, policy="auto")
+    Masked()()
+    meshscope.detach()
+    incident = incidents(run_dir)[0]
+    assert incident["origin"] == "B", incident["evidence"]
+    assert "aten::ones" in incident["evidence"] and "Masked.forward" in incident["evidence"]
+
+
+def test_origin_c_to_local(mesh, run_dir):
+    origin, evidence = _classify(mesh, run_dir, lambda w: w.to_local() * 2)
+    assert origin == "C" and "to_local()" in evidence and "test_agent.py" in evidence
+
+
+def test_origin_d_dataloader_batch(mesh, run_dir):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    loader = DataLoader(TensorDataset(torch.ones(8, 4)), batch_size=4)
+    origin, evidence = _classify(mesh, run_dir, lambda w: next(iter(loader))[0])
+    assert origin == "D" and "DataLoader batch #" in evidence
+
+
+def test_origin_e_optimizer_state(mesh, run_dir):
+    class PlainState(torch.optim.Optimizer):
+        def __init__(self, params):
+            super().__init__(params, {})
+
+        @torch.no_grad()
+        def step(self):
+            for p in self.param_groups[0]["params"]:
+                state = self.state[p]
+                state.setdefault("buf", torch.zeros(p.shape))
+                p.add_(state["buf"])
+
+    p = torch.nn.Parameter(distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)]))
+    meshscope.attach(run_dir, policy="auto")
+    PlainState([p]).step()
+    meshscope.detach()
+    incident = incidents(run_dir)[0]
+    assert incident["origin"] == "E", incident["evidence"]
+    assert "PlainState state 'buf'" in incident["evidence"]
+
+
+def test_origin_f_load_state_dict(mesh, run_dir):
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)]))
+
+    m = Model()
+    meshscope.attach(run_dir, policy="observe")
+    with pytest.raises(RuntimeError):
+        m.load_state_dict({"w": torch.zeros(4, 4)})
+    meshscope.detach()
+    incident = incidents(run_dir)[0]
+    assert incident["origin"] == "F" and "load_state_dict" in incident["evidence"]
+
+
+def test_origin_g_unknown(mesh, run_dir):
+    plain = torch.ones(4, 4)  # made before attach: nothing known about it
+    origin, evidence = _classify(mesh, run_dir, lambda w: plain)
+    assert origin == "G" and "no provenance" in evidence
+
+
+def test_implicit_replication_is_recorded_as_torch_replication(mesh, run_dir):
+    from torch.distributed.tensor.experimental import implicit_replication
+
+    meshscope.attach(run_dir, policy="observe")
+    w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+    with implicit_replication():
+        w + torch.ones(4, 4)
+    meshscope.detach()
+    incident = incidents(run_dir)[0]
+    assert incident["action"] == "replicated" and "implicit_replication" in incident["policy_rule"]
+    assert incident["fingerprint"]
+
+
+def test_level_all_records_aten_ops_including_backward(mesh, run_dir):
+    meshscope.attach(run_dir, level="all")
+    w = torch.nn.Parameter(distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)]))
+    (w * 2).sum().backward()
+    meshscope.detach()
+    rank = meshscope.load_run(run_dir)["rank_details"][0]
+    assert rank["op_phases"].get("backward", 0) > 0
+    assert rank["op_names"].get("aten::mul.Tensor", 0) >= 1  # the DTensor-level op
+    assert sum(rank["op_names"].values()) > 20  # and the aten ops under it
+
+
+def _child(code: str, *args: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args],
+                            env={**os.environ, **env}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+CHILD_PRELUDE = """
+    import os, socket, sys, time, torch, torch.distributed as dist
+    import meshscope
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("gloo")
+    mesh = init_device_mesh("cpu", (1,))
+    meshscope.attach(sys.argv[1], policy="auto")
+    w = distribute_tensor(torch.ones(64, 64), mesh, [Shard(0)])
+"""
+
+
+def test_sigkilled_rank_leaves_a_readable_database(tmp_path):
+    run = tmp_path / "run"
+    proc = _child(CHILD_PRELUDE + """
+    for i in range(50):
+        w = w + torch.ones(64, 64)
+    meshscope._capture.flush()
+    print("flushed", flush=True)
+    time.sleep(60)
+    """, str(run))
+    assert proc.stdout.readline().strip() == "flushed", proc.stderr.read()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    got = meshscope.load_run(run)
+    assert len(got["rank_details"][0]["incidents"]) == 50
+    assert got["ranks"][0]["status"] != "closed" if "status" in got["ranks"][0] else True
+
+
+def test_sigterm_flushes_the_rank_file(tmp_path):
+    run = tmp_path / "run"
+    proc = _child(CHILD_PRELUDE + """
+    for i in range(20):
+        w = w + torch.ones(64, 64)
+    print("ready", flush=True)
+    time.sleep(60)
+    """, str(run))
+    assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+    proc.send_signal(signal.SIGTERM)
+    proc.wait()
+    assert proc.returncode == -signal.SIGTERM
+    got = meshscope.load_run(run)
+    assert len(got["rank_details"][0]["incidents"]) == 20
+
+
+def test_full_disk_degrades_to_counted_drops_and_training_goes_on(tmp_path):
+    run = tmp_path / "run"
+    proc = _child(CHILD_PRELUDE + """
+    for i in range(3000):
+        w = w + torch.ones(64, 64)
+    meshscope._capture.flush()
+    st = meshscope.stats()
+    print("done", st["drops"]["write_error"], float(w.full_tensor()[0, 0]), flush=True)
+    """, str(run), MESHSCOPE_MAX_FILE_BYTES="200000")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    _, drops, value = out.split()
+    assert int(drops) > 0 and float(value) == 3001.0  # training unaffected
+    assert err.count("meshscope") >= 1 and "write" in err.lower()
+
+
+def test_unusable_run_directory_leaves_training_unrecorded_under_the_loader(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    env = {**os.environ, "MESHSCOPE_RUN_DIR": str(blocker / "run"), "MESHSCOPE_ATTACH": "always"}
+    loader = Path(meshscope.__file__).parent / "_loader"
+    env["PYTHONPATH"] = f"{loader}:{env['PYTHONPATH']}"
+    proc = subprocess.run([sys.executable, "-c", "print('trained')"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "trained" in proc.stdout
+    assert "meshscope: not recording" in proc.stderr and str(blocker) in proc.stderr
+
+
+def test_dataloader_fork_workers_do_not_corrupt_the_store(tmp_path):
+    run = tmp_path / "run"
+    proc = _child(CHILD_PRELUDE + """
+    from torch.utils.data import DataLoader, TensorDataset
+    loader = DataLoader(TensorDataset(torch.ones(64, 64)), batch_size=8, num_workers=2,
+                        multiprocessing_context="fork")
+    for (batch,) in loader:
+        w = w + torch.ones(64, 64)
+    meshscope.detach()
+    print("ok", flush=True)
+    """, str(run))
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    got = meshscope.load_run(run)
+    assert len(got["rank_details"][0]["incidents"]) == 8
+    assert got["problems"] == []
+
+
+def test_pytest_plugin_fails_a_test_with_a_swallowed_incident(tmp_path):
+    (tmp_path / "test_user.py").write_text(textwrap.dedent("""
+        import os, socket, torch, torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Shard, distribute_tensor
+
+        def setup_module():
+            s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+            os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0",
+                              WORLD_SIZE="1")
+            dist.init_process_group("gloo")
+
+        def test_swallows():
+            w = distribute_tensor(torch.ones(4, 4), init_device_mesh("cpu", (1,)), [Shard(0)])
+            try:
+                w - torch.ones(4, 4)
+            except RuntimeError:
+                pass
+
+        def test_clean():
+            assert True
+    """))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "meshscope.pytest",
+                           "--meshscope-policy", "observe", "--meshscope-dir",
+                           str(tmp_path / "runs"), "-p", "no:cacheprovider", "test_user.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 failed, 1 passed" in proc.stdout
+    assert "unreconciled mixed torch.Tensor/DTensor incident" in proc.stdout
+    assert "aten::sub.Tensor at" in proc.stdout and "test_user.py" in proc.stdout
