@@ -91,15 +91,24 @@ std::vector<std::string> agentPythonPath() {
     if (std::filesystem::exists(staged / "meshscope" / "_loader" / "sitecustomize.py"))
         return {(staged / "meshscope" / "_loader").string(), staged.string()};
 #endif
+    // Installed by pip: the environment's python sits beside this executable.
+    std::string python = "python3";
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec && std::filesystem::exists(self.parent_path() / "python"))
+        python = (self.parent_path() / "python").string();
     std::string found;
-    if (FILE* p = popen("python3 -c 'import meshscope,os;print(os.path.dirname(os.path.dirname("
-                        "meshscope.__file__)))' 2>/dev/null",
-                        "r")) {
+    std::string query = python +
+                        " -c 'import meshscope,os;print(os.path.dirname(os.path.dirname("
+                        "meshscope.__file__)))' 2>/dev/null";
+    if (FILE* p = popen(query.c_str(), "r")) {
         char buffer[4096];
-        while (fgets(buffer, sizeof buffer, p)) found += buffer;
+        while (fgets(buffer, sizeof buffer, p))
+            found += buffer;
         pclose(p);
     }
-    while (!found.empty() && (found.back() == '\n' || found.back() == '\r')) found.pop_back();
+    while (!found.empty() && (found.back() == '\n' || found.back() == '\r'))
+        found.pop_back();
     if (found.empty())
         throw std::runtime_error(
             "cannot find the meshscope Python package: build with the capture agent "
@@ -159,8 +168,9 @@ int main(int argc, char** argv) {
         "  meshscope record [-o RUN] [--policy P] [--level L] -- torchrun --nproc_per_node=2 "
         "train.py\n  meshscope record -n 2 -- python train.py");
     record->add_option("-o,--output", runDir, "Run directory (default ./meshscope-runs/<time>)");
-    record->add_option("--policy", rec.policy,
-                       "observe | replicate | auto | strict, or a TOML policy file")
+    record
+        ->add_option("--policy", rec.policy,
+                     "observe | replicate | auto | strict, or a TOML policy file")
         ->capture_default_str();
     record->add_option("--level", rec.level, "dtensor | all")
         ->check(CLI::IsMember({"dtensor", "all"}))

@@ -488,8 +488,8 @@ PyObject* OpCall::incident() {
 PyRef modeBelow() {
     static PyObject* current = [] {
         PyRef mod = PyRef::steal(PyImport_ImportModule("torch.utils._python_dispatch"));
-        PyObject* fn = mod ? PyObject_GetAttrString(mod.get(), "_get_current_dispatch_mode")
-                           : nullptr;
+        PyObject* fn =
+            mod ? PyObject_GetAttrString(mod.get(), "_get_current_dispatch_mode") : nullptr;
         PyErr_Clear();
         return fn;
     }();

@@ -137,6 +137,7 @@ void PyTorch::clear() {
     m_ops.clear();
     m_meshes.clear();
     m_placementText.clear();
+    m_placementTuples.clear();
     m_dtensorType = nullptr;
     m_dtensorTypeRef = {};
     m_fromLocal = {};
@@ -236,16 +237,27 @@ DTensorFacts PyTorch::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
     facts.mesh = m.id;
     facts.meshObj = m.obj.get();
     facts.meshNdim = m.ndim;
-    std::string text = "[";
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(placements.get()); ++i) {
-        if (i) text += ", ";
-        text += formatPlacement(PyTuple_GET_ITEM(placements.get(), i));
+    // DTensor's sharding cache hands out the same placements tuples again
+    // and again: format each tuple object once.
+    auto cached = m_placementTuples.find(placements.get());
+    if (cached == m_placementTuples.end()) {
+        if (m_placementTuples.size() > 4096) m_placementTuples.clear();
+        std::string text = "[";
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(placements.get()); ++i) {
+            if (i) text += ", ";
+            text += formatPlacement(PyTuple_GET_ITEM(placements.get(), i));
+        }
+        text += "]";
+        auto it = m_placementText.find(text);
+        if (it == m_placementText.end())
+            it = m_placementText.emplace(text, writer.intern(text)).first;
+        cached = m_placementTuples
+                     .emplace(placements.get(),
+                              PlacementsEntry{PyRef::borrow(placements.get()), it->second, text})
+                     .first;
     }
-    text += "]";
-    auto it = m_placementText.find(text);
-    if (it == m_placementText.end()) it = m_placementText.emplace(text, writer.intern(text)).first;
-    facts.placements = it->second;
-    facts.placementsText = std::move(text);
+    facts.placements = cached->second.id;
+    facts.placementsText = cached->second.text;
     return facts;
 }
 

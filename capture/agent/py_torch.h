@@ -111,6 +111,12 @@ class PyTorch {
     std::unordered_map<PyObject*, OpInfo> m_ops;
     std::unordered_map<PyObject*, MeshEntry> m_meshes;
     std::unordered_map<std::string, StringId> m_placementText;
+    struct PlacementsEntry {
+        PyRef tuple;  // keeps the key alive
+        StringId id;
+        std::string text;
+    };
+    std::unordered_map<PyObject*, PlacementsEntry> m_placementTuples;
 };
 
 // torch's Python name of a dtype: "float32", "int64", "bfloat16".

@@ -62,11 +62,14 @@ Env currentEnvironment() {
 
 pid_t spawn(const std::vector<std::string>& command, const Env& env) {
     std::vector<char*> argv, envp;
-    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    for (const auto& a : command)
+        argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
     std::vector<std::string> entries;
-    for (const auto& [k, v] : env) entries.push_back(k + "=" + v);
-    for (auto& e : entries) envp.push_back(e.data());
+    for (const auto& [k, v] : env)
+        entries.push_back(k + "=" + v);
+    for (auto& e : entries)
+        envp.push_back(e.data());
     envp.push_back(nullptr);
     pid_t pid = 0;
     int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
@@ -102,9 +105,10 @@ int waitAll(std::vector<pid_t> pids, int graceSeconds, std::ostream& log) {
                 if (code != 0 && firstFailure == 0) {
                     firstFailure = code;
                     if (pids.size() > 1)
-                        log << fmt::format("meshscope: rank {} exited with {}; stopping the "
-                                           "others\n",
-                                           i, code);
+                        log << fmt::format(
+                            "meshscope: rank {} exited with {}; stopping the "
+                            "others\n",
+                            i, code);
                 }
             }
             continue;
@@ -127,7 +131,8 @@ int waitAll(std::vector<pid_t> pids, int graceSeconds, std::ostream& log) {
 
 std::string joinPath(const std::vector<std::string>& dirs, const std::string& rest) {
     std::string out;
-    for (const auto& d : dirs) out += (out.empty() ? "" : ":") + d;
+    for (const auto& d : dirs)
+        out += (out.empty() ? "" : ":") + d;
     if (!rest.empty()) out += (out.empty() ? "" : ":") + rest;
     return out;
 }
@@ -153,8 +158,8 @@ bool isTorchrunCommand(const std::vector<std::string>& command) {
 RecordResult record(const RecordOptions& options, std::ostream& log) {
     if (options.command.empty()) throw std::runtime_error("no command to record (after --)");
     RecordResult result;
-    result.runDir = std::filesystem::absolute(options.runDir.empty() ? defaultRunDir()
-                                                                     : options.runDir);
+    result.runDir =
+        std::filesystem::absolute(options.runDir.empty() ? defaultRunDir() : options.runDir);
     std::string policy = options.policy;
     if (!policyModeFromString(policy)) {  // a policy file: check it before starting anything
         policy = std::filesystem::absolute(policy).string();
@@ -165,8 +170,8 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
     std::error_code ec;
     std::filesystem::create_directories(result.runDir, ec);
     if (ec)
-        throw std::runtime_error(
-            fmt::format("cannot create run directory {}: {}", result.runDir.string(), ec.message()));
+        throw std::runtime_error(fmt::format("cannot create run directory {}: {}",
+                                             result.runDir.string(), ec.message()));
 
     Env env = currentEnvironment();
     env["PYTHONPATH"] = joinPath(options.pythonPath, env["PYTHONPATH"]);

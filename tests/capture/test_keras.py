@@ -5,11 +5,13 @@ DTensors; meshscope's mode sits above it and records each such promotion."""
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
 from conftest import marker_line, record, reference
 
+os.environ.setdefault("KERAS_BACKEND", "torch")
 pytest.importorskip("keras")
 
 
