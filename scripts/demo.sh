@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# The main job, for now: build, write a small two-rank run through the run
-# store, and print its summary. Prints where the run is.
+# The main job: builds meshscope with the capture agent, records the bundled
+# demo training (2 ranks, gloo, CPU) with policy `auto`, and prints the run's
+# summary. Idempotent; the first run installs and builds (minutes).
+#   scripts/demo.sh [extra `meshscope record` options, e.g. --policy observe]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-"$root/scripts/build.sh" --no-venv >/dev/null
-run="$root/meshscope-runs/demo-$(date -u +%Y%m%d-%H%M%S)"
-"$root/build/dev/app/meshscope" synth -o "$run" --ranks 2 --steps 8
-"$root/build/dev/app/meshscope" summary "$run"
-echo "run directory: $run"
+"$root/scripts/build.sh" >/dev/null
+run="$root/meshscope-runs/demo-$(date +%Y%m%d-%H%M%S)"
+cd "$root"
+status=0
+build/dev/app/meshscope record -o "$run" --policy auto -n 2 "$@" -- \
+  "$root/.venv/bin/python" resources/demo/train_demo.py || status=$?
+echo
+build/dev/app/meshscope summary "$run"
+echo "run: $run"
+exit $status

@@ -443,8 +443,9 @@ bool OpCall::isScalarList(const Operand& op) const {
 
 PolicyDecision OpCall::decide(const Operand& op, const Classification& cls,
                               const UserFrame& frame) const {
-    return m_agent.config().policy.decide(IncidentFacts{
-        m_info->text, cls.origin, frame.file, frame.module, op.tensor().numel(), isScalarList(op)});
+    return m_agent.config().policy.decide(
+        IncidentFacts{m_info->text, cls.origin, frame.file, frame.module, op.tensor().numel(),
+                      isScalarList(op), m_py.hasBatchDim(m_refFacts.mesh)});
 }
 
 PyObject* OpCall::incident() {

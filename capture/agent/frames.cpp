@@ -2,6 +2,16 @@
 
 #include <frameobject.h>
 
+// CPython 3.11: walk the interpreter's frame list directly. PyFrame_GetBack
+// would allocate (and hand to the GC) a frame object for every torch frame
+// between the op and the user's code, on every op.
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define MESHSCOPE_FAST_FRAMES 1
+#define Py_BUILD_CORE_MODULE 1
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE_MODULE
+#endif
+
 #include "core/store/rank_writer.h"
 
 namespace meshscope::capture {
@@ -72,6 +82,66 @@ PyFrameObject* FrameCache::firstUserFrame(RankWriter& writer) {
     return nullptr;
 }
 
+#ifdef MESHSCOPE_FAST_FRAMES
+namespace {
+
+struct RawFrame {
+    PyCodeObject* code;
+    PyObject* globals;
+    int line;
+};
+
+// Calls visit(frame) from the innermost frame outwards until it returns false.
+template <typename Visit>
+void walkFrames(Visit&& visit) {
+    PyThreadState* state = PyThreadState_Get();
+    for (_PyInterpreterFrame* f = state ? state->cframe->current_frame : nullptr; f;
+         f = f->previous) {
+        if (_PyFrame_IsIncomplete(f)) continue;
+        int line = PyCode_Addr2Line(f->f_code, _PyInterpreterFrame_LASTI(f) * sizeof(_Py_CODEUNIT));
+        if (!visit(RawFrame{f->f_code, f->f_globals, line})) return;
+    }
+}
+
+}  // namespace
+
+UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
+    UserFrame out;
+    walkFrames([&](const RawFrame& f) {
+        CodeInfo& ci = info(f.code, writer);
+        if (ci.internal) return true;
+        out.file = ci.fileText;
+        out.line = f.line;
+        FrameKey key{ci.code, out.line};
+        auto it = m_oneFrame.find(key);
+        if (it == m_oneFrame.end()) {
+            Frame frame{ci.file, out.line, ci.function};
+            it = m_oneFrame.emplace(key, writer.internStack(std::span<const Frame>(&frame, 1)))
+                     .first;
+        }
+        out.stack = it->second;
+        if (withModule && f.globals) {
+            PyObject* name = PyDict_GetItemString(f.globals, "__name__");
+            out.module = name ? utf8(name) : "";
+        }
+        return false;
+    });
+    return out;
+}
+
+StackId FrameCache::shortStack(RankWriter& writer, int depth) {
+    std::vector<Frame> frames;
+    walkFrames([&](const RawFrame& f) {
+        CodeInfo& ci = info(f.code, writer);
+        if (frames.empty() && ci.internal) return true;
+        frames.push_back(Frame{ci.file, f.line, ci.function});
+        return int(frames.size()) < depth;
+    });
+    return frames.empty() ? StackId{} : writer.internStack(frames);
+}
+
+#else  // public API: materializes frame objects
+
 UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
     UserFrame out;
     PyFrameObject* frame = firstUserFrame(writer);
@@ -113,5 +183,7 @@ StackId FrameCache::shortStack(RankWriter& writer, int depth) {
     Py_XDECREF(frame);
     return frames.empty() ? StackId{} : writer.internStack(frames);
 }
+
+#endif
 
 }  // namespace meshscope::capture

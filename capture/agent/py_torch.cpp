@@ -273,16 +273,35 @@ std::string PyTorch::meshText(MeshId id) const {
     return "mesh ?";
 }
 
+namespace {
+constexpr std::string_view kBatchNames[] = {"batch",        "data", "dp", "dp_shard",
+                                            "dp_replicate", "fsdp", "ddp"};
+
+bool isBatchName(const std::string& name) {
+    for (auto batch : kBatchNames)
+        if (name == batch) return true;
+    return false;
+}
+}  // namespace
+
 int PyTorch::batchMeshDim(MeshId id) const {
-    static constexpr std::string_view kBatchNames[] = {"batch",        "data", "dp", "dp_shard",
-                                                       "dp_replicate", "fsdp", "ddp"};
     for (auto& [obj, entry] : m_meshes) {
         if (entry.id != id) continue;
         for (size_t i = 0; i < entry.dimNames.size(); ++i)
-            for (auto name : kBatchNames)
-                if (entry.dimNames[i] == name) return int(i);
+            if (isBatchName(entry.dimNames[i])) return int(i);
     }
     return 0;
+}
+
+bool PyTorch::hasBatchDim(MeshId id) const {
+    for (auto& [obj, entry] : m_meshes) {
+        if (entry.id != id) continue;
+        if (entry.dimNames.empty()) return true;
+        for (const auto& name : entry.dimNames)
+            if (isBatchName(name)) return true;
+        return false;
+    }
+    return true;
 }
 
 bool PyTorch::implicitReplication() const {

@@ -85,6 +85,8 @@ class PyTorch {
     // The mesh dim a per-rank batch is sharded over: the one named like a
     // data-parallel dim ("batch", "data", "dp", ...), else dim 0.
     int batchMeshDim(MeshId id) const;
+    // False when every dim is named and none is a data-parallel dim.
+    bool hasBatchDim(MeshId id) const;
 
     PyObject* fromLocal() const { return m_fromLocal.get(); }
     PyObject* replicate() const { return m_replicate.get(); }

@@ -47,9 +47,13 @@ Action actionFor(PolicyMode mode) {
 // scalars -> Python scalar; one-element tensors -> replicate; anything else
 // -> replicate, fingerprinted so offline analysis can prove it valid.
 PolicyDecision resolveAuto(const IncidentFacts& f, int shardDim) {
-    if (f.origin == OriginClass::InputData)
+    if (f.origin == OriginClass::InputData && f.meshHasBatchDim)
         return {Action::ShardedFromLocal, shardDim,
                 "auto: per-rank input data -> from_local(Shard(" + std::to_string(shardDim) + "))"};
+    if (f.origin == OriginClass::InputData)
+        return {Action::Replicated, 0,
+                "auto: input data on a mesh with no data-parallel dim (every rank must hold the "
+                "same batch) -> Replicate(), fingerprinted"};
     if (f.origin == OriginClass::OptimizerState && (f.numel == 1 || f.scalarList))
         return {Action::Scalarized, 0,
                 f.scalarList ? "auto: optimizer scalars tensor -> Python scalar list"

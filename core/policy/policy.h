@@ -48,6 +48,10 @@ struct IncidentFacts {
     // The plain operand is a tensor of per-tensor scalars of a foreach op
     // (`_foreach_addcdiv_.Tensor(..., scalars)`): it can become a Python list.
     bool scalarList = false;
+    // The DTensor's mesh can hold a per-rank batch: it has a data-parallel dim
+    // ("batch", "data", "dp", ...) or unnamed dims. A mesh of only named
+    // model dims means every rank must see the same data (tensor parallel).
+    bool meshHasBatchDim = true;
 };
 
 struct PolicyDecision {

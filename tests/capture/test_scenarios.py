@@ -108,5 +108,5 @@ def test_clean_loop_is_bit_identical_under_observe(tmp_path):
         assert rank["summary"]["ops"] if "summary" in rank else True
         assert len(rank["optimizer_steps"]) == 5
         assert rank["collectives"], "DTensor redistributions were not recorded"
-        assert rank["meshes"][0]["dim_names"] == ["model"]
+        assert rank["meshes"][0]["dim_names"] == ["dp"]
         assert rank["meshes"][0]["ranks"] == [0, 1]

@@ -267,6 +267,27 @@ def _install_keras(patches: Patches) -> None:
                    lambda module: _patch_keras_promotion(patches, module))
 
 
+def _patch_keras_trainer(patches: Patches, trainer: Any) -> None:
+    """Batches reach Keras' train/test/predict steps as plain tensors: input data (D)."""
+    counter = itertools.count()
+
+    def make(kind: str) -> Callable[[Callable], Callable]:
+        def wrap(original: Callable) -> Callable:
+            def step(self: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
+                label = f"Keras {kind} batch #{next(counter)}"
+                _walk_tensors(data, lambda t, path: _capture.provenance(t) is None and _capture.tag(
+                    t, "D", f"created by {label}{(' ' + path) if path else ''}"))
+                return original(self, data, *args, **kwargs)
+            return step
+        return wrap
+
+    for kind in ("train_step", "test_step", "predict_step"):
+        if hasattr(trainer.Trainer, kind):
+            patches.replace(trainer.Trainer, kind, make(kind))
+    trainer.Trainer._meshscope_patched = True
+    patches._undo.append(lambda: delattr(trainer.Trainer, "_meshscope_patched"))
+
+
 def _patch_keras_promotion(patches: Patches, core: Any) -> None:
     if not hasattr(core, "activate_dtensor_promotion"):
         return
@@ -277,6 +298,11 @@ def _patch_keras_promotion(patches: Patches, core: Any) -> None:
             from meshscope import _attach
 
             _attach.raise_mode_to_top()
+            # set_distribution() runs after `import keras` completed: the
+            # trainer module is fully initialized by now.
+            trainer = sys.modules.get("keras.src.backend.torch.trainer")
+            if trainer is not None and not hasattr(trainer.Trainer, "_meshscope_patched"):
+                _patch_keras_trainer(patches, trainer)
             return out
         return activate_dtensor_promotion
 

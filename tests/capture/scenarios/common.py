@@ -34,7 +34,10 @@ def setup() -> tuple[int, int, Any]:
     from torch.distributed.device_mesh import init_device_mesh
 
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("model",))
+    # One data-parallel dim: each rank reads its own batch, and the weights are
+    # sharded over the same ranks (FSDP-style; Keras ModelParallel with a
+    # batch axis). Mixed incidents of input data are per-rank shards.
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("dp",))
     return dist.get_rank(), dist.get_world_size(), mesh
 
 

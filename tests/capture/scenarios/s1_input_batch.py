@@ -1,5 +1,5 @@
 """Seeds 000-002: Keras ModelParallel-style MLP on the torch backend. The
-weights are DTensors sharded over the 'model' mesh axis; every rank feeds its
+weights are DTensors sharded over the ranks' 'dp' mesh axis; every rank feeds its
 own batch as a plain torch.Tensor, which meets the sharded weights in
 subtract (normalization) and matmul: `aten.sub.Tensor: got mixed
 torch.Tensor and DTensor`."""
