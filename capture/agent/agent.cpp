@@ -42,6 +42,7 @@ Agent::Agent(AgentConfig config)
     initial.worldSize = m_config.worldSize;
     initial.schemaVersion = schema::kSchemaVersion;
     initial.command = m_config.command;
+    initial.torchVersion = m_config.torchVersion;
     m_writer = createRankWriter(m_config.runDir, initial, m_config.rank, m_config.writer);
     m_generation = ++g_generation;
     m_py.load();
