@@ -8,10 +8,6 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/build.sh" >/dev/null
 run="$root/meshscope-runs/demo-$(date +%Y%m%d-%H%M%S)"
 cd "$root"
-status=0
-build/dev/app/meshscope record -o "$run" --policy auto -n 2 "$@" -- \
-  "$root/.venv/bin/python" resources/demo/train_demo.py || status=$?
-echo
-build/dev/app/meshscope summary "$run"
-echo "run: $run"
-exit $status
+# record prints where the run is and, at the end, its summary
+exec build/dev/app/meshscope record -o "$run" --policy auto -n 2 "$@" -- \
+  "$root/.venv/bin/python" resources/demo/train_demo.py
