@@ -163,7 +163,7 @@ class OpCall {
     PyObject* incident();
     void tagOutputs(PyObject* result, const Provenance& provenance);
     void propagate(PyObject* result);
-    TensorId tensorId(const Operand& op);
+    TensorId tensorId(const Operand& op, const DTensorFacts* facts);
     void addOperands(std::vector<OperandRecord>& out, const std::vector<Operand>& ops,
                      OperandRole role);
     OpSeq recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
@@ -301,7 +301,7 @@ void OpCall::propagate(PyObject* result) {
             m_agent.tensors().setProvenance(op.tensor(), derived);
 }
 
-TensorId OpCall::tensorId(const Operand& op) {
+TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts) {
     const at::Tensor& t = op.tensor();
     bool isNew = false;
     TensorTable::Entry& entry = m_agent.tensors().get(t, isNew);
@@ -309,24 +309,26 @@ TensorId OpCall::tensorId(const Operand& op) {
     entry.recorded = true;
     TensorRecord rec;
     rec.id = entry.id;
-    rec.dtype = m_writer.intern(dtypeName(t.scalar_type()));
+    rec.dtype = m_py.dtypeId(t.scalar_type(), m_writer);
     rec.globalShape = m_writer.intern(shapeText(t.sizes().data(), t.sizes().size()));
-    rec.device = m_writer.intern(t.device().str());
+    rec.device = m_py.deviceId(t.device(), m_writer);
     rec.numel = t.numel();
     rec.isDTensor = op.dtensor;
     if (entry.provenance) rec.createdAt = entry.provenance->createdAt;
+    rec.localShape = rec.globalShape;
     if (op.dtensor) {
-        DTensorFacts f = m_py.dtensorFacts(op.obj, m_writer);
+        DTensorFacts own = facts ? DTensorFacts{} : m_py.dtensorFacts(op.obj, m_writer);
+        const DTensorFacts& f = facts ? *facts : own;
         rec.mesh = f.mesh;
         rec.placements = f.placements;
-        PyRef local = PyRef::steal(PyObject_GetAttrString(op.obj, "_local_tensor"));
-        if (local && THPVariable_Check(local.get())) {
-            const at::Tensor& l = THPVariable_Unpack(local.get());
-            rec.localShape = m_writer.intern(shapeText(l.sizes().data(), l.sizes().size()));
+        if (f.placementsText.find("Shard") != std::string::npos) {  // else local == global
+            PyRef local = PyRef::steal(PyObject_GetAttr(op.obj, m_py.localTensorName()));
+            if (local && THPVariable_Check(local.get())) {
+                const at::Tensor& l = THPVariable_Unpack(local.get());
+                rec.localShape = m_writer.intern(shapeText(l.sizes().data(), l.sizes().size()));
+            }
+            PyErr_Clear();
         }
-        PyErr_Clear();
-    } else {
-        rec.localShape = rec.globalShape;
     }
     m_writer.submit(Record{std::move(rec)});
     return entry.id;
@@ -339,8 +341,14 @@ void OpCall::addOperands(std::vector<OperandRecord>& out, const std::vector<Oper
         r.index = op.index;
         r.role = role;
         r.kind = OperandKind::Tensor;
-        r.tensor = tensorId(op);
-        if (op.dtensor) r.placements = m_py.dtensorFacts(op.obj, m_writer).placements;
+        if (op.dtensor) {
+            DTensorFacts facts =
+                &op == m_reference ? m_refFacts : m_py.dtensorFacts(op.obj, m_writer);
+            r.tensor = tensorId(op, &facts);
+            r.placements = facts.placements;
+        } else {
+            r.tensor = tensorId(op, nullptr);
+        }
         out.push_back(r);
     }
 }
@@ -472,7 +480,7 @@ PyObject* OpCall::incident() {
     inc.thread = Agent::threadIndex();
     inc.op = m_info->name;
     inc.operandIndex = plain->index;
-    inc.plainTensor = tensorId(*plain);
+    inc.plainTensor = tensorId(*plain, nullptr);
     inc.origin = cls.origin;
     inc.evidence = m_writer.intern(cls.evidence);
     inc.action = decision.action;

@@ -88,7 +88,7 @@ namespace {
 struct RawFrame {
     PyCodeObject* code;
     PyObject* globals;
-    int line;
+    int lasti;  // byte offset of the current instruction
 };
 
 // Calls visit(frame) from the innermost frame outwards until it returns false.
@@ -98,8 +98,8 @@ void walkFrames(Visit&& visit) {
     for (_PyInterpreterFrame* f = state ? state->cframe->current_frame : nullptr; f;
          f = f->previous) {
         if (_PyFrame_IsIncomplete(f)) continue;
-        int line = PyCode_Addr2Line(f->f_code, _PyInterpreterFrame_LASTI(f) * sizeof(_Py_CODEUNIT));
-        if (!visit(RawFrame{f->f_code, f->f_globals, line})) return;
+        int lasti = _PyInterpreterFrame_LASTI(f) * int(sizeof(_Py_CODEUNIT));
+        if (!visit(RawFrame{f->f_code, f->f_globals, lasti})) return;
     }
 }
 
@@ -111,15 +111,19 @@ UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
         CodeInfo& ci = info(f.code, writer);
         if (ci.internal) return true;
         out.file = ci.fileText;
-        out.line = f.line;
-        FrameKey key{ci.code, out.line};
+        // Keyed by instruction offset: the line table is decoded once per call site.
+        FrameKey key{ci.code, f.lasti};
         auto it = m_oneFrame.find(key);
         if (it == m_oneFrame.end()) {
-            Frame frame{ci.file, out.line, ci.function};
-            it = m_oneFrame.emplace(key, writer.internStack(std::span<const Frame>(&frame, 1)))
+            int line = PyCode_Addr2Line(f.code, f.lasti);
+            Frame frame{ci.file, line, ci.function};
+            it = m_oneFrame
+                     .emplace(key,
+                              OneFrame{writer.internStack(std::span<const Frame>(&frame, 1)), line})
                      .first;
         }
-        out.stack = it->second;
+        out.line = it->second.line;
+        out.stack = it->second.stack;
         if (withModule && f.globals) {
             PyObject* name = PyDict_GetItemString(f.globals, "__name__");
             out.module = name ? utf8(name) : "";
@@ -134,7 +138,7 @@ StackId FrameCache::shortStack(RankWriter& writer, int depth) {
     walkFrames([&](const RawFrame& f) {
         CodeInfo& ci = info(f.code, writer);
         if (frames.empty() && ci.internal) return true;
-        frames.push_back(Frame{ci.file, f.line, ci.function});
+        frames.push_back(Frame{ci.file, PyCode_Addr2Line(f.code, f.lasti), ci.function});
         return int(frames.size()) < depth;
     });
     return frames.empty() ? StackId{} : writer.internStack(frames);
@@ -155,9 +159,12 @@ UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
     auto it = m_oneFrame.find(key);
     if (it == m_oneFrame.end()) {
         Frame f{ci.file, out.line, ci.function};
-        it = m_oneFrame.emplace(key, writer.internStack(std::span<const Frame>(&f, 1))).first;
+        it =
+            m_oneFrame
+                .emplace(key, OneFrame{writer.internStack(std::span<const Frame>(&f, 1)), out.line})
+                .first;
     }
-    out.stack = it->second;
+    out.stack = it->second.stack;
     if (withModule) {
         PyObject* globals = PyFrame_GetGlobals(frame);
         PyObject* name = globals ? PyDict_GetItemString(globals, "__name__") : nullptr;

@@ -53,15 +53,19 @@ class FrameCache {
     std::unordered_map<PyCodeObject*, CodeInfo> m_codes;
     struct FrameKey {
         const void* code;
-        int line;
+        int position;  // instruction offset (fast path) or line
         bool operator==(const FrameKey&) const = default;
     };
     struct FrameKeyHash {
         size_t operator()(const FrameKey& k) const {
-            return std::hash<const void*>{}(k.code) * 31 + size_t(k.line);
+            return std::hash<const void*>{}(k.code) * 31 + size_t(k.position);
         }
     };
-    std::unordered_map<FrameKey, StackId, FrameKeyHash> m_oneFrame;  // one-frame stacks
+    struct OneFrame {
+        StackId stack;
+        int line;
+    };
+    std::unordered_map<FrameKey, OneFrame, FrameKeyHash> m_oneFrame;  // one-frame stacks
 };
 
 }  // namespace meshscope::capture

@@ -131,10 +131,13 @@ void PyTorch::load() {
     m_dimName = PyRef::steal(PyUnicode_InternFromString("dim"));
     m_reduceName = PyRef::steal(PyUnicode_InternFromString("reduce_op"));
     m_opName = PyRef::steal(PyUnicode_InternFromString("_op"));
+    m_localName = PyRef::steal(PyUnicode_InternFromString("_local_tensor"));
 }
 
 void PyTorch::clear() {
     m_ops.clear();
+    m_dtypeIds.clear();
+    m_deviceIds.clear();
     m_meshes.clear();
     m_placementText.clear();
     m_placementTuples.clear();
@@ -146,6 +149,20 @@ void PyTorch::clear() {
     m_replicateType = {};
     m_partialType = {};
     m_implicitFlag = {};
+}
+
+StringId PyTorch::dtypeId(c10::ScalarType type, RankWriter& writer) {
+    auto it = m_dtypeIds.find(int(type));
+    if (it == m_dtypeIds.end())
+        it = m_dtypeIds.emplace(int(type), writer.intern(dtypeName(type))).first;
+    return it->second;
+}
+
+StringId PyTorch::deviceId(const c10::Device& device, RankWriter& writer) {
+    int key = int(device.type()) * 4096 + device.index() + 1;
+    auto it = m_deviceIds.find(key);
+    if (it == m_deviceIds.end()) it = m_deviceIds.emplace(key, writer.intern(device.str())).first;
+    return it->second;
 }
 
 OpInfo& PyTorch::opInfo(PyObject* overload, RankWriter& writer) {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include "core/store/records.h"
@@ -88,6 +89,11 @@ class PyTorch {
     // False when every dim is named and none is a data-parallel dim.
     bool hasBatchDim(MeshId id) const;
 
+    // Interned dtype and device names, cached.
+    StringId dtypeId(c10::ScalarType type, RankWriter& writer);
+    StringId deviceId(const c10::Device& device, RankWriter& writer);
+    PyObject* localTensorName() const { return m_localName.get(); }
+
     PyObject* fromLocal() const { return m_fromLocal.get(); }
     PyObject* replicate() const { return m_replicate.get(); }
     PyObject* shardType() const { return m_shard.get(); }
@@ -109,6 +115,8 @@ class PyTorch {
     PyTypeObject* m_dtensorType = nullptr;
     PyRef m_dtensorTypeRef, m_fromLocal, m_replicate, m_shard, m_replicateType, m_partialType;
     PyRef m_implicitFlag;
+    PyRef m_localName;
+    std::unordered_map<int, StringId> m_dtypeIds, m_deviceIds;
     PyRef m_specName, m_placementsName, m_meshName, m_dimName, m_reduceName, m_opName;
     std::unordered_map<PyObject*, OpInfo> m_ops;
     std::unordered_map<PyObject*, MeshEntry> m_meshes;
