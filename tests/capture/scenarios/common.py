@@ -17,6 +17,7 @@ import sys
 from typing import Any
 
 import torch
+from torch import nn
 
 WORLD = 2  # the reference emulates this many ranks
 
@@ -75,3 +76,37 @@ def finish(rank: int, losses: list[float], **extra: Any) -> None:
         import torch.distributed as dist
 
         dist.destroy_process_group()
+
+
+def sharded_weights(mesh: Any, dim: int, hidden: int) -> tuple[nn.Parameter, nn.Parameter]:
+    """An MLP's two weights, sharded column- then row-wise over the mesh the way
+    a model-parallel layout does (plain tensors in reference mode)."""
+    w1 = torch.randn(dim, hidden) / dim**0.5
+    w2 = torch.randn(hidden, 1) / hidden**0.5
+    if mesh is not None:
+        from torch.distributed.tensor import Shard, distribute_tensor
+
+        w1 = distribute_tensor(w1, mesh, [Shard(1)])
+        w2 = distribute_tensor(w2, mesh, [Shard(0)])
+    return nn.Parameter(w1), nn.Parameter(w2)
+
+
+class ShardedMLP(nn.Module):
+    def __init__(self, mesh: Any, dim: int, hidden: int):
+        super().__init__()
+        self.w1, self.w2 = sharded_weights(mesh, dim, hidden)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        pred = torch.relu(x @ self.w1) @ self.w2  # INCIDENT (s4): plain batch @ sharded weight
+        return ((pred - y) ** 2).mean()
+
+
+def train(rank: int, steps: int, rows: int, dim: int, step_fn: Any, prepare: Any = None) -> None:
+    """Runs `step_fn(x, y) -> loss` on this rank's batches and writes the losses."""
+    losses = []
+    for step in range(steps):
+        x, y = batch(step, rank, rows, dim)
+        if prepare is not None:
+            x, y = prepare(x, y)
+        losses.append(scalar(step_fn(x, y)))
+    finish(rank, losses)

@@ -7,7 +7,7 @@ torch.Tensor and DTensor`."""
 import torch
 from torch import nn
 
-from common import batch, finish, reference_mode, scalar, setup
+from common import setup, sharded_weights, train
 
 STEPS, ROWS, DIM, HIDDEN = 4, 8, 16, 32
 
@@ -16,17 +16,12 @@ class NormalizedMLP(nn.Module):
     def __init__(self, mesh):
         super().__init__()
         mean = torch.linspace(-0.5, 0.5, DIM)
-        w1 = torch.randn(DIM, HIDDEN) / DIM**0.5
-        w2 = torch.randn(HIDDEN, 1) / HIDDEN**0.5
         if mesh is not None:  # what ModelParallel's layout map does to the variables
-            from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+            from torch.distributed.tensor import Replicate, distribute_tensor
 
             mean = distribute_tensor(mean, mesh, [Replicate()])
-            w1 = distribute_tensor(w1, mesh, [Shard(1)])
-            w2 = distribute_tensor(w2, mesh, [Shard(0)])
         self.register_buffer("mean", mean)
-        self.w1 = nn.Parameter(w1)
-        self.w2 = nn.Parameter(w2)
+        self.w1, self.w2 = sharded_weights(mesh, DIM, HIDDEN)
 
     def forward(self, x, y):
         h = x - self.mean  # INCIDENT: plain batch meets the DTensor mean
@@ -39,15 +34,15 @@ def main():
     rank, world, mesh = setup()
     model = NormalizedMLP(mesh)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    losses = []
-    for step in range(STEPS):
-        x, y = batch(step, rank, ROWS, DIM)
+
+    def step(x, y):
         opt.zero_grad()
         loss = model(x, y)
         loss.backward()
         opt.step()
-        losses.append(scalar(loss))
-    finish(rank, losses)
+        return loss
+
+    train(rank, STEPS, ROWS, DIM, step)
 
 
 if __name__ == "__main__":

@@ -5,9 +5,8 @@ so the `torch._foreach_*` updates mix them with DTensor parameters and
 gradients."""
 
 import torch
-from torch import nn
 
-from common import batch, finish, scalar, setup
+from common import ShardedMLP, setup, train
 
 STEPS, ROWS, DIM, HIDDEN = 4, 8, 16, 32
 
@@ -41,42 +40,26 @@ class KerasStyleAdam(torch.optim.Optimizer):
             torch._foreach_addcdiv_(params, ms, denom, step_size)
 
 
-class MLP(nn.Module):
-    def __init__(self, mesh):
-        super().__init__()
-        w1 = torch.randn(DIM, HIDDEN) / DIM**0.5
-        w2 = torch.randn(HIDDEN, 1) / HIDDEN**0.5
-        if mesh is not None:
-            from torch.distributed.tensor import Shard, distribute_tensor
-
-            w1 = distribute_tensor(w1, mesh, [Shard(1)])
-            w2 = distribute_tensor(w2, mesh, [Shard(0)])
-        self.w1 = nn.Parameter(w1)
-        self.w2 = nn.Parameter(w2)
-
-    def forward(self, x, y):
-        pred = torch.relu(x @ self.w1) @ self.w2
-        return ((pred - y) ** 2).mean()
-
-
 def main():
     rank, world, mesh = setup()
-    model = MLP(mesh)
+    model = ShardedMLP(mesh, DIM, HIDDEN)
     opt = KerasStyleAdam(model.parameters(), lr=0.01)
-    losses = []
-    for step in range(STEPS):
-        x, y = batch(step, rank, ROWS, DIM)
-        if mesh is not None:  # the data side is right here: each batch is a shard
-            from torch.distributed.tensor import DTensor, Shard
 
-            x = DTensor.from_local(x, mesh, [Shard(0)])
-            y = DTensor.from_local(y, mesh, [Shard(0)])
+    def distribute(x, y):  # the data side is right here: each batch is a shard
+        if mesh is None:
+            return x, y
+        from torch.distributed.tensor import DTensor, Shard
+
+        return DTensor.from_local(x, mesh, [Shard(0)]), DTensor.from_local(y, mesh, [Shard(0)])
+
+    def step(x, y):
         opt.zero_grad()
         loss = model(x, y)
         loss.backward()
         opt.step()
-        losses.append(scalar(loss))
-    finish(rank, losses)
+        return loss
+
+    train(rank, STEPS, ROWS, DIM, step, prepare=distribute)
 
 
 if __name__ == "__main__":

@@ -6,34 +6,15 @@ fallback. Either way the incident must be recorded (or fail with a clear
 message), never hang."""
 
 import torch
-from torch import nn
 
-from common import batch, finish, scalar, setup
+from common import ShardedMLP, setup, train
 
 STEPS, ROWS, DIM, HIDDEN = 3, 8, 16, 32
 
 
-class MLP(nn.Module):
-    def __init__(self, mesh):
-        super().__init__()
-        w1 = torch.randn(DIM, HIDDEN) / DIM**0.5
-        w2 = torch.randn(HIDDEN, 1) / HIDDEN**0.5
-        if mesh is not None:
-            from torch.distributed.tensor import Shard, distribute_tensor
-
-            w1 = distribute_tensor(w1, mesh, [Shard(1)])
-            w2 = distribute_tensor(w2, mesh, [Shard(0)])
-        self.w1 = nn.Parameter(w1)
-        self.w2 = nn.Parameter(w2)
-
-    def forward(self, x, y):
-        pred = torch.relu(x @ self.w1) @ self.w2  # INCIDENT: plain batch @ sharded weight
-        return ((pred - y) ** 2).mean()
-
-
 def main():
     rank, world, mesh = setup()
-    model = MLP(mesh)
+    model = ShardedMLP(mesh, DIM, HIDDEN)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
 
     @torch.compile(backend="eager")
@@ -42,14 +23,13 @@ def main():
         loss.backward()
         return loss
 
-    losses = []
-    for step in range(STEPS):
-        x, y = batch(step, rank, ROWS, DIM)
+    def step(x, y):
         opt.zero_grad()
         loss = train_step(x, y)
         opt.step()
-        losses.append(scalar(loss))
-    finish(rank, losses)
+        return loss
+
+    train(rank, STEPS, ROWS, DIM, step)
 
 
 if __name__ == "__main__":
