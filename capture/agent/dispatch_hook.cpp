@@ -17,6 +17,12 @@ namespace {
 
 PyObject* g_strictError = nullptr;  // strong reference
 
+// `args` of an op called with none (torch passes an empty tuple or nothing).
+PyObject* emptyArgs() {
+    static PyObject* empty = PyTuple_New(0);
+    return empty;
+}
+
 // One tensor argument of an op (a direct argument or an element of a list).
 struct Operand {
     PyObject* obj = nullptr;  // borrowed: alive as long as the op's args
@@ -152,11 +158,7 @@ class OpCall {
 
   private:
     PyObject* call(PyObject* callable, PyObject* args, PyObject* kwargs) {
-        return PyObject_Call(callable, args ? args : m_emptyArgs(), kwargs);
-    }
-    static PyObject* m_emptyArgs() {
-        static PyObject* empty = PyTuple_New(0);
-        return empty;
+        return PyObject_Call(callable, args ? args : emptyArgs(), kwargs);
     }
     PyObject* plainOp();
     PyObject* dtensorOp();
@@ -760,10 +762,9 @@ PyObject* torchDispatch(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
             PyErr_Clear();
         }
     }
-    static PyObject* empty = PyTuple_New(0);
     PyRef call = PyRef::steal(PyObject_GetAttrString(func, "_op"));
     if (!call) PyErr_Clear();
-    return PyObject_Call(call ? call.get() : func, args ? args : empty, kwargs);
+    return PyObject_Call(call ? call.get() : func, args ? args : emptyArgs(), kwargs);
 }
 
 }  // namespace meshscope::capture

@@ -67,21 +67,6 @@ FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
     return m_codes.emplace(code, std::move(info)).first->second;
 }
 
-PyFrameObject* FrameCache::firstUserFrame(RankWriter& writer) {
-    PyThreadState* state = PyThreadState_Get();
-    PyFrameObject* frame = state ? PyThreadState_GetFrame(state) : nullptr;
-    while (frame) {
-        PyCodeObject* code = PyFrame_GetCode(frame);
-        bool internal = info(code, writer).internal;
-        Py_DECREF(code);
-        if (!internal) return frame;
-        PyFrameObject* back = PyFrame_GetBack(frame);
-        Py_DECREF(frame);
-        frame = back;
-    }
-    return nullptr;
-}
-
 #ifdef MESHSCOPE_FAST_FRAMES
 namespace {
 
@@ -145,6 +130,21 @@ StackId FrameCache::shortStack(RankWriter& writer, int depth) {
 }
 
 #else  // public API: materializes frame objects
+
+PyFrameObject* FrameCache::firstUserFrame(RankWriter& writer) {
+    PyThreadState* state = PyThreadState_Get();
+    PyFrameObject* frame = state ? PyThreadState_GetFrame(state) : nullptr;
+    while (frame) {
+        PyCodeObject* code = PyFrame_GetCode(frame);
+        bool internal = info(code, writer).internal;
+        Py_DECREF(code);
+        if (!internal) return frame;
+        PyFrameObject* back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    return nullptr;
+}
 
 UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
     UserFrame out;

@@ -46,7 +46,8 @@ class FrameCache {
         std::string fileText;
     };
     CodeInfo& info(PyCodeObject* code, RankWriter& writer);
-    // Innermost user frame as a new reference, or nullptr.
+    // Innermost user frame as a new reference, or nullptr (public-API walk,
+    // for Pythons other than 3.11).
     PyFrameObject* firstUserFrame(RankWriter& writer);
 
     std::vector<std::string> m_internal;

@@ -2,7 +2,6 @@
 
 #include <ATen/record_function.h>
 
-#include <cstring>
 #include <mutex>
 #include <optional>
 #include <unordered_map>

@@ -123,8 +123,6 @@ void PyTorch::load() {
     if (!m_fromLocal || !m_replicateType || !m_shard || !m_partialType)
         failImport("DTensor.from_local / Replicate / Shard / Partial");
     m_replicate = PyRef::steal(PyObject_CallNoArgs(m_replicateType.get()));
-    m_implicitFlag = import("torch._C", "_get_dtensor_allow_implicit_replication");
-    PyErr_Clear();  // older torch: read the Python-level flag instead (see below)
     m_specName = PyRef::steal(PyUnicode_InternFromString("_spec"));
     m_placementsName = PyRef::steal(PyUnicode_InternFromString("placements"));
     m_meshName = PyRef::steal(PyUnicode_InternFromString("mesh"));
@@ -148,7 +146,6 @@ void PyTorch::clear() {
     m_shard = {};
     m_replicateType = {};
     m_partialType = {};
-    m_implicitFlag = {};
 }
 
 StringId PyTorch::dtypeId(c10::ScalarType type, RankWriter& writer) {
@@ -278,12 +275,6 @@ DTensorFacts PyTorch::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
     return facts;
 }
 
-PyObject* PyTorch::meshObject(MeshId id) const {
-    for (auto& [obj, entry] : m_meshes)
-        if (entry.id == id) return entry.obj.get();
-    return nullptr;
-}
-
 std::string PyTorch::meshText(MeshId id) const {
     for (auto& [obj, entry] : m_meshes)
         if (entry.id == id) return entry.text;
@@ -319,14 +310,6 @@ bool PyTorch::hasBatchDim(MeshId id) const {
         return false;
     }
     return true;
-}
-
-bool PyTorch::implicitReplication() const {
-    if (!m_implicitFlag) return false;
-    PyRef value = PyRef::steal(PyObject_CallNoArgs(m_implicitFlag.get()));
-    bool on = value && PyObject_IsTrue(value.get()) == 1;
-    PyErr_Clear();
-    return on;
 }
 
 }  // namespace meshscope::capture

@@ -80,8 +80,6 @@ class PyTorch {
     OpInfo& opInfo(PyObject* overload, RankWriter& writer);
     // Mesh and placements of a DTensor; registers the mesh on first sight.
     DTensorFacts dtensorFacts(PyObject* dtensor, RankWriter& writer);
-    // The mesh object with this id (borrowed), or nullptr.
-    PyObject* meshObject(MeshId id) const;
     std::string meshText(MeshId id) const;  // "mesh [2] ('model')"
     // The mesh dim a per-rank batch is sharded over: the one named like a
     // data-parallel dim ("batch", "data", "dp", ...), else dim 0.
@@ -97,9 +95,6 @@ class PyTorch {
     PyObject* fromLocal() const { return m_fromLocal.get(); }
     PyObject* replicate() const { return m_replicate.get(); }
     PyObject* shardType() const { return m_shard.get(); }
-    // True inside torch's implicit_replication(): DTensor replicates plain
-    // tensors itself instead of raising.
-    bool implicitReplication() const;
 
   private:
     struct MeshEntry {
@@ -114,7 +109,6 @@ class PyTorch {
 
     PyTypeObject* m_dtensorType = nullptr;
     PyRef m_dtensorTypeRef, m_fromLocal, m_replicate, m_shard, m_replicateType, m_partialType;
-    PyRef m_implicitFlag;
     PyRef m_localName;
     std::unordered_map<int, StringId> m_dtypeIds, m_deviceIds;
     PyRef m_specName, m_placementsName, m_meshName, m_dimName, m_reduceName, m_opName;

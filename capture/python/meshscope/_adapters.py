@@ -25,9 +25,13 @@ class Patches:
         self._undo: list[Callable[[], None]] = []
 
     def replace(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
-        original = owner.__dict__[name] if name in owner.__dict__ else getattr(owner, name)
+        own = vars(owner)  # live view: read it before the setattr
+        defined_here, original = name in own, own.get(name)
         setattr(owner, name, make(getattr(owner, name)))
-        self._undo.append(lambda: setattr(owner, name, original))
+        if defined_here:  # the raw attribute (keeps staticmethod/classmethod wrappers)
+            self._undo.append(lambda: setattr(owner, name, original))
+        else:  # inherited: remove the override
+            self._undo.append(lambda: delattr(owner, name))
 
     def handle(self, handle: Any) -> None:
         self._undo.append(handle.remove)

@@ -101,6 +101,19 @@ class ShardedMLP(nn.Module):
         return ((pred - y) ** 2).mean()
 
 
+def eager_step(model: nn.Module, opt: torch.optim.Optimizer) -> Any:
+    """The usual step: zero_grad, loss = model(x, y), backward, optimizer step."""
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        opt.zero_grad()
+        loss = model(x, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def train(rank: int, steps: int, rows: int, dim: int, step_fn: Any, prepare: Any = None) -> None:
     """Runs `step_fn(x, y) -> loss` on this rank's batches and writes the losses."""
     losses = []

@@ -7,7 +7,7 @@ torch.Tensor and DTensor`."""
 import torch
 from torch import nn
 
-from common import setup, sharded_weights, train
+from common import eager_step, setup, sharded_weights, train
 
 STEPS, ROWS, DIM, HIDDEN = 4, 8, 16, 32
 
@@ -35,14 +35,7 @@ def main():
     model = NormalizedMLP(mesh)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = model(x, y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    train(rank, STEPS, ROWS, DIM, step)
+    train(rank, STEPS, ROWS, DIM, eager_step(model, opt))
 
 
 if __name__ == "__main__":

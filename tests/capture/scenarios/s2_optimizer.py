@@ -6,7 +6,7 @@ gradients."""
 
 import torch
 
-from common import ShardedMLP, setup, train
+from common import ShardedMLP, eager_step, setup, train
 
 STEPS, ROWS, DIM, HIDDEN = 4, 8, 16, 32
 
@@ -52,14 +52,7 @@ def main():
 
         return DTensor.from_local(x, mesh, [Shard(0)]), DTensor.from_local(y, mesh, [Shard(0)])
 
-    def step(x, y):
-        opt.zero_grad()
-        loss = model(x, y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    train(rank, STEPS, ROWS, DIM, step, prepare=distribute)
+    train(rank, STEPS, ROWS, DIM, eager_step(model, opt), prepare=distribute)
 
 
 if __name__ == "__main__":
