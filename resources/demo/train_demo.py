@@ -49,6 +49,7 @@ class KerasStyleAdam(torch.optim.Optimizer):
             torch._foreach_mul_(vs, group["beta_2"])
             torch._foreach_addcmul_(vs, grads, grads, value=1 - group["beta_2"])
             denom = torch._foreach_sqrt(vs)
+            torch._foreach_div_(denom, (1 - group["beta_2"] ** t) ** 0.5)  # bias correction
             torch._foreach_add_(denom, group["epsilon"])
             step_size = torch.tensor([-group["lr"] / (1 - group["beta_1"] ** t)] * len(params))
             torch._foreach_addcdiv_(params, ms, denom, step_size)
