@@ -1,7 +1,14 @@
 #include "capture/agent/dispatch_hook.h"
 
 #include <ATen/DTensorState.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/library.h>
+
+#include <memory>
 
 #include <string>
 #include <vector>
@@ -25,17 +32,19 @@ PyObject* emptyArgs() {
 
 // One tensor argument of an op (a direct argument or an element of a list).
 struct Operand {
-    PyObject* obj = nullptr;  // borrowed: alive as long as the op's args
-    uint16_t index = 0;       // argument position; keyword arguments follow positionals
-    int16_t element = -1;     // position inside a list argument
+    PyObject* obj = nullptr;  // borrowed: alive as long as the op's args; may be
+                              // null for a plain tensor Python never saw
+    at::Tensor t;
+    uint16_t index = 0;    // argument position; keyword arguments follow positionals
+    int16_t element = -1;  // position inside a list argument
     bool dtensor = false;
     bool mixed = false;  // a plain tensor DTensor's dispatch would reject
-    const at::Tensor& tensor() const { return THPVariable_Unpack(obj); }
+    const at::Tensor& tensor() const { return t; }
 };
 
 void scanValue(PyObject* value, uint16_t index, std::vector<Operand>& out, const PyTorch& py) {
     if (THPVariable_Check(value)) {
-        out.push_back({value, index, -1, py.isDTensor(value), false});
+        out.push_back({value, THPVariable_Unpack(value), index, -1, py.isDTensor(value), false});
         return;
     }
     if (!PyList_Check(value) && !PyTuple_Check(value)) return;
@@ -43,7 +52,8 @@ void scanValue(PyObject* value, uint16_t index, std::vector<Operand>& out, const
     for (Py_ssize_t i = 0; i < n; ++i) {
         PyObject* item = PySequence_Fast_GET_ITEM(value, i);
         if (THPVariable_Check(item))
-            out.push_back({item, index, int16_t(i), py.isDTensor(item), false});
+            out.push_back(
+                {item, THPVariable_Unpack(item), index, int16_t(i), py.isDTensor(item), false});
     }
 }
 
@@ -114,11 +124,30 @@ std::string describeTensor(const at::Tensor& t) {
            t.device().str();
 }
 
-// Adds a PEP 678 note to the exception being raised.
-void addNote(const std::string& note) {
+// Adds a PEP 678 note to the exception being raised. `inMessage`: append it
+// to the message instead, for exceptions something else re-raises without
+// their notes (Dynamo wraps errors raised while it traces).
+void addNote(const std::string& note, bool inMessage = false) {
     PyObject *type, *value, *trace;
     PyErr_Fetch(&type, &value, &trace);
     PyErr_NormalizeException(&type, &value, &trace);
+    if (value && inMessage) {
+        PyRef text = PyRef::steal(PyObject_Str(value));
+        const char* utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
+        PyRef replaced = PyRef::steal(
+            utf8 ? PyObject_CallFunction(type, "s", (std::string(utf8) + "\n" + note).c_str())
+                 : nullptr);
+        if (replaced && PyExceptionInstance_Check(replaced.get())) {
+            PyException_SetCause(replaced.get(), Py_NewRef(value));
+            Py_DECREF(value);
+            value = replaced.release();
+            Py_DECREF(type);
+            type = Py_NewRef(reinterpret_cast<PyObject*>(Py_TYPE(value)));
+            PyErr_Restore(type, value, trace);
+            return;
+        }
+        PyErr_Clear();
+    }
     if (value) {
         PyRef text = PyRef::steal(PyUnicode_FromString(note.c_str()));
         PyRef done = PyRef::steal(PyObject_CallMethod(value, "add_note", "O", text.get()));
@@ -154,7 +183,23 @@ class OpCall {
           m_args(args),
           m_kwargs(kwargs) {}
 
+    // The dispatcher hook's call: operands scanned from the boxed stack.
+    OpCall(Agent& agent, OpInfo& info, std::vector<Operand> inputs)
+        : m_agent(agent),
+          m_writer(agent.writer()),
+          m_py(agent.py()),
+          m_func(nullptr),
+          m_args(nullptr),
+          m_kwargs(nullptr),
+          m_info(&info),
+          m_inputs(std::move(inputs)) {}
+
     PyObject* run();
+    // Dispatcher hook: records a DTensor op that has run (outputs empty when
+    // it raised).
+    void recordDTensorOp(int64_t start, int64_t end, const std::vector<Operand>& outputs);
+    // Dispatcher hook: tags or propagates provenance after a plain op ran.
+    void afterPlainOp(const std::vector<Operand>& outputs);
 
   private:
     PyObject* call(PyObject* callable, PyObject* args, PyObject* kwargs) {
@@ -163,13 +208,18 @@ class OpCall {
     PyObject* plainOp();
     PyObject* dtensorOp();
     PyObject* incident();
-    void tagOutputs(PyObject* result, const Provenance& provenance);
-    void propagate(PyObject* result);
+    void tagOutputs(const std::vector<Operand>& outputs, const Provenance& provenance);
+    void propagate(const std::vector<Operand>& outputs);
+    bool tagsFactory() const;
+    std::vector<Operand> scanResult(PyObject* result) const;
     TensorId tensorId(const Operand& op, const DTensorFacts* facts);
     void addOperands(std::vector<OperandRecord>& out, const std::vector<Operand>& ops,
                      OperandRole role);
     OpSeq recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
                    OpInfo& info);
+    OpSeq recordOp(int64_t start, int64_t end, const std::vector<Operand>& outputs,
+                   IncidentSeq incident, OpInfo& info);
+    void findReference();
     std::string incidentText(const IncidentRecord& inc, const Operand& plain,
                              const Classification& c, const UserFrame& frame) const;
     PyObject* raiseIncident(IncidentRecord& inc, const Operand& plain, const Classification& cls,
@@ -192,6 +242,10 @@ class OpCall {
                               const std::vector<std::pair<const Operand*, PyRef>>& sharded,
                               const PromotionTarget& target, std::string& rule);
     Classification classifyOperand(const Operand& op);
+    // While torch.compile traces: the user frames Dynamo is tracing and the
+    // real tensor behind the fake plain operand.
+    bool traceFacts(const Operand& plain);
+    uint64_t fingerprint(const Operand& op) const;
     bool isScalarList(const Operand& op) const;
     PolicyDecision decide(const Operand& op, const Classification& cls,
                           const UserFrame& frame) const;
@@ -207,37 +261,94 @@ class OpCall {
     const Operand* m_reference = nullptr;  // first DTensor operand
     DTensorFacts m_refFacts;
     std::string m_policyRule;
+    bool m_traced = false;
+    std::vector<Frame> m_tracedFrames;  // innermost first
+    std::string m_tracedFile;           // of the innermost
+    PyObject* m_fake = nullptr;         // the traced plain operand (borrowed)
+    PyRef m_real;                       // the real tensor behind it
 };
+
+PyObject* tracingHelper(const char* name) {
+    PyRef mod = PyRef::steal(PyImport_ImportModule("meshscope._tracing"));
+    PyObject* fn = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr;
+    if (!fn) PyErr_Clear();
+    return fn;  // kept for the process
+}
+
+bool OpCall::traceFacts(const Operand& plain) {
+    if (!plain.obj || !plain.tensor().key_set().has(c10::DispatchKey::Python)) return false;
+    static PyObject* userStack = tracingHelper("user_stack");
+    static PyObject* realTensor = tracingHelper("real_tensor");
+    PyRef stack = PyRef::steal(userStack ? PyObject_CallNoArgs(userStack) : nullptr);
+    if (!stack || !PyList_Check(stack.get())) {
+        PyErr_Clear();
+        return false;
+    }
+    m_traced = true;
+    for (Py_ssize_t i = PyList_GET_SIZE(stack.get()) - 1; i >= 0; --i) {
+        const char* file = nullptr;
+        const char* function = nullptr;
+        int line = 0;
+        if (PyArg_ParseTuple(PyList_GET_ITEM(stack.get(), i), "sis", &file, &line, &function)) {
+            if (m_tracedFrames.empty()) m_tracedFile = file;
+            m_tracedFrames.push_back(Frame{m_writer.intern(file), line, m_writer.intern(function)});
+        }
+        PyErr_Clear();
+    }
+    m_fake = plain.obj;
+    m_real = PyRef::steal(realTensor ? PyObject_CallOneArg(realTensor, plain.obj) : nullptr);
+    if (!m_real || !THPVariable_Check(m_real.get())) m_real = PyRef{};
+    PyErr_Clear();
+    return true;
+}
+
+uint64_t OpCall::fingerprint(const Operand& op) const {
+    if (m_real && op.obj == m_fake) return fingerprintTensor(THPVariable_Unpack(m_real.get()));
+    return fingerprintTensor(op.tensor());
+}
 
 PyObject* OpCall::run() {
     m_info = &m_py.opInfo(m_func, m_writer);
     m_inputs = scanArgs(m_args, m_kwargs, m_py);
-    for (const Operand& op : m_inputs)
-        if (op.dtensor) {
-            m_reference = &op;
-            break;
-        }
+    findReference();
     if (!m_reference) return plainOp();
     bool mixed = false;
     for (Operand& op : m_inputs)
         if (!op.dtensor && isPlainMixedCandidate(op.tensor())) mixed = op.mixed = true;
-    m_refFacts = m_py.dtensorFacts(m_reference->obj, m_writer);
     return mixed ? incident() : dtensorOp();
 }
 
-// An op on plain tensors only: not recorded at DTensor level, but provenance
-// flows from inputs to outputs and new tensors get tagged by phase.
-PyObject* OpCall::plainOp() {
-    if (m_agent.promotions().size() && m_agent.phase() == Phase::Backward)
-        if (PyObject* result = substitutePromoted()) return result;
-    if (PyErr_Occurred()) return nullptr;
-    PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
-    if (!result) return nullptr;
+void OpCall::findReference() {
+    for (const Operand& op : m_inputs)
+        if (op.dtensor) {
+            m_reference = &op;
+            m_refFacts = m_py.dtensorFacts(op.obj, m_writer);
+            return;
+        }
+}
+
+void OpCall::recordDTensorOp(int64_t start, int64_t end, const std::vector<Operand>& outputs) {
+    findReference();
+    recordOp(start, end, outputs, IncidentSeq{}, *m_info);
+}
+
+std::vector<Operand> OpCall::scanResult(PyObject* result) const {
+    std::vector<Operand> outs;
+    if (result) scanValue(result, 0, outs, m_py);
+    return outs;
+}
+
+bool OpCall::tagsFactory() const {
     Phase phase = m_agent.phase();
-    if (m_info->isFactory &&
-        (phase == Phase::Forward || phase == Phase::Optimizer || phase == Phase::Data)) {
+    return m_info->isFactory &&
+           (phase == Phase::Forward || phase == Phase::Optimizer || phase == Phase::Data);
+}
+
+void OpCall::afterPlainOp(const std::vector<Operand>& outputs) {
+    if (tagsFactory()) {
         UserFrame frame = m_agent.frames().userFrame(m_writer);
         const std::string& label = Agent::threadPhaseLabel();
+        Phase phase = m_agent.phase();
         Provenance p;
         p.createdAt = frame.stack;
         std::string where =
@@ -255,10 +366,21 @@ PyObject* OpCall::plainOp() {
             p.evidence = "created by " + m_info->text + " while loading data" +
                          (label.empty() ? "" : " (" + label + ")") + where;
         }
-        tagOutputs(result, p);
+        tagOutputs(outputs, p);
     } else if (m_agent.tensors().hasProvenance()) {
-        propagate(result);
+        propagate(outputs);
     }
+}
+
+// An op on plain tensors only: not recorded at DTensor level, but provenance
+// flows from inputs to outputs and new tensors get tagged by phase.
+PyObject* OpCall::plainOp() {
+    if (m_agent.promotions().size() && m_agent.phase() == Phase::Backward)
+        if (PyObject* result = substitutePromoted()) return result;
+    if (PyErr_Occurred()) return nullptr;
+    PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
+    if (!result) return nullptr;
+    if (tagsFactory() || m_agent.tensors().hasProvenance()) afterPlainOp(scanResult(result));
     return result;
 }
 
@@ -282,22 +404,18 @@ PyObject* OpCall::substitutePromoted() {
     return result;
 }
 
-void OpCall::tagOutputs(PyObject* result, const Provenance& provenance) {
-    std::vector<Operand> outs;
-    scanValue(result, 0, outs, m_py);
+void OpCall::tagOutputs(const std::vector<Operand>& outs, const Provenance& provenance) {
     for (const Operand& op : outs)
         if (!op.dtensor) m_agent.tensors().setProvenance(op.tensor(), provenance);
 }
 
-void OpCall::propagate(PyObject* result) {
+void OpCall::propagate(const std::vector<Operand>& outs) {
     const Provenance* source = nullptr;
     for (const Operand& op : m_inputs)
         if ((source = m_agent.tensors().provenance(op.tensor()))) break;
     if (!source) return;
     Provenance derived = *source;
     derived.derived = true;
-    std::vector<Operand> outs;
-    scanValue(result, 0, outs, m_py);
     for (const Operand& op : outs)
         if (!op.dtensor && !m_agent.tensors().provenance(op.tensor()))
             m_agent.tensors().setProvenance(op.tensor(), derived);
@@ -357,6 +475,11 @@ void OpCall::addOperands(std::vector<OperandRecord>& out, const std::vector<Oper
 
 OpSeq OpCall::recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
                        OpInfo& info) {
+    return recordOp(start, end, scanResult(result), incident, info);
+}
+
+OpSeq OpCall::recordOp(int64_t start, int64_t end, const std::vector<Operand>& outputs,
+                       IncidentSeq incident, OpInfo& info) {
     OpRecord rec;
     rec.startNs = start;
     rec.endNs = end;
@@ -368,11 +491,7 @@ OpSeq OpCall::recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq
     rec.depth = Agent::threadDepth();
     rec.incident = incident;
     addOperands(rec.operands, m_inputs, OperandRole::Input);
-    if (result) {
-        std::vector<Operand> outs;
-        scanValue(result, 0, outs, m_py);
-        addOperands(rec.operands, outs, OperandRole::Output);
-    }
+    addOperands(rec.operands, outputs, OperandRole::Output);
     return m_writer.submit(std::move(rec));
 }
 
@@ -433,9 +552,10 @@ std::string OpCall::incidentText(const IncidentRecord& inc, const Operand& plain
 }
 
 Classification OpCall::classifyOperand(const Operand& op) {
-    const at::Tensor& t = op.tensor();
+    bool real = m_real && op.obj == m_fake;  // a fake tensor Dynamo traces
+    const at::Tensor& t = real ? THPVariable_Unpack(m_real.get()) : op.tensor();
     ClassifyInput ci;
-    ci.plainObj = op.obj;
+    ci.plainObj = real ? m_real.get() : op.obj;
     ci.plain = &t;
     ci.provenance = m_agent.tensors().provenance(t);
     ci.opName = m_info->text;
@@ -443,7 +563,14 @@ Classification OpCall::classifyOperand(const Operand& op) {
     ci.insideLoadStateDict = Agent::insideLoadStateDict();
     ci.phase = m_agent.phase();
     ci.phaseLabel = Agent::threadPhaseLabel();
-    return classify(ci);
+    Classification c = classify(ci);
+    if (!m_traced || op.obj != m_fake) return c;
+    if (c.origin == OriginClass::Unknown && real) {
+        c.origin = OriginClass::InputData;
+        c.evidence = "passed as input into the torch.compile'd code (a graph input)";
+    }
+    c.evidence += "; found while torch.compile traced it";
+    return c;
 }
 
 // A tensor of per-tensor scalars in a foreach op (`_foreach_addcdiv_.Tensor`).
@@ -466,7 +593,15 @@ PyObject* OpCall::incident() {
             plain = &op;
             break;
         }
-    UserFrame frame = m_agent.frames().userFrame(m_writer, true);
+    UserFrame frame;
+    if (traceFacts(*plain) && !m_tracedFrames.empty()) {
+        const Frame& f = m_tracedFrames.front();
+        frame.file = m_tracedFile;
+        frame.line = f.line;
+        frame.stack = m_writer.internStack(std::span<const Frame>(&f, 1));
+    } else {
+        frame = m_agent.frames().userFrame(m_writer, true);
+    }
     Classification cls = classifyOperand(*plain);
     bool byTorch = at::get_dtensor_allow_implicit_replication();
     PolicyDecision decision =
@@ -486,7 +621,10 @@ PyObject* OpCall::incident() {
     inc.origin = cls.origin;
     inc.evidence = m_writer.intern(cls.evidence);
     inc.action = decision.action;
-    inc.stack = m_agent.frames().shortStack(m_writer);
+    inc.stack = m_traced && !m_tracedFrames.empty()
+                    ? m_writer.internStack(std::span<const Frame>(
+                          m_tracedFrames.data(), std::min<size_t>(m_tracedFrames.size(), 12)))
+                    : m_agent.frames().shortStack(m_writer);
     addOperands(inc.operands, m_inputs, OperandRole::Input);
 
     if (decision.action == Action::Observed || decision.action == Action::StrictError)
@@ -522,7 +660,7 @@ PyObject* OpCall::observeWithModeBelow(IncidentRecord& inc, const Operand& plain
     PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
     PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
     PyErr_Fetch(&type, &value, &trace);
-    inc.fingerprint = fingerprintTensor(plain.tensor());
+    inc.fingerprint = fingerprint(plain);
     if (result) {
         bool replicates = name.find("Promotion") != std::string::npos;
         inc.action = replicates ? Action::Replicated : Action::Observed;
@@ -541,7 +679,8 @@ PyObject* OpCall::observeWithModeBelow(IncidentRecord& inc, const Operand& plain
     m_writer.flushNow();
     PyErr_Restore(type, value, trace);
     addNote("meshscope: " + text + "\n  recorded as incident #" + std::to_string(seq.value()) +
-            " in " + m_writer.path().string());
+                " in " + m_writer.path().string(),
+            m_traced);
     return nullptr;
 }
 
@@ -568,7 +707,7 @@ PyObject* OpCall::raiseIncident(IncidentRecord& inc, const Operand& plain,
     }
     PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
     if (!result) {
-        addNote("meshscope: " + text + "\n" + where);
+        addNote("meshscope: " + text + "\n" + where, m_traced);
         return nullptr;
     }
     // DTensor accepted what we predicted it would reject.
@@ -624,7 +763,8 @@ Promotion OpCall::promote(const Plan& p, const PromotionTarget& target) {
         return reused;
     }
     Promotion made = promoteToDTensor(m_py, p.operand->obj, p.action, target);
-    if (made.value) m_agent.promotions().insert(plain, made.value.get());
+    if (made.value)
+        m_agent.promotions().insert(plain, made.value.get(), p.action == Action::ShardedFromLocal);
     return made;
 }
 
@@ -677,7 +817,7 @@ PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const Use
     std::string placements, error;
     std::vector<std::pair<const Operand*, PyRef>> sharded;  // for the Replicate() retry
     for (const Plan& p : plans) {
-        uint64_t fp = fingerprintTensor(p.operand->tensor());
+        uint64_t fp = fingerprint(*p.operand);
         combined.update(&fp, sizeof fp);
         if (!inc.fingerprint) inc.fingerprint = fp;
         if (byTorch) {
@@ -765,6 +905,279 @@ PyObject* torchDispatch(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     PyRef call = PyRef::steal(PyObject_GetAttrString(func, "_op"));
     if (!call) PyErr_Clear();
     return PyObject_Call(call ? call.get() : func, args ? args : emptyArgs(), kwargs);
+}
+
+}  // namespace meshscope::capture
+
+namespace meshscope::capture {
+namespace {
+
+// The dispatcher's spare mode key. Nothing in torch registers a kernel for
+// it; meshscope registers a boxed fallback and includes the key in the
+// attaching thread's dispatch (autograd carries it into backward).
+constexpr c10::DispatchKey kHookKey = c10::DispatchKey::TESTING_ONLY_GenericMode;
+
+// Runs the op below the hook. The key is excluded meanwhile, so the ops
+// DTensor's dispatch runs inside (local compute, redistributions) and the
+// decompositions of composite ops never come back here.
+void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    c10::impl::ExcludeDispatchKeyGuard guard(kHookKey);
+    op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kHookKey), stack);
+}
+
+// Tensor operands of one boxed value (a tensor, or tensors inside a list).
+// DTensor-ness is read from the tensor's Python object without the GIL: the
+// object's type pointer does not change while the tensor holds it.
+void scanIValue(const c10::IValue& v, uint16_t index, std::vector<Operand>& out,
+                PyTypeObject* dtensorType) {
+    auto add = [&](const at::Tensor& t, int16_t element) {
+        if (!t.defined()) return;
+        PyObject* obj = t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj();
+        bool dtensor = obj && t.key_set().has(c10::DispatchKey::Python) &&
+                       PyObject_TypeCheck(obj, dtensorType);
+        out.push_back({obj, t, index, element, dtensor, false});
+    };
+    if (v.isTensor()) {
+        add(v.toTensor(), -1);
+    } else if (v.isTensorList()) {
+        c10::List<at::Tensor> list = v.toTensorList();
+        for (size_t i = 0; i < list.size(); ++i)
+            add(list.get(i), int16_t(i));
+    } else if (v.isList()) {
+        c10::ArrayRef<c10::IValue> items = v.toListRef();
+        for (size_t i = 0; i < items.size(); ++i)
+            if (items[i].isTensor()) add(items[i].toTensor(), int16_t(i));
+    }
+}
+
+std::vector<Operand> scanStack(const torch::jit::Stack& stack, size_t count,
+                               PyTypeObject* dtensorType) {
+    std::vector<Operand> out;
+    size_t first = stack.size() - count;
+    for (size_t i = 0; i < count; ++i)
+        scanIValue(stack[first + i], uint16_t(i), out, dtensorType);
+    return out;
+}
+
+// Pushes an op's Python result onto the boxed stack as its schema's returns.
+void pushResult(const c10::FunctionSchema& schema, PyObject* result, torch::jit::Stack& stack) {
+    const auto& returns = schema.returns();
+    if (returns.size() == 1) {
+        stack.push_back(torch::jit::toIValue(result, returns[0].type()));
+        return;
+    }
+    for (size_t i = 0; i < returns.size(); ++i)
+        stack.push_back(torch::jit::toIValue(PyTuple_GET_ITEM(result, i), returns[i].type()));
+}
+
+// A mixed op: hand it to the Python-object path (classification, policy,
+// promotion through DTensor.from_local) as torch would hand it to a
+// TorchDispatchMode, and put its result back on the stack.
+void mixedOp(Agent& agent, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    pybind11::gil_scoped_acquire gil;
+    c10::impl::ExcludeDispatchKeyGuard guard(kHookKey);
+    const c10::FunctionSchema& schema = op.schema();
+    size_t nargs = schema.arguments().size();
+    PyObject* func = torch::detail::getTorchApiFunction(op).ptr();
+    PyRef positional = PyRef::steal(PyList_New(0));
+    PyRef kwargs = PyRef::steal(PyDict_New());
+    size_t first = stack->size() - nargs;
+    for (size_t i = 0; i < nargs; ++i) {
+        const c10::Argument& arg = schema.arguments()[i];
+        pybind11::object value = torch::jit::toPyObject((*stack)[first + i]);
+        if (arg.kwarg_only())
+            PyDict_SetItemString(kwargs.get(), arg.name().c_str(), value.ptr());
+        else
+            PyList_Append(positional.get(), value.ptr());
+    }
+    torch::jit::drop(*stack, nargs);
+    PyRef args = PyRef::steal(PyList_AsTuple(positional.get()));
+    PyRef result = PyRef::steal(OpCall(agent, func, args.get(), kwargs.get()).run());
+    if (!result) throw pybind11::error_already_set();
+    pushResult(schema, result.get(), *stack);
+}
+
+// Retries an op that raised once when a promotion meshscope laid out as
+// Shard() is among its operands: DTensor has no correct strategy for some
+// ops with such operands (index_put in the backward of an index lookup whose
+// indices were promoted). The same global tensors laid out as Replicate()
+// are always valid, so every DTensor operand except an in-place destination
+// is redistributed and the op runs again through DTensor's own dispatch.
+// Leaves the outputs on `stack` and returns true on success; false (the
+// first error stands) otherwise.
+bool retryReplicated(Agent& agent, const c10::OperatorHandle& op,
+                     const std::vector<Operand>& inputs, std::vector<c10::IValue> args,
+                     torch::jit::Stack& stack, size_t base, const std::exception& first) {
+    pybind11::gil_scoped_acquire gil;
+    if (Agent::current() != &agent) return false;
+    c10::impl::ExcludeDispatchKeyGuard guard(kHookKey);
+    bool promoted = false;
+    for (const Operand& o : inputs)
+        promoted = promoted || (o.dtensor && agent.promotions().isShardedPromotion(o.tensor()));
+    if (!promoted) return false;
+    const c10::FunctionSchema& schema = op.schema();
+    std::string name = operatorText(op.operator_name());
+    bool inPlace = name.find("_.") != std::string::npos || name.ends_with("_");
+    PyTorch& py = agent.py();
+    auto replicated = [&](PyObject* dtensor) -> PyObject* {  // new reference or null
+        DTensorFacts facts = py.dtensorFacts(dtensor, agent.writer());
+        PyRef placements = PyRef::steal(PyList_New(std::max(1, facts.meshNdim)));
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(placements.get()); ++k)
+            PyList_SET_ITEM(placements.get(), k, Py_NewRef(py.replicate()));
+        return PyObject_CallMethod(dtensor, "redistribute", "OO", facts.meshObj, placements.get());
+    };
+    PyRef positional = PyRef::steal(PyList_New(0));
+    PyRef kwargs = PyRef::steal(PyDict_New());
+    for (size_t i = 0; i < args.size(); ++i) {
+        pybind11::object original = torch::jit::toPyObject(args[i]);
+        PyRef value = PyRef::borrow(original.ptr());
+        if (py.isDTensor(value.get()) && !(inPlace && i == 0)) {
+            value = PyRef::steal(replicated(value.get()));
+        } else if (PyList_Check(value.get()) || PyTuple_Check(value.get())) {
+            PyRef list = PyRef::steal(PySequence_List(value.get()));
+            for (Py_ssize_t k = 0; list && k < PyList_GET_SIZE(list.get()); ++k) {
+                PyObject* item = PyList_GET_ITEM(list.get(), k);
+                if (!py.isDTensor(item)) continue;
+                PyObject* moved = replicated(item);
+                if (!moved) {
+                    list = PyRef{};
+                    break;
+                }
+                PyList_SetItem(list.get(), k, moved);
+            }
+            value = std::move(list);
+        }
+        if (!value) {
+            PyErr_Clear();
+            return false;
+        }
+        const c10::Argument& arg = schema.arguments()[i];
+        if (arg.kwarg_only())
+            PyDict_SetItemString(kwargs.get(), arg.name().c_str(), value.get());
+        else
+            PyList_Append(positional.get(), value.get());
+    }
+    PyRef tuple = PyRef::steal(PyList_AsTuple(positional.get()));
+    PyObject* func = torch::detail::getTorchApiFunction(op).ptr();
+    PyRef result = PyRef::steal(PyObject_Call(func, tuple.get(), kwargs.get()));
+    if (!result) {
+        PyErr_Clear();
+        return false;
+    }
+    // A failed boxed call leaves its arguments on the stack, or some of them.
+    stack.resize(std::min(stack.size(), base));
+    pushResult(schema, result.get(), stack);
+    agent.warnOnce("retry", "meshscope: " + name +
+                                " rejected an operand meshscope had promoted with Shard() (" +
+                                std::string(first.what()).substr(0, 120) +
+                                "); retried with its operands redistributed to Replicate()");
+    return true;
+}
+
+void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    Agent* agent = Agent::current();
+    PyTypeObject* dtensorType = agent ? agent->py().dtensorType() : nullptr;
+    if (!dtensorType) return redispatch(op, ks, stack);
+    const c10::FunctionSchema& schema = op.schema();
+    std::vector<Operand> inputs = scanStack(*stack, schema.arguments().size(), dtensorType);
+    bool dtensor = false, mixed = false;
+    for (const Operand& o : inputs)
+        dtensor = dtensor || o.dtensor;
+    if (dtensor)
+        for (Operand& o : inputs)
+            if (!o.dtensor && isPlainMixedCandidate(o.tensor())) mixed = o.mixed = true;
+    if (mixed) return mixedOp(*agent, op, stack);
+
+    if (!dtensor) {  // plain op: only provenance bookkeeping, and only when needed
+        Phase phase = agent->phase();
+        bool factory =
+            inputs.empty() &&
+            (phase == Phase::Forward || phase == Phase::Optimizer || phase == Phase::Data) &&
+            isFactoryName(operatorText(op.operator_name()));
+        bool propagate = !inputs.empty() && agent->tensors().hasProvenance();
+        redispatch(op, ks, stack);
+        if (!factory && !propagate) return;
+        pybind11::gil_scoped_acquire gil;
+        if (Agent::current() != agent) return;  // detached meanwhile
+        try {
+            std::vector<Operand> outputs = scanStack(*stack, schema.returns().size(), dtensorType);
+            OpCall(*agent, agent->py().opInfo(op, agent->writer()), std::move(inputs))
+                .afterPlainOp(outputs);
+        } catch (const std::exception& e) {
+            agent->counters().agentErrors.fetch_add(1);
+            agent->warnOnce("dispatch", std::string("meshscope: provenance: ") + e.what());
+        }
+        return;
+    }
+
+    RankWriter& writer = agent->writer();
+    int64_t start = writer.nowNs();
+    ++Agent::threadDepth();
+    auto record = [&](bool ran) {
+        int64_t end = writer.nowNs();
+        pybind11::gil_scoped_acquire gil;
+        if (Agent::current() != agent) return;
+        PendingError pending;
+        try {
+            std::vector<Operand> outputs;
+            if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
+            OpCall(*agent, agent->py().opInfo(op, writer), std::move(inputs))
+                .recordDTensorOp(start, end, outputs);
+        } catch (const std::exception& e) {
+            agent->counters().agentErrors.fetch_add(1);
+            agent->warnOnce("record", std::string("could not record an op: ") + e.what());
+        }
+    };
+    // A promotion laid out as Shard(batch) can meet an op DTensor has no
+    // correct strategy for (index_put in the backward of an index lookup
+    // whose indices were promoted): keep the arguments for one retry.
+    std::vector<c10::IValue> saved;
+    size_t base = stack->size() - schema.arguments().size();
+    if (agent->promotions().anySharded()) saved.assign(stack->begin() + base, stack->end());
+    try {
+        redispatch(op, ks, stack);
+    } catch (const std::exception& e) {
+        --Agent::threadDepth();
+        if (!saved.empty() &&
+            retryReplicated(*agent, op, inputs, std::move(saved), *stack, base, e)) {
+            record(true);
+            return;
+        }
+        record(false);
+        throw;
+    }
+    --Agent::threadDepth();
+    agent->counters().ops.fetch_add(1, std::memory_order_relaxed);
+    record(true);
+}
+
+}  // namespace
+
+bool installDispatcherHook(std::string& why) {
+    static std::unique_ptr<torch::Library> library;
+    static std::string error;
+    if (library) return true;
+    if (error.empty()) {
+        try {
+            auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kHookKey,
+                                                        __FILE__, __LINE__);
+            lib->fallback(torch::CppFunction::makeFromBoxedFunction<&hookFallback>());
+            library = std::move(lib);
+            return true;
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+    }
+    why = error;
+    return false;
+}
+
+void enableDispatcherHook(bool on) {
+    c10::impl::tls_set_dispatch_key_included(kHookKey, on);
+}
+
+bool dispatcherHookEnabled() {
+    return c10::impl::tls_is_dispatch_key_included(kHookKey);
 }
 
 }  // namespace meshscope::capture

@@ -194,6 +194,13 @@ PYBIND11_MODULE(_capture, m) {
     m.def("set_strict_error_type", [](py::object t) { setStrictErrorType(t.ptr()); });
     m.def("flush", [] { return attached().writer().flushNow(); });
     m.def("stats", &stats);
+    m.def("install_hook", [] {
+        std::string why;
+        bool ok = installDispatcherHook(why);
+        return py::make_tuple(ok, why);
+    });
+    m.def("enable_hook", &enableDispatcherHook);
+    m.def("hook_enabled", &dispatcherHookEnabled);
     m.def("load_run_json", &loadRunJson, py::arg("path"), py::arg("op_names") = true);
     // torch calls mode.__torch_dispatch__ and insists its __self__ is the
     // mode: bind the C++ handler to the mode instance as a builtin method.

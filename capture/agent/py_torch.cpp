@@ -48,6 +48,8 @@ std::vector<int64_t> intList(PyObject* seq) {
     return out;
 }
 
+}  // namespace
+
 bool isFactoryName(std::string_view name) {
     static constexpr std::string_view kFactories[] = {
         "aten::arange",       "aten::zeros",        "aten::ones",          "aten::full",
@@ -60,8 +62,6 @@ bool isFactoryName(std::string_view name) {
             return true;
     return false;
 }
-
-}  // namespace
 
 PyRef& PyRef::operator=(PyRef&& other) noexcept {
     if (this != &other) {
@@ -134,6 +134,7 @@ void PyTorch::load() {
 
 void PyTorch::clear() {
     m_ops.clear();
+    m_schemaOps.clear();
     m_dtypeIds.clear();
     m_deviceIds.clear();
     m_meshes.clear();
@@ -180,6 +181,22 @@ OpInfo& PyTorch::opInfo(PyObject* overload, RankWriter& writer) {
     info.isFactory = isFactoryName(info.text);
     info.isCopy = info.text == "aten::copy_" || info.text.starts_with("aten::copy_.");
     return m_ops.emplace(overload, std::move(info)).first->second;
+}
+
+OpInfo& PyTorch::opInfo(const c10::OperatorHandle& op, RankWriter& writer) {
+    const c10::FunctionSchema* key = &op.schema();
+    auto it = m_schemaOps.find(key);
+    if (it != m_schemaOps.end()) return it->second;
+    OpInfo info;
+    info.text = operatorText(op.operator_name());
+    info.name = writer.intern(info.text);
+    info.isFactory = isFactoryName(info.text);
+    info.isCopy = info.text == "aten::copy_" || info.text.starts_with("aten::copy_.");
+    return m_schemaOps.emplace(key, std::move(info)).first->second;
+}
+
+std::string operatorText(const c10::OperatorName& name) {
+    return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
 }
 
 std::string PyTorch::formatPlacement(PyObject* p) const {

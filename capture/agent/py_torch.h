@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
@@ -78,6 +79,11 @@ class PyTorch {
         return m_dtensorType && PyObject_TypeCheck(obj, m_dtensorType);
     }
     OpInfo& opInfo(PyObject* overload, RankWriter& writer);
+    // The same facts for an operator seen by the dispatcher hook (no Python
+    // object: `overload` and `call` stay empty).
+    OpInfo& opInfo(const c10::OperatorHandle& op, RankWriter& writer);
+    // The DTensor type; safe to compare against without the GIL.
+    PyTypeObject* dtensorType() const { return m_dtensorType; }
     // Mesh and placements of a DTensor; registers the mesh on first sight.
     DTensorFacts dtensorFacts(PyObject* dtensor, RankWriter& writer);
     std::string meshText(MeshId id) const;  // "mesh [2] ('model')"
@@ -113,6 +119,7 @@ class PyTorch {
     std::unordered_map<int, StringId> m_dtypeIds, m_deviceIds;
     PyRef m_specName, m_placementsName, m_meshName, m_dimName, m_reduceName, m_opName;
     std::unordered_map<PyObject*, OpInfo> m_ops;
+    std::unordered_map<const c10::FunctionSchema*, OpInfo> m_schemaOps;
     std::unordered_map<PyObject*, MeshEntry> m_meshes;
     std::unordered_map<std::string, StringId> m_placementText;
     struct PlacementsEntry {
@@ -122,6 +129,11 @@ class PyTorch {
     };
     std::unordered_map<PyObject*, PlacementsEntry> m_placementTuples;
 };
+
+// "aten::sub.Tensor", "aten::mm" (the default overload has no suffix), as
+// OpOverload.name() spells it.
+std::string operatorText(const c10::OperatorName& name);
+bool isFactoryName(std::string_view name);
 
 // torch's Python name of a dtype: "float32", "int64", "bfloat16".
 std::string dtypeName(c10::ScalarType type);

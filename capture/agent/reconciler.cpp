@@ -1,5 +1,8 @@
 #include "capture/agent/reconciler.h"
 
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/python_variable.h>
+
 #include <ATen/ATen.h>
 
 #include "core/util/content_hash.h"
@@ -26,6 +29,12 @@ std::string pythonError() {
 }  // namespace
 
 uint64_t fingerprintTensor(const at::Tensor& tensor) {
+    // Fake and meta tensors (while torch.compile traces) have no content.
+    if (tensor.is_meta() || tensor.key_set().has(c10::DispatchKey::Python)) return 0;
+    // Plain tensor ops only: no dispatch mode (a FakeTensorMode while Dynamo
+    // traces) may intercept the copies below.
+    c10::impl::ExcludeDispatchKeyGuard noModes(
+        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
     at::Tensor host = tensor.detach();
     if (!host.device().is_cpu()) host = host.to(at::kCPU);
     host = host.contiguous();
@@ -83,12 +92,23 @@ PyObject* PromotionCache::find(const at::Tensor& plain) {
     return it->second.promoted.get();
 }
 
-void PromotionCache::insert(const at::Tensor& plain, PyObject* promoted) {
+void PromotionCache::insert(const at::Tensor& plain, PyObject* promoted, bool sharded) {
     std::erase_if(m_entries, [](const auto& kv) { return kv.second.weak.expired(); });
     m_entries.insert_or_assign(
         plain.unsafeGetTensorImpl(),
         Entry{c10::weak_intrusive_ptr<c10::TensorImpl>(plain.getIntrusivePtr()),
               PyRef::borrow(promoted)});
+    if (!sharded || !THPVariable_Check(promoted)) return;
+    std::erase_if(m_sharded, [](const auto& kv) { return kv.second.expired(); });
+    const at::Tensor& dtensor = THPVariable_Unpack(promoted);
+    m_sharded.insert_or_assign(dtensor.unsafeGetTensorImpl(),
+                               c10::weak_intrusive_ptr<c10::TensorImpl>(dtensor.getIntrusivePtr()));
+    m_anySharded.store(true, std::memory_order_relaxed);
+}
+
+bool PromotionCache::isShardedPromotion(const at::Tensor& dtensor) const {
+    auto it = m_sharded.find(dtensor.unsafeGetTensorImpl());
+    return it != m_sharded.end() && !it->second.expired();
 }
 
 PyRef scalarOverload(PyObject* overload, bool asList) {

@@ -9,6 +9,7 @@
 // promotion valid across ranks. Requires the GIL.
 
 #include <Python.h>
+#include <atomic>
 
 #include <ATen/core/Tensor.h>
 
@@ -24,7 +25,8 @@ namespace meshscope::capture {
 
 // Content hash of a tensor's values, dtype and shape; equal on every rank
 // that holds equal content. (CPU: hashes the bytes; other devices: copies
-// to the host first.)
+// to the host first.) 0 for tensors without content: fake and meta tensors
+// while torch.compile traces.
 uint64_t fingerprintTensor(const at::Tensor& tensor);
 
 struct Promotion {
@@ -44,18 +46,27 @@ Promotion promoteToDTensor(PyTorch& py, PyObject* plain, Action action,
                            const PromotionTarget& target);
 Promotion scalarize(PyObject* plain, bool asList);
 
-// Promotions made so far, by the plain tensor they promoted. Autograd
-// records ops above the dispatch mode, so backward receives the plain tensors
-// it saved in forward (an index tensor, a transposed input); they are
-// replaced by the same DTensor forward used, so forward and backward agree
-// on one global tensor. Entries die with their plain tensor (swept on
-// insert), so the cache holds only live promotions.
+// Promotions made so far, by the plain tensor they promoted: a plain tensor
+// used twice is promoted once. Under the TorchDispatchMode (below autograd)
+// backward receives the plain tensors autograd saved in forward (an index
+// tensor, a transposed input); they are replaced by the same DTensor forward
+// used, so forward and backward agree on one global tensor. Sharded
+// promotions are also known by their DTensor, for the dispatcher hook's
+// Replicate() retry. Entries die with their tensors (swept on insert), so
+// the cache holds only live promotions.
 class PromotionCache {
   public:
     // The DTensor `plain` was promoted to (borrowed), or nullptr.
     PyObject* find(const at::Tensor& plain);
-    void insert(const at::Tensor& plain, PyObject* promoted);
-    void clear() { m_entries.clear(); }
+    void insert(const at::Tensor& plain, PyObject* promoted, bool sharded);
+    // Whether `dtensor` is a live promotion laid out with Shard().
+    bool isShardedPromotion(const at::Tensor& dtensor) const;
+    // Read without the GIL: any sharded promotion ever made in this attach.
+    bool anySharded() const { return m_anySharded.load(std::memory_order_relaxed); }
+    void clear() {
+        m_entries.clear();
+        m_sharded.clear();
+    }
     size_t size() const { return m_entries.size(); }
 
   private:
@@ -64,6 +75,8 @@ class PromotionCache {
         PyRef promoted;
     };
     std::unordered_map<const c10::TensorImpl*, Entry> m_entries;
+    std::unordered_map<const c10::TensorImpl*, c10::weak_intrusive_ptr<c10::TensorImpl>> m_sharded;
+    std::atomic<bool> m_anySharded{false};
 };
 
 // The overload of the same op that takes Python scalars where `overload`

@@ -11,6 +11,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/intrusive_ptr.h>
+#include <atomic>
 
 #include <cstdint>
 #include <functional>
@@ -49,7 +50,8 @@ class TensorTable {
 
     void setProvenance(const at::Tensor& tensor, Provenance provenance);
     const Provenance* provenance(const at::Tensor& tensor);
-    bool hasProvenance() const { return m_withProvenance > 0; }
+    // Read without the GIL by the dispatcher hook's plain-op fast path.
+    bool hasProvenance() const { return m_withProvenance.load(std::memory_order_relaxed) > 0; }
 
     size_t size() const { return m_entries.size(); }
     uint64_t clearedEntries() const { return m_cleared; }
@@ -61,7 +63,7 @@ class TensorTable {
     std::function<TensorId()> m_newId;
     std::unordered_map<const c10::TensorImpl*, Entry> m_entries;
     size_t m_sweepAt = 1 << 14;
-    size_t m_withProvenance = 0;
+    std::atomic<size_t> m_withProvenance{0};
     uint64_t m_cleared = 0;
 };
 

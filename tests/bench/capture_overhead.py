@@ -1,6 +1,6 @@
 """Capture overhead on a DTensor training loop, measured side by side in one run.
 
-    .venv/bin/python tests/bench/capture_overhead.py [--rounds 5] [--steps 20]
+    .venv/bin/python tests/bench/capture_overhead.py [--rounds 15] [--steps 8]
         [--dim 256 --hidden 1024 --batch 32]
 
 Starts 2 ranks (gloo, CPU). Each rank trains a tensor-parallel MLP (Colwise
@@ -8,7 +8,10 @@ then Rowwise Linear layers, Adam) under five configurations, interleaved in
 rounds so machine noise hits all of them alike: no instrumentation,
 CommDebugMode, torch.profiler(record_shapes=True), meshscope observe at level
 dtensor, meshscope observe at level all. Prints the median step time of each
-and its ratio to the uninstrumented loop (rank 0)."""
+and its ratio to the uninstrumented loop (rank 0), in wall time and in the
+process's CPU time (all its threads: the agent's writer thread counts; time
+spent waiting for the other rank does not, so it is the less noisy of the two
+on a shared machine)."""
 
 from __future__ import annotations
 
@@ -25,13 +28,15 @@ import time
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--steps", type=int, default=20, help="steps per configuration per round")
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--steps", type=int, default=8, help="steps per configuration per round")
     p.add_argument("--dim", type=int, default=256)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--layers", type=int, default=2, help="Colwise/Rowwise pairs")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--world", type=int, default=2)
+    p.add_argument("--only", default="", help="comma-separated configuration numbers "
+                   "(0 = no instrumentation, always run), e.g. --only 3,4")
     return p.parse_args()
 
 
@@ -107,9 +112,13 @@ def rank_main(args: argparse.Namespace) -> None:
         "meshscope observe, level dtensor": (lambda: meshscope_level("dtensor"), False),
         "meshscope observe, level all": (lambda: meshscope_level("all"), False),
     }
+    if args.only:
+        keep = {0, *(int(i) for i in args.only.split(","))}
+        configs = {name: c for i, (name, c) in enumerate(configs.items()) if i in keep}
     for _ in range(5):
         step()
     times: dict[str, list[float]] = {name: [] for name in configs}
+    cpu: dict[str, list[float]] = {name: [] for name in configs}
     names = list(configs)
     for r in range(args.rounds):
         order = names[r % len(names):] + names[:r % len(names)]  # rotate: no fixed position
@@ -121,21 +130,36 @@ def rank_main(args: argparse.Namespace) -> None:
                 with inner():
                     step()  # warm the configuration (first-step costs are not per-step)
                 dist.barrier()
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.thread_time()
                 for _ in range(args.steps):
                     with inner():
                         step()
+                cpu[name].append((time.thread_time() - start_cpu) / args.steps)
                 dist.barrier()
                 times[name].append((time.perf_counter() - start) / args.steps)
     if rank == 0:
-        base = statistics.median(times["no instrumentation"])
+        base, base_cpu = times["no instrumentation"], cpu["no instrumentation"]
+
+        def paired(values: list[float], against: list[float]) -> tuple[float, float, float]:
+            # ratio to the uninstrumented block of the same round (drift cancels),
+            # median and interquartile range over rounds
+            ratios = sorted(v / b for v, b in zip(values, against))
+            q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+            return statistics.median(ratios), q[0], q[-1]
+
         print(f"DTensor MLP: {args.layers}x(Colwise {args.dim}->{args.hidden}, Rowwise "
               f"{args.hidden}->{args.dim}), batch {args.batch}, Adam, {dist.get_world_size()} "
-              f"ranks gloo; {args.rounds} rounds x {args.steps} steps, medians")
-        print(f"{'configuration':40s} {'ms/step':>9s} {'ratio':>7s}")
+              f"ranks gloo; {args.rounds} rounds x {args.steps} steps")
+        print("ratio: median over rounds of (step time / uninstrumented step time of the same "
+              "round), [interquartile range]; cpu: the training thread's CPU time")
+        print(f"{'configuration':36s} {'ms/step':>8s} {'ratio':>7s} {'IQR':>13s} "
+              f"{'cpu ms':>7s} {'ratio':>7s} {'IQR':>13s}")
         for name in names:
-            median = statistics.median(times[name])
-            print(f"{name:40s} {median * 1e3:9.3f} {median / base:6.3f}x")
+            wall, wall_lo, wall_hi = paired(times[name], base)
+            c, c_lo, c_hi = paired(cpu[name], base_cpu)
+            print(f"{name:36s} {statistics.median(times[name]) * 1e3:8.2f} {wall:6.3f}x "
+                  f"[{wall_lo:5.3f},{wall_hi:5.3f}] {statistics.median(cpu[name]) * 1e3:7.2f} "
+                  f"{c:6.3f}x [{c_lo:5.3f},{c_hi:5.3f}]")
     dist.destroy_process_group()
 
 

@@ -48,20 +48,24 @@ def test_attach_is_idempotent_and_detach_restores_everything(mesh, run_dir):
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
     from torch.utils.data import dataloader
 
+    from meshscope import _capture
+
     before = (DTensor.to_local, torch.nn.Module.load_state_dict,
               dataloader._BaseDataLoaderIter.__next__, funcol.all_gather_tensor,
-              list(_get_current_dispatch_mode_stack()))
+              list(_get_current_dispatch_mode_stack()), torch.compile, _capture.hook_enabled())
+    assert before[-1] is False
     session = meshscope.attach(run_dir)
     assert meshscope.attach(run_dir) is session
     with pytest.raises(ValueError, match="already attached"):
         meshscope.attach(run_dir, policy="auto")
     assert DTensor.to_local is not before[0]
-    assert len(_get_current_dispatch_mode_stack()) == len(before[4]) + 1
+    assert _capture.hook_enabled()  # the dispatcher hook, not a Python mode
+    assert list(_get_current_dispatch_mode_stack()) == before[4]
     meshscope.detach()
     meshscope.detach()  # twice is fine
     after = (DTensor.to_local, torch.nn.Module.load_state_dict,
              dataloader._BaseDataLoaderIter.__next__, funcol.all_gather_tensor,
-             list(_get_current_dispatch_mode_stack()))
+             list(_get_current_dispatch_mode_stack()), torch.compile, _capture.hook_enabled())
     assert after == before
     assert Path(session.rank_file).exists()
 
@@ -224,6 +228,42 @@ def test_level_all_records_aten_ops_including_backward(mesh, run_dir):
     assert rank["op_phases"].get("backward", 0) > 0
     assert rank["op_names"].get("aten::mul.Tensor", 0) >= 1  # the DTensor-level op
     assert sum(rank["op_names"].values()) > 20  # and the aten ops under it
+
+
+def test_level_dtensor_records_backward_dtensor_ops(mesh, run_dir):
+    """The hook's key travels with autograd into backward: the DTensor ops of
+    backward are recorded (phase backward), not only forward's."""
+    meshscope.attach(run_dir)
+    w = torch.nn.Parameter(distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)]))
+    (w * 2).sum().backward()
+    meshscope.detach()
+    rank = meshscope.load_run(run_dir)["rank_details"][0]
+    assert rank["op_phases"].get("backward", 0) > 0, rank["op_phases"]
+    assert rank["op_names"].get("aten::mul.Tensor", 0) >= 1
+    assert sum(rank["op_names"].values()) < 20  # DTensor-level only: no local aten ops
+
+
+@pytest.mark.parametrize("hook", ["dispatcher", "mode"])
+def test_both_hooks_reconcile_the_same_incident(mesh, run_dir, monkeypatch, hook):
+    """MESHSCOPE_HOOK=mode selects the TorchDispatchMode that attach() falls
+    back to where the dispatcher key is taken: same records, same result."""
+    monkeypatch.setenv("MESHSCOPE_HOOK", hook)
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    from meshscope import _capture
+
+    meshscope.attach(run_dir, policy="auto")
+    assert _capture.hook_enabled() == (hook == "dispatcher")
+    assert len(_get_current_dispatch_mode_stack()) == (hook == "mode")
+    w = torch.nn.Parameter(distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)]))
+    out = w - torch.arange(16.0).reshape(4, 4)
+    out.sum().backward()
+    meshscope.detach()
+    assert torch.equal(out.full_tensor(), 1 - torch.arange(16.0).reshape(4, 4))
+    assert torch.equal(w.grad.full_tensor(), torch.ones(4, 4))
+    incident = incidents(run_dir)[0]
+    assert incident["op"] == "aten::sub.Tensor" and incident["outcome"] == "reconciled"
+    assert incident["stack"][0]["file"].endswith("test_agent.py")
 
 
 def _child(code: str, *args: str, **env: str) -> subprocess.Popen:

@@ -6,6 +6,8 @@ never per op (per-op work is in C++)."""
 
 from __future__ import annotations
 
+import functools
+
 import importlib.abc
 import importlib.util
 import itertools
@@ -86,7 +88,14 @@ def _install_modules(patches: Patches) -> None:
     depth = [0]
     saved: list[str] = []
 
+    # Under torch.compile the hooks are traced too: do nothing there (a call
+    # into the agent would break the graph); incidents found while Dynamo
+    # traces take their frames from Dynamo itself.
+    compiling = torch.compiler.is_compiling
+
     def pre(module: torch.nn.Module, args: tuple) -> None:
+        if compiling():
+            return
         if depth[0] == 0 and _capture.phase() not in ("backward", "optimizer"):
             _roots.add(module)
             saved.append(_capture.set_phase("forward", type(module).__name__ + ".forward"))
@@ -100,6 +109,8 @@ def _install_modules(patches: Patches) -> None:
         depth[0] += 1
 
     def post(module: torch.nn.Module, args: tuple, output: Any) -> None:
+        if compiling():
+            return
         depth[0] = max(0, depth[0] - 1)
         if depth[0] == 0 and saved:
             _capture.set_phase(saved.pop())
@@ -333,6 +344,40 @@ def _patch_keras_optimizer(patches: Patches, base: Any) -> None:
     patches.replace(base.BaseOptimizer, "apply", make_apply)
 
 
+def _install_compile(patches: Patches) -> None:
+    """torch.compile'd functions: module hooks are traced away inside them, so
+    the tensors passed in are tagged at the call (what the root-module hook
+    does in eager). A compiled nn.Module keeps its own eager __call__ and
+    hooks, so only functions are wrapped."""
+
+    def wrap_compiled(compiled: Any, source: Any) -> Any:
+        if isinstance(compiled, torch.nn.Module) or not callable(compiled):
+            return compiled
+        name = getattr(source, "__qualname__", None) or type(source).__name__
+
+        @functools.wraps(compiled)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            def tag(t: torch.Tensor, path: str) -> None:
+                if _capture.provenance(t) is None:
+                    _capture.tag(t, "D", f"passed as input{path} to torch.compile'd {name}()")
+
+            _walk_tensors(args, tag, "")
+            _walk_tensors(kwargs, tag, "")
+            return compiled(*args, **kwargs)
+        return call
+
+    def make(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def compile(model: Any = None, *args: Any, **kwargs: Any) -> Any:
+            out = original(model, *args, **kwargs)
+            if model is None:  # @torch.compile(backend=...): a decorator
+                return lambda fn: wrap_compiled(out(fn), fn)
+            return wrap_compiled(out, model)
+        return compile
+
+    patches.replace(torch, "compile", make)
+
+
 def install() -> Patches:
     patches = Patches()
     try:
@@ -341,6 +386,7 @@ def install() -> Patches:
         _install_optimizers(patches)
         _install_dataloader(patches)
         _install_dtensor(patches)
+        _install_compile(patches)
         _install_collectives(patches)
         _install_keras(patches)
     except BaseException:

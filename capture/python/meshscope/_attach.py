@@ -1,10 +1,12 @@
 """attach() / detach(): installs the capture agent into this process.
 
-The per-op work happens in C++ (meshscope._capture): a TorchDispatchMode whose
-__torch_dispatch__ is a C++ function, and a RecordFunction observer. This
-module resolves the configuration (arguments, then MESHSCOPE_* environment
-variables set by `meshscope record`), installs the mode and the adapters, and
-undoes all of it on detach()."""
+The per-op work happens in C++ (meshscope._capture): a boxed fallback on a
+dispatcher key above autograd that the attaching thread includes in its
+dispatch (backward inherits it), and a RecordFunction observer. Where the
+key is taken, a TorchDispatchMode with a C++ __torch_dispatch__ does the same
+job at a higher cost. This module resolves the configuration (arguments, then
+MESHSCOPE_* environment variables set by `meshscope record`), installs the
+hook and the adapters, and undoes all of it on detach()."""
 
 from __future__ import annotations
 
@@ -55,7 +57,8 @@ class Session:
 
 _lock = threading.RLock()
 _session: Session | None = None
-_mode: _MeshscopeMode | None = None
+_mode: _MeshscopeMode | None = None  # only where the dispatcher hook is unavailable
+_hook_enabled = False
 _patches: _adapters.Patches | None = None
 _atexit_registered = False
 
@@ -112,7 +115,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
     Idempotent: attaching again with the same settings returns the session;
     different settings need detach() first. A bad policy file raises
     ValueError naming the file and line."""
-    global _session, _mode, _patches, _atexit_registered
+    global _session, _patches, _atexit_registered
     with _lock:
         policy = os.fspath(policy)
         if _session is not None:
@@ -146,8 +149,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         try:
             _capture.set_strict_error_type(MixedTensorError)
             _patches = _adapters.install()
-            _mode = _MeshscopeMode()
-            _push_mode(_mode)
+            _install_hook()
         except BaseException:
             if _patches is not None:
                 _patches.restore()
@@ -165,19 +167,41 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
 def detach() -> None:
     """Stops recording, flushes and closes the rank file, and restores every
     function meshscope patched. Safe to call when not attached."""
-    global _session, _mode, _patches
+    global _session, _patches
     with _lock:
         if _session is None:
             return
-        if _mode is not None:
-            _remove_mode(_mode)
-            _mode = None
+        _uninstall_hook()
         if _patches is not None:
             _patches.restore()
             _patches = None
         _adapters.record_backend()
         _capture.detach()
         _session = None
+
+
+def _install_hook() -> None:
+    global _mode, _hook_enabled
+    ok, why = _capture.install_hook()
+    if ok and os.environ.get("MESHSCOPE_HOOK", "dispatcher") != "mode":
+        _capture.enable_hook(True)
+        _hook_enabled = True
+        return
+    if not ok:
+        print(f"meshscope: the dispatcher hook is unavailable ({why}); "
+              "using a TorchDispatchMode instead, which costs more per op", file=sys.stderr)
+    _mode = _MeshscopeMode()
+    _push_mode(_mode)
+
+
+def _uninstall_hook() -> None:
+    global _mode, _hook_enabled
+    if _hook_enabled:
+        _capture.enable_hook(False)
+        _hook_enabled = False
+    if _mode is not None:
+        _remove_mode(_mode)
+        _mode = None
 
 
 def _remove_mode(mode: TorchDispatchMode) -> bool:
