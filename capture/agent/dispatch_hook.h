@@ -42,7 +42,4 @@ bool installDispatcherHook(std::string& why);
 void enableDispatcherHook(bool on);
 bool dispatcherHookEnabled();
 
-// The exception type strict mode raises (meshscope.MixedTensorError).
-void setStrictErrorType(PyObject* type);  // borrowed; nullptr: RuntimeError
-
 }  // namespace meshscope::capture

@@ -11,6 +11,7 @@
 #include "capture/agent/classifier.h"
 #include "capture/agent/dispatch_hook.h"
 #include "capture/agent/observer.h"
+#include "capture/agent/op_call.h"
 #include "core/analysis/run_json.h"
 #include "core/store/run_reader.h"
 #include "core/store/store_error.h"

@@ -175,11 +175,8 @@ OpInfo& PyTorch::opInfo(PyObject* overload, RankWriter& writer) {
     }
     PyRef nameFn = PyRef::steal(PyObject_GetAttrString(overload, "name"));
     PyRef name = nameFn ? PyRef::steal(PyObject_CallNoArgs(nameFn.get())) : PyRef{};
-    info.text = name ? toUtf8(name.get()) : toUtf8(overload);
+    describeOp(info, name ? toUtf8(name.get()) : toUtf8(overload), writer);
     PyErr_Clear();
-    info.name = writer.intern(info.text);
-    info.isFactory = isFactoryName(info.text);
-    info.isCopy = info.text == "aten::copy_" || info.text.starts_with("aten::copy_.");
     return m_ops.emplace(overload, std::move(info)).first->second;
 }
 
@@ -188,11 +185,16 @@ OpInfo& PyTorch::opInfo(const c10::OperatorHandle& op, RankWriter& writer) {
     auto it = m_schemaOps.find(key);
     if (it != m_schemaOps.end()) return it->second;
     OpInfo info;
-    info.text = operatorText(op.operator_name());
+    describeOp(info, operatorText(op.operator_name()), writer);
+    return m_schemaOps.emplace(key, std::move(info)).first->second;
+}
+
+void describeOp(OpInfo& info, std::string text, RankWriter& writer) {
+    info.text = std::move(text);
     info.name = writer.intern(info.text);
     info.isFactory = isFactoryName(info.text);
     info.isCopy = info.text == "aten::copy_" || info.text.starts_with("aten::copy_.");
-    return m_schemaOps.emplace(key, std::move(info)).first->second;
+    info.isInPlace = info.text.find("_.") != std::string::npos || info.text.ends_with("_");
 }
 
 std::string operatorText(const c10::OperatorName& name) {

@@ -59,6 +59,7 @@ struct OpInfo {
     std::string text;
     bool isFactory = false;  // aten creation op (zeros, arange, ...): no tensor inputs
     bool isCopy = false;     // copy_: a plain source copied into a DTensor is class F
+    bool isInPlace = false;  // add_, _foreach_add_.List: argument 0 is the destination
 };
 
 struct DTensorFacts {
@@ -134,6 +135,8 @@ class PyTorch {
 // OpOverload.name() spells it.
 std::string operatorText(const c10::OperatorName& name);
 bool isFactoryName(std::string_view name);
+// Name, factory/copy/in-place flags of `info` from the op's name.
+void describeOp(OpInfo& info, std::string text, RankWriter& writer);
 
 // torch's Python name of a dtype: "float32", "int64", "bfloat16".
 std::string dtypeName(c10::ScalarType type);

@@ -111,6 +111,13 @@ bool PromotionCache::isShardedPromotion(const at::Tensor& dtensor) const {
     return it != m_sharded.end() && !it->second.expired();
 }
 
+PyRef redistributeReplicated(PyTorch& py, PyObject* dtensor, PyObject* mesh, int meshNdim) {
+    PyRef placements = PyRef::steal(PyList_New(std::max(1, meshNdim)));
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(placements.get()); ++i)
+        PyList_SET_ITEM(placements.get(), i, Py_NewRef(py.replicate()));
+    return PyRef::steal(PyObject_CallMethod(dtensor, "redistribute", "OO", mesh, placements.get()));
+}
+
 PyRef scalarOverload(PyObject* overload, bool asList) {
     PyRef packet = PyRef::steal(PyObject_GetAttrString(overload, "overloadpacket"));
     PyRef name = PyRef::steal(PyObject_GetAttrString(overload, "_overloadname"));

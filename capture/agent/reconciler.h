@@ -46,6 +46,10 @@ Promotion promoteToDTensor(PyTorch& py, PyObject* plain, Action action,
                            const PromotionTarget& target);
 Promotion scalarize(PyObject* plain, bool asList);
 
+// `dtensor` redistributed to Replicate() on every dim of `mesh` (the same
+// global tensor): a new reference, or null with the Python error set.
+PyRef redistributeReplicated(PyTorch& py, PyObject* dtensor, PyObject* mesh, int meshNdim);
+
 // Promotions made so far, by the plain tensor they promoted: a plain tensor
 // used twice is promoted once. Under the TorchDispatchMode (below autograd)
 // backward receives the plain tensors autograd saved in forward (an index

@@ -59,6 +59,16 @@ def _walk_tensors(value: Any, visit: Callable[[torch.Tensor, str], None], path: 
             _walk_tensors(item, visit, f"{path}[{i}]")
 
 
+def _tag_inputs(values: Any, callee: str) -> None:
+    """Tags the plain tensors passed to `callee` as input data (D), unless
+    their origin is known already."""
+    def tag(t: torch.Tensor, path: str) -> None:
+        if _capture.provenance(t) is None:
+            _capture.tag(t, "D", f"passed as input{path} to {callee}")
+
+    _walk_tensors(values, tag, "")
+
+
 def describe_tensor(tensor: torch.Tensor) -> tuple[str, str] | None:
     """Called from C++ when an incident needs classifying: is this plain
     tensor a module's parameter/buffer (A) or optimizer state (E)?"""
@@ -99,13 +109,7 @@ def _install_modules(patches: Patches) -> None:
         if depth[0] == 0 and _capture.phase() not in ("backward", "optimizer"):
             _roots.add(module)
             saved.append(_capture.set_phase("forward", type(module).__name__ + ".forward"))
-            name = type(module).__name__
-
-            def tag(t: torch.Tensor, path: str) -> None:
-                if _capture.provenance(t) is None:
-                    _capture.tag(t, "D", f"passed as input{path} to {name}.forward()")
-
-            _walk_tensors(args, tag, "")
+            _tag_inputs(args, f"{type(module).__name__}.forward()")
         depth[0] += 1
 
     def post(module: torch.nn.Module, args: tuple, output: Any) -> None:
@@ -357,12 +361,8 @@ def _install_compile(patches: Patches) -> None:
 
         @functools.wraps(compiled)
         def call(*args: Any, **kwargs: Any) -> Any:
-            def tag(t: torch.Tensor, path: str) -> None:
-                if _capture.provenance(t) is None:
-                    _capture.tag(t, "D", f"passed as input{path} to torch.compile'd {name}()")
-
-            _walk_tensors(args, tag, "")
-            _walk_tensors(kwargs, tag, "")
+            _tag_inputs(args, f"torch.compile'd {name}()")
+            _tag_inputs(kwargs, f"torch.compile'd {name}()")
             return compiled(*args, **kwargs)
         return call
 

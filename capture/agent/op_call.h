@@ -1,0 +1,162 @@
+#pragma once
+
+// One op handed to the agent, by either hook of dispatch_hook.h: scans its
+// tensor operands, records it, and for a mixed op classifies the plain
+// operand, applies the policy and raises, or re-calls the op with promoted
+// operands. Works on Python objects (the op's OpOverload, args, kwargs); the
+// dispatcher hook builds it from its boxed stack to record DTensor ops and
+// provenance without Python. Requires the GIL. Internal to the agent.
+
+#include <Python.h>
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "capture/agent/agent.h"
+#include "capture/agent/classifier.h"
+#include "capture/agent/reconciler.h"
+
+namespace meshscope::capture {
+
+// One tensor argument of an op (a direct argument or an element of a list).
+struct Operand {
+    PyObject* obj = nullptr;  // borrowed: alive as long as the op's args; may be
+                              // null for a plain tensor Python never saw
+    at::Tensor t;
+    uint16_t index = 0;    // argument position; keyword arguments follow positionals
+    int16_t element = -1;  // position inside a list argument
+    bool dtensor = false;
+    bool mixed = false;  // a plain tensor DTensor's dispatch would reject
+    const at::Tensor& tensor() const { return t; }
+};
+
+// A plain operand DTensor's dispatch would reject (it replicates one-element
+// tensors and wrapped numbers itself).
+inline bool isPlainMixedCandidate(const at::Tensor& t) {
+    return !t.unsafeGetTensorImpl()->is_wrapped_number() && t.numel() != 1;
+}
+
+// Holds the pending Python exception (if any) aside while the agent calls
+// Python itself, and restores it on scope exit.
+class PendingError {
+  public:
+    PendingError() { PyErr_Fetch(&m_type, &m_value, &m_trace); }
+    ~PendingError() {
+        PyErr_Clear();
+        if (m_type) PyErr_Restore(m_type, m_value, m_trace);
+    }
+    bool active() const { return m_type != nullptr; }
+    PendingError(const PendingError&) = delete;
+    PendingError& operator=(const PendingError&) = delete;
+
+  private:
+    PyObject *m_type = nullptr, *m_value = nullptr, *m_trace = nullptr;
+};
+
+struct ArgEditor;
+
+class OpCall {
+  public:
+    OpCall(Agent& agent, PyObject* func, PyObject* args, PyObject* kwargs)
+        : m_agent(agent),
+          m_writer(agent.writer()),
+          m_py(agent.py()),
+          m_func(func),
+          m_args(args),
+          m_kwargs(kwargs) {}
+
+    // The dispatcher hook's call: operands scanned from the boxed stack.
+    OpCall(Agent& agent, OpInfo& info, std::vector<Operand> inputs)
+        : m_agent(agent),
+          m_writer(agent.writer()),
+          m_py(agent.py()),
+          m_func(nullptr),
+          m_args(nullptr),
+          m_kwargs(nullptr),
+          m_info(&info),
+          m_inputs(std::move(inputs)) {}
+
+    PyObject* run();
+    // Dispatcher hook: records a DTensor op that has run (outputs empty when
+    // it raised).
+    void recordDTensorOp(int64_t start, int64_t end, const std::vector<Operand>& outputs);
+    // Dispatcher hook: tags or propagates provenance after a plain op ran.
+    void afterPlainOp(const std::vector<Operand>& outputs);
+    // Phases whose factory ops tag the tensors they create (B, E, D).
+    static bool tagsCreations(Phase phase) {
+        return phase == Phase::Forward || phase == Phase::Optimizer || phase == Phase::Data;
+    }
+
+  private:
+    PyObject* call(PyObject* callable, PyObject* args, PyObject* kwargs);
+    PyObject* plainOp();
+    PyObject* dtensorOp();
+    PyObject* incident();
+    void tagOutputs(const std::vector<Operand>& outputs, const Provenance& provenance);
+    void propagate(const std::vector<Operand>& outputs);
+    bool tagsFactory() const;
+    std::vector<Operand> scanResult(PyObject* result) const;
+    TensorId tensorId(const Operand& op, const DTensorFacts* facts);
+    void addOperands(std::vector<OperandRecord>& out, const std::vector<Operand>& ops,
+                     OperandRole role);
+    OpSeq recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
+                   OpInfo& info);
+    OpSeq recordOp(int64_t start, int64_t end, const std::vector<Operand>& outputs,
+                   IncidentSeq incident, OpInfo& info);
+    void findReference();
+    std::string incidentText(const IncidentRecord& inc, const Operand& plain,
+                             const Classification& c, const UserFrame& frame) const;
+    PyObject* raiseIncident(IncidentRecord& inc, const Operand& plain, const Classification& cls,
+                            const UserFrame& frame, const PolicyDecision& decision);
+    PyObject* observeWithModeBelow(IncidentRecord& inc, const Operand& plain,
+                                   const Classification& cls, const UserFrame& frame,
+                                   const PolicyDecision& decision, PyObject* below);
+    struct Plan {
+        const Operand* operand;
+        Action action;
+        bool asList;  // scalarize to a list of Python scalars
+    };
+    std::vector<Plan> plan(const Operand& first, const PolicyDecision& decision,
+                           const UserFrame& frame, std::string& rule);
+    PyObject* reconcile(IncidentRecord& inc, const Operand& first, const UserFrame& frame,
+                        PolicyDecision decision, bool byTorch);
+    Promotion promote(const Plan& p, const PromotionTarget& target);
+    PyObject* substitutePromoted();
+    PyObject* retryReplicated(ArgEditor& editor, OpInfo& callInfo,
+                              const std::vector<std::pair<const Operand*, PyRef>>& sharded,
+                              const PromotionTarget& target, std::string& rule);
+    Classification classifyOperand(const Operand& op);
+    // While torch.compile traces: the user frames Dynamo is tracing and the
+    // real tensor behind the fake plain operand.
+    bool traceFacts(const Operand& plain);
+    uint64_t fingerprint(const Operand& op) const;
+    bool isScalarList(const Operand& op) const;
+    PolicyDecision decide(const Operand& op, const Classification& cls,
+                          const UserFrame& frame) const;
+
+    Agent& m_agent;
+    RankWriter& m_writer;
+    PyTorch& m_py;
+    PyObject* m_func;
+    PyObject* m_args;
+    PyObject* m_kwargs;
+    OpInfo* m_info = nullptr;
+    std::vector<Operand> m_inputs;
+    const Operand* m_reference = nullptr;  // first DTensor operand
+    DTensorFacts m_refFacts;
+    std::string m_policyRule;
+    bool m_traced = false;
+    std::vector<Frame> m_tracedFrames;  // innermost first
+    std::string m_tracedFile;           // of the innermost
+    PyObject* m_fake = nullptr;         // the traced plain operand (borrowed)
+    PyRef m_real;                       // the real tensor behind it
+};
+
+// The exception type strict mode raises (meshscope.MixedTensorError).
+void setStrictErrorType(PyObject* type);  // borrowed; nullptr: RuntimeError
+
+}  // namespace meshscope::capture
