@@ -1,0 +1,43 @@
+#pragma once
+
+// Wiring of the `meshscope` command line: each subcommand registers its
+// options on the CLI11 app and returns the function that runs it. All logic
+// lives in core; these files only parse, open runs and print.
+//
+// Exit codes (README "Exit codes"): 0 success, 1 findings (check, diff),
+// 2 usage error, 3 unreadable or incomplete run.
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "core/store/run_reader.h"
+
+namespace meshscope::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFindings = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUnreadable = 3;
+
+struct Command {
+    CLI::App* app = nullptr;
+    std::function<int()> run;
+};
+
+// Opens a run for a command. Unless `partial`, any unreadable part of the run
+// (missing rank, damaged file, bad manifest) is an error: one line per
+// problem on stderr, and nullopt.
+std::optional<RunReader> openRun(const std::string& path, bool partial);
+
+// True when stderr is a terminal: long commands print progress there.
+bool progressWanted();
+
+Command addSummary(CLI::App& app);
+Command addInfo(CLI::App& app);
+Command addSynth(CLI::App& app);
+Command addRecord(CLI::App& app);
+
+}  // namespace meshscope::cli

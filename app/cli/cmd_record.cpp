@@ -1,0 +1,93 @@
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <stdexcept>
+
+#include "app/cli/cli.h"
+#include "core/analysis/run_summary.h"
+#include "core/launch/launcher.h"
+
+namespace meshscope::cli {
+namespace {
+
+// Where the Python package with the loader lives: $MESHSCOPE_PYTHONPATH, the
+// build tree's staged package, or the `meshscope` importable by python3.
+std::vector<std::string> agentPythonPath() {
+    if (const char* env = std::getenv("MESHSCOPE_PYTHONPATH"); env && *env) {
+        std::string root = env;
+        return {root + "/meshscope/_loader", root};
+    }
+#ifdef MESHSCOPE_STAGED_PYTHON_DIR
+    std::filesystem::path staged = MESHSCOPE_STAGED_PYTHON_DIR;
+    if (std::filesystem::exists(staged / "meshscope" / "_loader" / "sitecustomize.py"))
+        return {(staged / "meshscope" / "_loader").string(), staged.string()};
+#endif
+    // Installed by pip: the environment's python sits beside this executable.
+    std::string python = "python3";
+    std::error_code ec;
+    auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec && std::filesystem::exists(self.parent_path() / "python"))
+        python = (self.parent_path() / "python").string();
+    std::string found;
+    std::string query = python +
+                        " -c 'import meshscope,os;print(os.path.dirname(os.path.dirname("
+                        "meshscope.__file__)))' 2>/dev/null";
+    if (FILE* p = popen(query.c_str(), "r")) {
+        char buffer[4096];
+        while (fgets(buffer, sizeof buffer, p))
+            found += buffer;
+        pclose(p);
+    }
+    while (!found.empty() && (found.back() == '\n' || found.back() == '\r'))
+        found.pop_back();
+    if (found.empty())
+        throw std::runtime_error(
+            "cannot find the meshscope Python package: build with the capture agent "
+            "(scripts/build.sh), pip install it, or set MESHSCOPE_PYTHONPATH");
+    return {found + "/meshscope/_loader", found};
+}
+
+}  // namespace
+
+Command addRecord(CLI::App& app) {
+    struct Options {
+        RecordOptions rec;
+        std::string runDir;
+    };
+    auto o = std::make_shared<Options>();
+    auto* sub = app.add_subcommand(
+        "record",
+        "Run a training command with the capture agent in every worker:\n"
+        "  meshscope record [-o RUN] [--policy P] [--level L] -- torchrun --nproc_per_node=2 "
+        "train.py\n  meshscope record -n 2 -- python train.py");
+    sub->add_option("-o,--output", o->runDir, "Run directory (default ./meshscope-runs/<time>)");
+    sub->add_option("--policy", o->rec.policy,
+                    "observe | replicate | auto | strict, or a TOML policy file")
+        ->capture_default_str();
+    sub->add_option("--level", o->rec.level, "dtensor | all")
+        ->check(CLI::IsMember({"dtensor", "all"}))
+        ->capture_default_str();
+    sub->add_option("-n,--nproc", o->rec.nproc, "Start N local ranks (no torchrun needed)")
+        ->check(CLI::Range(1, 256));
+    sub->add_option("command", o->rec.command, "Training command, after --")
+        ->required()
+        ->expected(-1);
+    return {sub, [o] {
+                RecordOptions options = o->rec;
+                options.runDir = o->runDir;
+                options.pythonPath = agentPythonPath();
+                RecordResult result = record(options, std::cerr);
+                std::cerr << "meshscope: run recorded in " << result.runDir.string() << "\n";
+                try {
+                    RunReader run = RunReader::open(result.runDir);
+                    if (!run.ranks().empty()) std::cerr << formatSummaryText(summarize(run));
+                } catch (const StoreError& e) {
+                    std::cerr << "meshscope: " << e.what() << "\n";
+                }
+                return result.exitCode;
+            }};
+}
+
+}  // namespace meshscope::cli
