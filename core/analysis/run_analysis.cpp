@@ -1,0 +1,572 @@
+#include "core/analysis/run_analysis.h"
+
+#include <algorithm>
+#include <deque>
+#include <set>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+namespace meshscope {
+namespace {
+
+constexpr int64_t kIncidentPage = 20000;
+constexpr int64_t kOpPage = 65536;
+constexpr size_t kEvidenceKept = 5;
+
+std::string joinRanks(const std::vector<int>& ranks) {
+    std::string out;
+    for (int r : ranks)
+        out += (out.empty() ? "" : ",") + std::to_string(r);
+    return out;
+}
+
+std::string joinRanks(const std::map<int, int64_t>& perRank) {
+    std::vector<int> ranks;
+    for (const auto& [r, n] : perRank)
+        ranks.push_back(r);
+    return joinRanks(ranks);
+}
+
+// Interned strings of one rank resolved through a per-rank cache of
+// innermost frames (stacks are a query each; call sites repeat).
+class RankStrings {
+  public:
+    explicit RankStrings(const RankReader& rank) : m_rank(rank) {}
+
+    const SourceFrame& site(StackId id) {
+        auto [it, fresh] = m_sites.try_emplace(id.value());
+        if (fresh && id) {
+            std::vector<Frame> frames = m_rank.stack(id);
+            if (!frames.empty())
+                it->second = {m_rank.string(frames[0].file), frames[0].line,
+                              m_rank.string(frames[0].function)};
+        }
+        return it->second;
+    }
+
+  private:
+    const RankReader& m_rank;
+    std::unordered_map<int64_t, SourceFrame> m_sites;
+};
+
+bool mustAgreeAcrossRanks(const IncidentRef& ref) {
+    return ref.outcome == Outcome::Reconciled &&
+           (ref.action == Action::Replicated || ref.action == Action::Scalarized);
+}
+
+Verdict verdictOf(const PromotionCheck& check) {
+    std::optional<uint64_t> first;
+    int withFingerprint = 0;
+    for (const auto& [rank, fp] : check.fingerprints) {
+        if (!fp) continue;
+        if (withFingerprint++ == 0)
+            first = fp;
+        else if (*fp != *first)
+            return Verdict::Invalid;
+    }
+    return withFingerprint >= 2 ? Verdict::Verified : Verdict::Unverified;
+}
+
+// Majority vote over one position of several ranks' sequences. `values`
+// holds (rank, value); kEnd marks a sequence that has ended. Ties go to a
+// value that is not the end, then to the lowest rank holding it.
+constexpr int64_t kEnd = -1;
+int64_t referenceValue(const std::vector<std::pair<int, int64_t>>& values) {
+    std::map<int64_t, std::pair<int, int>> tally;  // value -> (count, lowest rank)
+    for (const auto& [rank, v] : values) {
+        auto [it, fresh] = tally.try_emplace(v, 0, rank);
+        ++it->second.first;
+        it->second.second = std::min(it->second.second, rank);
+    }
+    int64_t best = kEnd;
+    std::tuple<int, int, int> bestKey{-1, 0, 0};
+    for (const auto& [v, t] : tally) {
+        std::tuple<int, int, int> key{t.first, v != kEnd, -t.second};
+        if (key > bestKey) bestKey = key, best = v;
+    }
+    return best;
+}
+
+struct SeqEntry {
+    int64_t value = kEnd;
+    int64_t step = -1;
+};
+
+// Compares several ranks' sequences position by position; records the first
+// divergence of each rank and drops that rank from further comparison.
+class SequenceComparer {
+  public:
+    using Describe = std::function<std::string(int64_t)>;
+    SequenceComparer(Divergence::Kind kind, uint32_t thread, std::vector<int> ranks)
+        : m_kind(kind), m_thread(thread), m_ranks(std::move(ranks)) {}
+
+    void push(int rank, SeqEntry entry) {
+        if (!m_diverged.count(rank)) m_queues[rank].push_back(entry);
+    }
+    void setEnded(int rank) { m_ended.insert(rank); }
+
+    // Compares every position that all ranks still compared have; stops when
+    // a rank that has not ended has no entry left (more data needed).
+    void compare(const Describe& describe, std::vector<Divergence>& out,
+                 const std::function<SourceFrame(int, int64_t)>& siteOf = {}) {
+        for (;;) {
+            std::vector<std::pair<int, int64_t>> values;
+            for (int r : m_ranks) {
+                if (m_diverged.count(r)) continue;
+                auto& q = m_queues[r];
+                if (q.empty() && !m_ended.count(r)) return;
+                values.emplace_back(r, q.empty() ? kEnd : q.front().value);
+            }
+            if (values.size() < 2) return;
+            bool allEnded = std::all_of(values.begin(), values.end(),
+                                        [](const auto& v) { return v.second == kEnd; });
+            if (allEnded) return;
+            int64_t reference = referenceValue(values);
+            std::vector<int> agreeing;
+            for (const auto& [r, v] : values)
+                if (v == reference) agreeing.push_back(r);
+            int64_t referenceStep = -1;
+            for (int r : agreeing)
+                if (!m_queues[r].empty()) referenceStep = m_queues[r].front().step;
+            for (const auto& [r, v] : values) {
+                if (v == reference) continue;
+                Divergence d;
+                d.kind = m_kind;
+                d.rank = r;
+                d.thread = m_thread;
+                d.index = m_index;
+                d.step = v == kEnd ? referenceStep : m_queues[r].front().step;
+                d.expected = reference == kEnd ? "" : describe(reference);
+                d.actual = v == kEnd ? "" : describe(v);
+                d.others = agreeing;
+                if (siteOf) d.site = siteOf(r, v == kEnd ? reference : v);
+                out.push_back(std::move(d));
+                m_diverged.insert(r);
+                m_queues[r].clear();
+            }
+            for (int r : agreeing)
+                if (!m_queues[r].empty()) m_queues[r].pop_front();
+            ++m_index;
+        }
+    }
+
+  private:
+    Divergence::Kind m_kind;
+    uint32_t m_thread;
+    std::vector<int> m_ranks;
+    std::map<int, std::deque<SeqEntry>> m_queues;
+    std::set<int> m_ended, m_diverged;
+    int64_t m_index = 0;
+};
+
+// Global ids for op names, so ranks' interned ids can be compared.
+class NameIds {
+  public:
+    int64_t id(const RankReader& rank, int rankIndex, StringId name) {
+        auto& cache = m_perRank[rankIndex];
+        size_t i = size_t(name.value());
+        if (i >= cache.size()) cache.resize(i + 1, -1);
+        if (cache[i] < 0) {
+            std::string text = rank.string(name);
+            auto [it, fresh] = m_ids.try_emplace(text, int64_t(m_names.size()));
+            if (fresh) m_names.push_back(text);
+            cache[i] = it->second;
+        }
+        return cache[i];
+    }
+    const std::string& name(int64_t id) const { return m_names[size_t(id)]; }
+
+  private:
+    std::unordered_map<std::string, int64_t> m_ids;
+    std::vector<std::string> m_names;
+    std::map<int, std::vector<int64_t>> m_perRank;
+};
+
+void compareOps(const RunReader& run, const AnalysisOptions& options, RunAnalysis& out) {
+    const auto& ranks = run.ranks();
+    if (ranks.size() < 2) return;
+    std::vector<int> rankIds;
+    int64_t total = 0;
+    for (const RankReader& r : ranks) {
+        rankIds.push_back(r.info().rank);
+        total += r.summary().ops;
+    }
+    NameIds names;
+    std::map<uint32_t, SequenceComparer> comparers;
+    auto comparer = [&](uint32_t thread) -> SequenceComparer& {
+        auto it = comparers.find(thread);
+        if (it == comparers.end())
+            it = comparers.emplace(thread, SequenceComparer(Divergence::Kind::Ops, thread, rankIds))
+                     .first;
+        return it->second;
+    };
+    std::vector<OpSeq> last(ranks.size());
+    std::vector<bool> done(ranks.size(), false);
+    auto describe = [&](int64_t id) { return names.name(id); };
+    int64_t read = 0;
+    for (bool more = true; more;) {
+        more = false;
+        for (size_t i = 0; i < ranks.size(); ++i) {
+            if (done[i]) continue;
+            std::vector<OpRecord> page = ranks[i].opsAfter(last[i], kOpPage);
+            read += int64_t(page.size());
+            for (const OpRecord& op : page)
+                comparer(op.thread).push(rankIds[i],
+                                         {names.id(ranks[i], int(i), op.name), op.step});
+            if (!page.empty()) last[i] = page.back().seq;
+            if (int64_t(page.size()) < kOpPage)
+                done[i] = true;
+            else
+                more = true;
+        }
+        // Threads first seen late must know which ranks have ended too.
+        for (size_t i = 0; i < ranks.size(); ++i)
+            if (done[i])
+                for (auto& [thread, c] : comparers)
+                    c.setEnded(rankIds[i]);
+        for (auto& [thread, c] : comparers)
+            c.compare(describe, out.divergences);
+        if (options.progress) options.progress("comparing ops across ranks", read, total);
+    }
+    out.opsCompared = read;
+    out.opsComparedFully = true;
+}
+
+std::string verdictFingerprints(const PromotionCheck& check) {
+    std::string out;
+    for (const auto& [rank, fp] : check.fingerprints)
+        out += fmt::format("{}rank {} {}", out.empty() ? "" : ", ", rank,
+                           fp ? fmt::format("{:016x}", *fp) : "-");
+    return out;
+}
+
+void addFindings(const RunReader& run, RunAnalysis& a) {
+    for (const StoreError& p : run.problems())
+        a.findings.push_back({FindingKind::Unreadable, p.what(), -1, -1});
+    for (int r : a.missingRanks)
+        a.findings.push_back(
+            {FindingKind::MissingRank,
+             fmt::format("rank {}: missing from the run (world size {})", r, a.summary.worldSize),
+             -1, r});
+    for (const IncidentGroup& g : a.groups) {
+        if (g.unreconciled > 0) {
+            std::string how;
+            for (const auto& [outcome, n] : g.outcomes)
+                if (outcome != Outcome::Reconciled)
+                    how += fmt::format("{}{} {}", how.empty() ? "" : ", ", n, toString(outcome));
+            a.findings.push_back(
+                {FindingKind::Unreconciled,
+                 fmt::format("{}: {} mixed a plain tensor from {} ({}) with DTensors; {} "
+                             "unreconciled ({}) on rank(s) {}",
+                             formatLocation(g.site), g.op, std::string(1, char(g.origin)),
+                             describeOrigin(g.origin), g.unreconciled, how, joinRanks(g.perRank)),
+                 g.id, -1});
+        }
+        if (g.invalid > 0) {
+            const PromotionCheck* first = nullptr;
+            for (const PromotionCheck& c : a.promotionChecks)
+                if (c.group == g.id && c.verdict == Verdict::Invalid) {
+                    first = &c;
+                    break;
+                }
+            a.findings.push_back(
+                {FindingKind::Invalid,
+                 fmt::format("{}: {}: {} promotion(s) of a plain tensor that differs across "
+                             "ranks (first at step {}: {}); the result is silently wrong",
+                             formatLocation(g.site), g.op, g.invalid, first ? first->step : -1,
+                             first ? verdictFingerprints(*first) : ""),
+                 g.id, -1});
+        }
+    }
+    for (const Divergence& d : a.divergences) {
+        std::string what = d.kind == Divergence::Kind::Ops
+                               ? fmt::format("op #{} on thread {}", d.index, d.thread)
+                               : fmt::format("incident #{}", d.index);
+        std::string actual = d.actual.empty() ? "nothing more" : d.actual;
+        std::string expected = d.expected.empty() ? "nothing more" : d.expected;
+        std::string hint = d.actual.empty() && d.kind == Divergence::Kind::Ops
+                               ? "; the other ranks will wait for it in their next collective"
+                               : "";
+        a.findings.push_back(
+            {FindingKind::Divergent,
+             fmt::format("rank {}: {} (step {}) is {} where rank(s) {} have "
+                         "{}{}",
+                         d.rank, what, d.step, actual, joinRanks(d.others), expected, hint),
+             -1, d.rank});
+    }
+}
+
+}  // namespace
+
+std::string formatLocation(const SourceFrame& frame) {
+    return frame.file.empty() ? "<unknown>" : fmt::format("{}:{}", frame.file, frame.line);
+}
+
+std::string_view toString(Verdict verdict) {
+    switch (verdict) {
+        case Verdict::NotChecked:
+            return "not checked";
+        case Verdict::Verified:
+            return "verified";
+        case Verdict::Invalid:
+            return "INVALID";
+        case Verdict::Unverified:
+            return "unverified";
+    }
+    return "?";
+}
+
+std::string_view toString(FindingKind kind) {
+    switch (kind) {
+        case FindingKind::Unreconciled:
+            return "unreconciled";
+        case FindingKind::Invalid:
+            return "invalid";
+        case FindingKind::Divergent:
+            return "divergent";
+        case FindingKind::MissingRank:
+            return "missing-rank";
+        case FindingKind::Unreadable:
+            return "unreadable";
+    }
+    return "?";
+}
+
+std::optional<FindingKind> findingKindFromString(std::string_view text) {
+    for (FindingKind k : {FindingKind::Unreconciled, FindingKind::Invalid, FindingKind::Divergent,
+                          FindingKind::MissingRank, FindingKind::Unreadable})
+        if (toString(k) == text) return k;
+    return std::nullopt;
+}
+
+IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& inc) {
+    IncidentDetail d;
+    d.rank = rank.info().rank;
+    d.seq = inc.seq;
+    d.step = inc.step;
+    d.op = rank.string(inc.op);
+    d.origin = inc.origin;
+    d.evidence = rank.string(inc.evidence);
+    d.policyRule = rank.string(inc.policyRule);
+    d.error = rank.string(inc.error);
+    d.promotedPlacements = rank.string(inc.promotedPlacements);
+    d.action = inc.action;
+    d.outcome = inc.outcome;
+    d.fingerprint = inc.fingerprint;
+    d.operandIndex = inc.operandIndex;
+    if (inc.stack)
+        for (const Frame& f : rank.stack(inc.stack))
+            d.stack.push_back({rank.string(f.file), f.line, rank.string(f.function)});
+    std::optional<MeshId> mesh;
+    bool plainSeen = false;
+    for (const OperandRecord& o : inc.operands) {
+        OperandDetail od;
+        od.index = o.index;
+        od.output = o.role == OperandRole::Output;
+        od.scalar = o.kind == OperandKind::Scalar;
+        od.scalarValue = o.scalar;
+        od.placements = rank.string(o.placements);
+        if (o.kind == OperandKind::Tensor && o.tensor) {
+            if (auto t = rank.tensor(o.tensor)) {
+                od.dtype = rank.string(t->dtype);
+                od.shape = rank.string(t->globalShape);
+                od.localShape = rank.string(t->localShape);
+                od.device = rank.string(t->device);
+                od.label = rank.string(t->label);
+                od.numel = t->numel;
+                if (od.placements.empty()) od.placements = rank.string(t->placements);
+                od.plain = !t->isDTensor && !od.output;
+                if (t->isDTensor && !mesh && t->mesh) mesh = t->mesh;
+                if (o.tensor == inc.plainTensor) {
+                    od.plain = true;
+                    plainSeen = true;
+                    if (t->createdAt) {
+                        std::vector<Frame> frames = rank.stack(t->createdAt);
+                        if (!frames.empty())
+                            d.createdAt =
+                                fmt::format("{}:{}", rank.string(frames[0].file), frames[0].line);
+                    }
+                }
+            }
+        }
+        d.operands.push_back(std::move(od));
+    }
+    if (!plainSeen && inc.plainTensor) {
+        if (auto t = rank.tensor(inc.plainTensor)) {
+            OperandDetail od;
+            od.index = inc.operandIndex;
+            od.plain = true;
+            od.dtype = rank.string(t->dtype);
+            od.shape = rank.string(t->globalShape);
+            od.localShape = rank.string(t->localShape);
+            od.device = rank.string(t->device);
+            od.label = rank.string(t->label);
+            od.numel = t->numel;
+            d.operands.push_back(std::move(od));
+        }
+    }
+    if (mesh)
+        for (const MeshRecord& m : rank.meshes())
+            if (m.id == *mesh) d.mesh = m;
+    return d;
+}
+
+RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
+    RunAnalysis a;
+    a.summary = summarize(run);
+
+    // Ranks the run should have but does not.
+    std::set<int> present;
+    for (const RankReader& r : run.ranks())
+        present.insert(r.info().rank);
+    for (int r = 0; r < a.summary.worldSize; ++r)
+        if (!present.count(r)) a.missingRanks.push_back(r);
+
+    // Incidents, grouped by (op, origin, call site).
+    int64_t totalIncidents = 0;
+    for (const auto& r : a.summary.ranks)
+        totalIncidents += r.summary.incidents;
+    std::map<std::tuple<std::string, char, std::string, int>, int> groupIndex;
+    std::vector<std::unordered_set<std::string>> evidenceSeen;
+    std::map<std::tuple<int, int64_t, int>, size_t> checkIndex;
+    for (const RankReader& rank : run.ranks()) {
+        RankStrings strings(rank);
+        std::map<std::pair<int, int64_t>, int> occurrences;
+        for (IncidentSeq after;;) {
+            std::vector<IncidentRecord> page = rank.incidentsAfter(after, kIncidentPage);
+            for (const IncidentRecord& inc : page) {
+                const SourceFrame& site = strings.site(inc.stack);
+                std::string op = rank.string(inc.op);
+                auto key = std::make_tuple(op, char(inc.origin), site.file, site.line);
+                auto [it, fresh] = groupIndex.try_emplace(key, int(a.groups.size()));
+                if (fresh) {
+                    IncidentGroup g;
+                    g.id = it->second;
+                    g.op = op;
+                    g.origin = inc.origin;
+                    g.site = site;
+                    g.example = describeIncident(rank, inc);
+                    g.fix = suggestFix(inc.origin);
+                    a.groups.push_back(std::move(g));
+                    evidenceSeen.emplace_back();
+                }
+                IncidentGroup& g = a.groups[size_t(it->second)];
+                IncidentRef ref;
+                ref.rank = rank.info().rank;
+                ref.seq = inc.seq;
+                ref.timeNs = inc.timeNs;
+                ref.step = inc.step;
+                ref.thread = inc.thread;
+                ref.group = g.id;
+                ref.occurrence = occurrences[{g.id, inc.step}]++;
+                ref.action = inc.action;
+                ref.outcome = inc.outcome;
+                ref.fingerprint = inc.fingerprint;
+                ++g.count;
+                ++g.perRank[ref.rank];
+                ++g.perStep[inc.step];
+                ++g.actions[inc.action];
+                ++g.outcomes[inc.outcome];
+                if (inc.outcome != Outcome::Reconciled) ++g.unreconciled;
+                g.firstStep = g.firstStep < 0 ? inc.step : std::min(g.firstStep, inc.step);
+                g.lastStep = std::max(g.lastStep, inc.step);
+                std::string evidence = rank.string(inc.evidence);
+                if (evidenceSeen[size_t(g.id)].insert(evidence).second) {
+                    ++g.distinctEvidence;
+                    if (g.evidence.size() < kEvidenceKept) g.evidence.push_back(evidence);
+                }
+                if (mustAgreeAcrossRanks(ref)) {
+                    auto [c, added] = checkIndex.try_emplace(
+                        std::make_tuple(g.id, inc.step, ref.occurrence), a.promotionChecks.size());
+                    if (added) {
+                        PromotionCheck check;
+                        check.group = g.id;
+                        check.step = inc.step;
+                        check.occurrence = ref.occurrence;
+                        check.action = inc.action;
+                        a.promotionChecks.push_back(check);
+                    }
+                    a.promotionChecks[c->second].fingerprints[ref.rank] = inc.fingerprint;
+                }
+                a.incidents.push_back(ref);
+            }
+            if (options.progress)
+                options.progress("reading incidents", int64_t(a.incidents.size()), totalIncidents);
+            if (int64_t(page.size()) < kIncidentPage) break;
+            after = page.back().seq;
+        }
+    }
+
+    // Verdicts: promotions that must agree across ranks.
+    for (PromotionCheck& c : a.promotionChecks)
+        c.verdict = verdictOf(c);
+    for (IncidentRef& ref : a.incidents) {
+        if (!mustAgreeAcrossRanks(ref)) continue;
+        const PromotionCheck& c =
+            a.promotionChecks[checkIndex.at(std::make_tuple(ref.group, ref.step, ref.occurrence))];
+        ref.verdict = c.verdict;
+        IncidentGroup& g = a.groups[size_t(ref.group)];
+        (c.verdict == Verdict::Invalid    ? g.invalid
+         : c.verdict == Verdict::Verified ? g.verified
+                                          : g.unverified)++;
+    }
+
+    // Incident sequences across ranks (by group).
+    if (run.ranks().size() >= 2) {
+        std::vector<int> rankIds;
+        for (const RankReader& r : run.ranks())
+            rankIds.push_back(r.info().rank);
+        SequenceComparer incidents(Divergence::Kind::Incidents, 0, rankIds);
+        for (const IncidentRef& ref : a.incidents)
+            incidents.push(ref.rank, {ref.group, ref.step});
+        for (int r : rankIds)
+            incidents.setEnded(r);
+        auto describe = [&](int64_t g) {
+            const IncidentGroup& group = a.groups[size_t(g)];
+            return fmt::format("{} at {} (origin {})", group.op, formatLocation(group.site),
+                               std::string(1, char(group.origin)));
+        };
+        auto site = [&](int, int64_t g) { return a.groups[size_t(g)].site; };
+        incidents.compare(describe, a.divergences, site);
+    }
+    if (options.compareOps) compareOps(run, options, a);
+
+    // Most frequent groups first; ids follow the order.
+    std::vector<int> order(a.groups.size());
+    for (size_t i = 0; i < order.size(); ++i)
+        order[i] = int(i);
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+        const auto& gx = a.groups[size_t(x)];
+        const auto& gy = a.groups[size_t(y)];
+        return std::tuple(gx.invalid, gx.unreconciled, gx.count) >
+               std::tuple(gy.invalid, gy.unreconciled, gy.count);
+    });
+    std::vector<int> newId(order.size());
+    std::vector<IncidentGroup> sorted;
+    for (size_t i = 0; i < order.size(); ++i) {
+        newId[size_t(order[i])] = int(i);
+        sorted.push_back(std::move(a.groups[size_t(order[i])]));
+        sorted.back().id = int(i);
+    }
+    a.groups = std::move(sorted);
+    for (IncidentRef& ref : a.incidents)
+        ref.group = newId[size_t(ref.group)];
+    for (PromotionCheck& c : a.promotionChecks)
+        c.group = newId[size_t(c.group)];
+
+    addFindings(run, a);
+    return a;
+}
+
+std::vector<const Finding*> findingsOf(const RunAnalysis& analysis,
+                                       const std::vector<FindingKind>& kinds) {
+    std::vector<const Finding*> out;
+    for (const Finding& f : analysis.findings)
+        if (std::find(kinds.begin(), kinds.end(), f.kind) != kinds.end()) out.push_back(&f);
+    return out;
+}
+
+}  // namespace meshscope

@@ -1,0 +1,172 @@
+#pragma once
+
+// What a recorded run means: incidents grouped by call site with a fix per
+// group, cross-rank verification of promotions (a Replicate promotion whose
+// content differs across ranks is INVALID), ranks whose op or incident
+// sequences diverge, ranks missing from the run, and the findings `check`
+// gates on. Shared by the CLI's summary/check/report/diff and the GUI.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/analysis/fix_suggestion.h"
+#include "core/analysis/run_summary.h"
+#include "core/store/run_reader.h"
+
+namespace meshscope {
+
+struct SourceFrame {
+    std::string file;
+    int line = 0;
+    std::string function;
+    bool operator==(const SourceFrame&) const = default;
+};
+
+// "file:line" (or "<unknown>" when no user frame was recorded).
+std::string formatLocation(const SourceFrame& frame);
+
+// Cross-rank verdict on one promotion.
+enum class Verdict : uint8_t {
+    NotChecked = 0,  // not a promotion that must agree across ranks (Shard, raised, ...)
+    Verified = 1,    // same fingerprint on every rank that recorded it
+    Invalid = 2,     // fingerprints differ: ranks computed with different "replicas"
+    Unverified = 3,  // only one rank recorded it, or no fingerprint
+};
+std::string_view toString(Verdict verdict);
+
+// One incident of one rank, reduced to what analyses and tables need.
+struct IncidentRef {
+    int rank = 0;
+    IncidentSeq seq;
+    int64_t timeNs = 0;  // rank-local monotonic ns
+    int64_t step = -1;
+    uint32_t thread = 0;
+    int group = -1;      // index into RunAnalysis::groups
+    int occurrence = 0;  // n-th incident of its group in its step on its rank
+    Action action = Action::Observed;
+    Outcome outcome = Outcome::Raised;
+    std::optional<uint64_t> fingerprint;
+    Verdict verdict = Verdict::NotChecked;
+};
+
+struct OperandDetail {
+    int index = 0;
+    bool output = false;
+    bool plain = false;  // the plain torch.Tensor of the incident
+    bool scalar = false;
+    double scalarValue = 0;
+    std::string dtype, shape, localShape, device, placements, label;
+    int64_t numel = 0;
+};
+
+// Everything recorded about one incident, strings resolved: the inspector's
+// and the report's view of an incident.
+struct IncidentDetail {
+    int rank = 0;
+    IncidentSeq seq;
+    int64_t step = -1;
+    std::string op;
+    OriginClass origin = OriginClass::Unknown;
+    std::string evidence, policyRule, error, promotedPlacements;
+    Action action = Action::Observed;
+    Outcome outcome = Outcome::Raised;
+    std::optional<uint64_t> fingerprint;
+    int operandIndex = -1;
+    std::vector<SourceFrame> stack;  // innermost user frame first
+    std::vector<OperandDetail> operands;
+    std::optional<MeshRecord> mesh;  // mesh of the DTensor operands
+    std::string createdAt;           // creating frame of the plain tensor, "file:line"
+};
+
+IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& incident);
+
+// Incidents with the same op, origin class and user call site.
+struct IncidentGroup {
+    int id = 0;
+    std::string op;
+    OriginClass origin = OriginClass::Unknown;
+    SourceFrame site;
+    int64_t count = 0;
+    std::map<int, int64_t> perRank;
+    std::map<int64_t, int64_t> perStep;
+    std::map<Action, int64_t> actions;
+    std::map<Outcome, int64_t> outcomes;
+    int64_t unreconciled = 0;  // outcome other than Reconciled
+    int64_t invalid = 0, verified = 0, unverified = 0;
+    int64_t firstStep = -1, lastStep = -1;
+    std::vector<std::string> evidence;  // distinct, first few
+    int64_t distinctEvidence = 0;
+    IncidentDetail example;  // the first incident of the group (lowest rank, seq)
+    FixSuggestion fix;
+};
+
+// A promotion compared across ranks: incidents joined by (group, step,
+// occurrence), which needs no collective at record time.
+struct PromotionCheck {
+    int group = -1;
+    int64_t step = -1;
+    int occurrence = 0;
+    Action action = Action::Replicated;
+    std::map<int, std::optional<uint64_t>> fingerprints;  // rank -> fingerprint
+    Verdict verdict = Verdict::NotChecked;
+};
+
+// Where one rank's sequence first departs from the others'. A rank whose
+// sequence ends early (`actual` empty) is the typical prelude of a hang: the
+// others will wait in a collective it never joins.
+struct Divergence {
+    enum class Kind : uint8_t { Ops, Incidents };
+    Kind kind = Kind::Ops;
+    int rank = 0;             // the rank that departs
+    uint32_t thread = 0;      // ops: the thread whose sequence is compared
+    int64_t index = 0;        // position in the sequence (0-based)
+    int64_t step = -1;        // step of the departing entry (or of the expected one)
+    std::string expected;     // what the other ranks have there ("" = they have ended)
+    std::string actual;       // what this rank has ("" = its sequence ended)
+    std::vector<int> others;  // ranks that have `expected`
+    SourceFrame site;         // incidents: call site of the departing entry
+};
+
+enum class FindingKind : uint8_t { Unreconciled, Invalid, Divergent, MissingRank, Unreadable };
+std::string_view toString(FindingKind kind);
+std::optional<FindingKind> findingKindFromString(std::string_view text);
+
+struct Finding {
+    FindingKind kind = FindingKind::Unreconciled;
+    std::string message;  // one line, what and where
+    int group = -1;       // incident group, when there is one
+    int rank = -1;
+};
+
+struct RunAnalysis {
+    RunSummary summary;
+    std::vector<IncidentRef> incidents;  // every incident, by rank then seq
+    std::vector<IncidentGroup> groups;   // most frequent first
+    std::vector<PromotionCheck> promotionChecks;
+    std::vector<Divergence> divergences;
+    std::vector<int> missingRanks;
+    std::vector<Finding> findings;
+    int64_t opsCompared = 0;
+    bool opsComparedFully = false;
+};
+
+struct AnalysisOptions {
+    // Compare op sequences across ranks (reads every op of every rank).
+    bool compareOps = true;
+    // Called now and then while reading: stage, done, total (total 0 = unknown).
+    std::function<void(std::string_view, int64_t, int64_t)> progress;
+};
+
+RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options = {});
+
+// How many findings of each kind; `check` prints the lines and exits 1 when a
+// finding of a kind in `failOn` exists.
+std::vector<const Finding*> findingsOf(const RunAnalysis& analysis,
+                                       const std::vector<FindingKind>& kinds);
+
+}  // namespace meshscope

@@ -1,0 +1,273 @@
+// Analyses of a whole run: grouping by call site, cross-rank verification of
+// promotions, divergent sequences, missing ranks and the findings `check`
+// gates on. Fixtures are written through the same RankWriter the agent uses.
+
+#include <gtest/gtest.h>
+
+#include <array>
+
+#include "core/analysis/run_analysis.h"
+#include "core/store/run_directory.h"
+#include "core/synth/synthetic_run.h"
+#include "tests/core/test_support.h"
+
+namespace meshscope {
+namespace {
+
+struct FixtureIncident {
+    const char* op;
+    OriginClass origin;
+    const char* file;
+    int line;
+    int64_t step;
+    Action action;
+    Outcome outcome;
+    std::optional<uint64_t> fingerprint;
+    const char* evidence = "evidence";
+};
+
+// One rank file with a 1-D mesh over `world` ranks, `ops` ops named after
+// their index mod 3, and the given incidents (each with a plain operand and
+// a sharded DTensor operand).
+void writeRank(const std::filesystem::path& dir, int world, int rank, int ops,
+               const std::vector<FixtureIncident>& incidents) {
+    Manifest initial;
+    initial.runId = "analysis-run";
+    initial.worldSize = world;
+    auto w = createRankWriter(dir, initial, rank);
+    MeshRecord mesh{w->newMeshId(), "cpu", {world}, {"model"}, {}};
+    for (int r = 0; r < world; ++r)
+        mesh.ranks.push_back(r);
+    w->submit(Record{mesh});
+    const std::array<const char*, 3> names = {"aten::mm", "aten::add.Tensor", "aten::relu"};
+    for (int i = 0; i < ops; ++i) {
+        OpRecord op;
+        op.startNs = i * 1000;
+        op.endNs = i * 1000 + 500;
+        op.name = w->intern(names[size_t(i % 3)]);
+        op.step = i / 30;
+        w->submit(std::move(op));
+    }
+    for (const FixtureIncident& f : incidents) {
+        TensorRecord plain{w->newTensorId(),
+                           w->intern("torch.float32"),
+                           w->intern("[8, 4]"),
+                           w->intern("[8, 4]"),
+                           w->intern("cpu"),
+                           MeshId{},
+                           StringId{},
+                           w->intern("batch"),
+                           StackId{},
+                           32,
+                           false};
+        TensorRecord weight{w->newTensorId(),
+                            w->intern("torch.float32"),
+                            w->intern("[4, 4]"),
+                            w->intern("[2, 4]"),
+                            w->intern("cpu"),
+                            mesh.id,
+                            w->intern("[Shard(0)]"),
+                            w->intern("fc.weight"),
+                            StackId{},
+                            8,
+                            true};
+        w->submit(Record{plain});
+        w->submit(Record{weight});
+        IncidentRecord r;
+        r.step = f.step;
+        r.op = w->intern(f.op);
+        r.operandIndex = 0;
+        r.plainTensor = plain.id;
+        r.origin = f.origin;
+        r.evidence = w->intern(f.evidence);
+        r.action = f.action;
+        r.outcome = f.outcome;
+        r.fingerprint = f.fingerprint;
+        r.stack = w->internStack(std::array{Frame{w->intern(f.file), f.line, w->intern("fwd")}});
+        r.operands = {
+            {0, OperandRole::Input, OperandKind::Tensor, plain.id, 0, StringId{}},
+            {1, OperandRole::Input, OperandKind::Tensor, weight.id, 0, w->intern("[Shard(0)]")}};
+        w->submit(std::move(r));
+    }
+    w->close();
+}
+
+const Finding* findingOf(const RunAnalysis& a, FindingKind kind) {
+    auto found = findingsOf(a, {kind});
+    return found.empty() ? nullptr : found.front();
+}
+
+TEST(RunAnalysis, GroupsIncidentsByCallSiteAcrossRanks) {
+    test::TempDir dir;
+    std::vector<FixtureIncident> incidents = {
+        {"aten::sub.Tensor", OriginClass::InputData, "model.py", 41, 0, Action::ShardedFromLocal,
+         Outcome::Reconciled, 11, "created by DataLoader batch #0"},
+        {"aten::sub.Tensor", OriginClass::InputData, "model.py", 41, 1, Action::ShardedFromLocal,
+         Outcome::Reconciled, 12, "created by DataLoader batch #1"},
+        {"aten::mul.Tensor", OriginClass::OptimizerState, "opt.py", 9, 1, Action::Scalarized,
+         Outcome::Reconciled, 5},
+    };
+    writeRank(dir.path(), 2, 0, 60, incidents);
+    writeRank(dir.path(), 2, 1, 60, incidents);
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    ASSERT_EQ(a.groups.size(), 2u);
+    const IncidentGroup& g = a.groups[0];
+    EXPECT_EQ(g.op, "aten::sub.Tensor");
+    EXPECT_EQ(g.site.file, "model.py");
+    EXPECT_EQ(g.site.line, 41);
+    EXPECT_EQ(g.count, 4);
+    EXPECT_EQ(g.perRank, (std::map<int, int64_t>{{0, 2}, {1, 2}}));
+    EXPECT_EQ(g.perStep, (std::map<int64_t, int64_t>{{0, 2}, {1, 2}}));
+    EXPECT_EQ(g.distinctEvidence, 2);
+    EXPECT_EQ(g.unreconciled, 0);
+    EXPECT_NE(g.fix.code.find("Shard(0)"), std::string::npos);
+    // The example carries what the inspector draws: both operands, the mesh.
+    ASSERT_EQ(g.example.operands.size(), 2u);
+    EXPECT_TRUE(g.example.operands[0].plain);
+    EXPECT_EQ(g.example.operands[0].label, "batch");
+    EXPECT_FALSE(g.example.operands[1].plain);
+    EXPECT_EQ(g.example.operands[1].placements, "[Shard(0)]");
+    ASSERT_TRUE(g.example.mesh);
+    EXPECT_EQ(g.example.mesh->ranks, (std::vector<int64_t>{0, 1}));
+    // Shard promotions differ by design; equal scalars verify.
+    EXPECT_EQ(g.invalid + g.verified, 0);
+    EXPECT_EQ(a.groups[1].verified, 2);
+    EXPECT_TRUE(a.findings.empty()) << a.findings.front().message;
+    EXPECT_TRUE(a.divergences.empty());
+    EXPECT_EQ(a.incidents.size(), 6u);
+}
+
+TEST(RunAnalysis, ReplicatePromotionWithDifferentContentIsInvalid) {
+    test::TempDir dir;
+    auto replicated = [](int64_t step, uint64_t fp) {
+        return FixtureIncident{
+            "aten::add.Tensor", OriginClass::CreatedInForward, "model.py", 7, step,
+            Action::Replicated, Outcome::Reconciled,           fp};
+    };
+    writeRank(dir.path(), 2, 0, 30, {replicated(0, 100), replicated(1, 200)});
+    writeRank(dir.path(), 2, 1, 30, {replicated(0, 100), replicated(1, 201)});
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    ASSERT_EQ(a.groups.size(), 1u);
+    EXPECT_EQ(a.groups[0].invalid, 2);
+    EXPECT_EQ(a.groups[0].verified, 2);
+    ASSERT_EQ(a.promotionChecks.size(), 2u);
+    EXPECT_EQ(a.promotionChecks[0].verdict, Verdict::Verified);
+    EXPECT_EQ(a.promotionChecks[1].verdict, Verdict::Invalid);
+    const Finding* f = findingOf(a, FindingKind::Invalid);
+    ASSERT_TRUE(f);
+    EXPECT_NE(f->message.find("model.py:7"), std::string::npos) << f->message;
+    EXPECT_NE(f->message.find("step 1"), std::string::npos) << f->message;
+    EXPECT_NE(f->message.find("00000000000000c8"), std::string::npos) << f->message;
+    for (const IncidentRef& ref : a.incidents)
+        EXPECT_EQ(ref.verdict, ref.step == 1 ? Verdict::Invalid : Verdict::Verified);
+}
+
+TEST(RunAnalysis, UnreconciledIncidentsAreFindings) {
+    test::TempDir dir;
+    FixtureIncident raised{"aten::sub.Tensor", OriginClass::InputData, "train.py",  12, 0,
+                           Action::Observed,   Outcome::Raised,        std::nullopt};
+    writeRank(dir.path(), 2, 0, 30, {raised});
+    writeRank(dir.path(), 2, 1, 30, {raised});
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    const Finding* f = findingOf(a, FindingKind::Unreconciled);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->message,
+              "train.py:12: aten::sub.Tensor mixed a plain tensor from D (input data not "
+              "distributed) with DTensors; 2 unreconciled (2 raised) on rank(s) 0,1");
+    EXPECT_EQ(a.groups[0].example.createdAt, "");
+}
+
+TEST(RunAnalysis, RankThatStopsEarlyDivergesInOpsAndIncidents) {
+    test::TempDir dir;
+    FixtureIncident a0{"aten::sub.Tensor",       OriginClass::InputData, "train.py", 12, 0,
+                       Action::ShardedFromLocal, Outcome::Reconciled,    1};
+    FixtureIncident a1{"aten::mul.Tensor", OriginClass::Unknown, "train.py", 20, 1,
+                       Action::Replicated, Outcome::Reconciled,  2};
+    writeRank(dir.path(), 2, 0, 100, {a0, a1});
+    writeRank(dir.path(), 2, 1, 70, {a0});
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    ASSERT_EQ(a.divergences.size(), 2u);
+    const Divergence& inc = a.divergences[0];
+    EXPECT_EQ(inc.kind, Divergence::Kind::Incidents);
+    EXPECT_EQ(inc.rank, 1);
+    EXPECT_EQ(inc.index, 1);
+    EXPECT_EQ(inc.actual, "");
+    EXPECT_NE(inc.expected.find("aten::mul.Tensor at train.py:20"), std::string::npos);
+    const Divergence& ops = a.divergences[1];
+    EXPECT_EQ(ops.kind, Divergence::Kind::Ops);
+    EXPECT_EQ(ops.rank, 1);
+    EXPECT_EQ(ops.index, 70);
+    EXPECT_EQ(ops.expected, "aten::add.Tensor");  // op 70: names[70 % 3]
+    EXPECT_EQ(ops.actual, "");
+    EXPECT_EQ(ops.step, 2);
+    EXPECT_EQ(ops.others, (std::vector<int>{0}));
+    EXPECT_EQ(a.opsCompared, 170);
+    const Finding* f = findingOf(a, FindingKind::Divergent);
+    ASSERT_TRUE(f);
+    // The single replicated promotion on rank 0 cannot be verified.
+    EXPECT_EQ(a.groups[1].unverified, 1);
+}
+
+TEST(RunAnalysis, DifferentOpOnOneRankOfThree) {
+    test::TempDir dir;
+    writeRank(dir.path(), 3, 0, 50, {});
+    writeRank(dir.path(), 3, 2, 50, {});
+    {
+        // rank 1 runs aten::relu where the others run aten::mm at op 3.
+        Manifest initial;
+        initial.runId = "analysis-run";
+        initial.worldSize = 3;
+        auto w = createRankWriter(dir.path(), initial, 1);
+        const std::array<const char*, 3> names = {"aten::mm", "aten::add.Tensor", "aten::relu"};
+        for (int i = 0; i < 50; ++i) {
+            OpRecord op;
+            op.name = w->intern(i == 3 ? "aten::relu" : names[size_t(i % 3)]);
+            w->submit(std::move(op));
+        }
+        w->close();
+    }
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    ASSERT_EQ(a.divergences.size(), 1u);
+    EXPECT_EQ(a.divergences[0].rank, 1);
+    EXPECT_EQ(a.divergences[0].index, 3);
+    EXPECT_EQ(a.divergences[0].expected, "aten::mm");
+    EXPECT_EQ(a.divergences[0].actual, "aten::relu");
+    EXPECT_EQ(a.divergences[0].others, (std::vector<int>{0, 2}));
+}
+
+TEST(RunAnalysis, MissingRankIsAFinding) {
+    test::TempDir dir;
+    writeRank(dir.path(), 3, 0, 10, {});
+    writeRank(dir.path(), 3, 1, 10, {});
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    EXPECT_EQ(a.missingRanks, (std::vector<int>{2}));
+    ASSERT_TRUE(findingOf(a, FindingKind::MissingRank));
+    EXPECT_EQ(findingOf(a, FindingKind::MissingRank)->message,
+              "rank 2: missing from the run (world size 3)");
+}
+
+TEST(RunAnalysis, SyntheticRunAgreesWithItsGenerator) {
+    test::TempDir dir;
+    SyntheticRunSpec spec;
+    spec.ranks = 2;
+    spec.steps = 4;
+    spec.incidentsPerStep = 3;
+    writeSyntheticRun(dir.path(), spec);
+    int progressCalls = 0;
+    AnalysisOptions options;
+    options.progress = [&](std::string_view, int64_t done, int64_t total) {
+        ++progressCalls;
+        EXPECT_LE(done, total);
+    };
+    RunAnalysis a = analyze(RunReader::open(dir.path()), options);
+    EXPECT_EQ(a.incidents.size(), 2u * 4 * 3);
+    int64_t grouped = 0;
+    for (const IncidentGroup& g : a.groups)
+        grouped += g.count;
+    EXPECT_EQ(grouped, 24);
+    EXPECT_GT(progressCalls, 0);
+    EXPECT_TRUE(a.opsComparedFully);
+}
+
+}  // namespace
+}  // namespace meshscope
