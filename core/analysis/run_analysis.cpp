@@ -1,7 +1,8 @@
 #include "core/analysis/run_analysis.h"
 
+#include "core/analysis/sequence_compare.h"
+
 #include <algorithm>
-#include <deque>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -13,7 +14,6 @@ namespace meshscope {
 namespace {
 
 constexpr int64_t kIncidentPage = 20000;
-constexpr int64_t kOpPage = 65536;
 constexpr size_t kEvidenceKept = 5;
 
 std::string joinRanks(const std::vector<int>& ranks) {
@@ -70,168 +70,20 @@ Verdict verdictOf(const PromotionCheck& check) {
     return withFingerprint >= 2 ? Verdict::Verified : Verdict::Unverified;
 }
 
-// Majority vote over one position of several ranks' sequences. `values`
-// holds (rank, value); kEnd marks a sequence that has ended. Ties go to a
-// value that is not the end, then to the lowest rank holding it.
-constexpr int64_t kEnd = -1;
-int64_t referenceValue(const std::vector<std::pair<int, int64_t>>& values) {
-    std::map<int64_t, std::pair<int, int>> tally;  // value -> (count, lowest rank)
-    for (const auto& [rank, v] : values) {
-        auto [it, fresh] = tally.try_emplace(v, 0, rank);
-        ++it->second.first;
-        it->second.second = std::min(it->second.second, rank);
-    }
-    int64_t best = kEnd;
-    std::tuple<int, int, int> bestKey{-1, 0, 0};
-    for (const auto& [v, t] : tally) {
-        std::tuple<int, int, int> key{t.first, v != kEnd, -t.second};
-        if (key > bestKey) bestKey = key, best = v;
-    }
-    return best;
-}
-
-struct SeqEntry {
-    int64_t value = kEnd;
-    int64_t step = -1;
-};
-
-// Compares several ranks' sequences position by position; records the first
-// divergence of each rank and drops that rank from further comparison.
-class SequenceComparer {
-  public:
-    using Describe = std::function<std::string(int64_t)>;
-    SequenceComparer(Divergence::Kind kind, uint32_t thread, std::vector<int> ranks)
-        : m_kind(kind), m_thread(thread), m_ranks(std::move(ranks)) {}
-
-    void push(int rank, SeqEntry entry) {
-        if (!m_diverged.count(rank)) m_queues[rank].push_back(entry);
-    }
-    void setEnded(int rank) { m_ended.insert(rank); }
-
-    // Compares every position that all ranks still compared have; stops when
-    // a rank that has not ended has no entry left (more data needed).
-    void compare(const Describe& describe, std::vector<Divergence>& out,
-                 const std::function<SourceFrame(int, int64_t)>& siteOf = {}) {
-        for (;;) {
-            std::vector<std::pair<int, int64_t>> values;
-            for (int r : m_ranks) {
-                if (m_diverged.count(r)) continue;
-                auto& q = m_queues[r];
-                if (q.empty() && !m_ended.count(r)) return;
-                values.emplace_back(r, q.empty() ? kEnd : q.front().value);
-            }
-            if (values.size() < 2) return;
-            bool allEnded = std::all_of(values.begin(), values.end(),
-                                        [](const auto& v) { return v.second == kEnd; });
-            if (allEnded) return;
-            int64_t reference = referenceValue(values);
-            std::vector<int> agreeing;
-            for (const auto& [r, v] : values)
-                if (v == reference) agreeing.push_back(r);
-            int64_t referenceStep = -1;
-            for (int r : agreeing)
-                if (!m_queues[r].empty()) referenceStep = m_queues[r].front().step;
-            for (const auto& [r, v] : values) {
-                if (v == reference) continue;
-                Divergence d;
-                d.kind = m_kind;
-                d.rank = r;
-                d.thread = m_thread;
-                d.index = m_index;
-                d.step = v == kEnd ? referenceStep : m_queues[r].front().step;
-                d.expected = reference == kEnd ? "" : describe(reference);
-                d.actual = v == kEnd ? "" : describe(v);
-                d.others = agreeing;
-                if (siteOf) d.site = siteOf(r, v == kEnd ? reference : v);
-                out.push_back(std::move(d));
-                m_diverged.insert(r);
-                m_queues[r].clear();
-            }
-            for (int r : agreeing)
-                if (!m_queues[r].empty()) m_queues[r].pop_front();
-            ++m_index;
-        }
-    }
-
-  private:
-    Divergence::Kind m_kind;
-    uint32_t m_thread;
-    std::vector<int> m_ranks;
-    std::map<int, std::deque<SeqEntry>> m_queues;
-    std::set<int> m_ended, m_diverged;
-    int64_t m_index = 0;
-};
-
-// Global ids for op names, so ranks' interned ids can be compared.
-class NameIds {
-  public:
-    int64_t id(const RankReader& rank, int rankIndex, StringId name) {
-        auto& cache = m_perRank[rankIndex];
-        size_t i = size_t(name.value());
-        if (i >= cache.size()) cache.resize(i + 1, -1);
-        if (cache[i] < 0) {
-            std::string text = rank.string(name);
-            auto [it, fresh] = m_ids.try_emplace(text, int64_t(m_names.size()));
-            if (fresh) m_names.push_back(text);
-            cache[i] = it->second;
-        }
-        return cache[i];
-    }
-    const std::string& name(int64_t id) const { return m_names[size_t(id)]; }
-
-  private:
-    std::unordered_map<std::string, int64_t> m_ids;
-    std::vector<std::string> m_names;
-    std::map<int, std::vector<int64_t>> m_perRank;
-};
-
 void compareOps(const RunReader& run, const AnalysisOptions& options, RunAnalysis& out) {
-    const auto& ranks = run.ranks();
-    if (ranks.size() < 2) return;
-    std::vector<int> rankIds;
+    if (run.ranks().size() < 2) return;
+    std::vector<RankStream> streams;
     int64_t total = 0;
-    for (const RankReader& r : ranks) {
-        rankIds.push_back(r.info().rank);
+    for (const RankReader& r : run.ranks()) {
+        streams.push_back({&r, r.info().rank});
         total += r.summary().ops;
     }
-    NameIds names;
-    std::map<uint32_t, SequenceComparer> comparers;
-    auto comparer = [&](uint32_t thread) -> SequenceComparer& {
-        auto it = comparers.find(thread);
-        if (it == comparers.end())
-            it = comparers.emplace(thread, SequenceComparer(Divergence::Kind::Ops, thread, rankIds))
-                     .first;
-        return it->second;
-    };
-    std::vector<OpSeq> last(ranks.size());
-    std::vector<bool> done(ranks.size(), false);
-    auto describe = [&](int64_t id) { return names.name(id); };
-    int64_t read = 0;
-    for (bool more = true; more;) {
-        more = false;
-        for (size_t i = 0; i < ranks.size(); ++i) {
-            if (done[i]) continue;
-            std::vector<OpRecord> page = ranks[i].opsAfter(last[i], kOpPage);
-            read += int64_t(page.size());
-            for (const OpRecord& op : page)
-                comparer(op.thread).push(rankIds[i],
-                                         {names.id(ranks[i], int(i), op.name), op.step});
-            if (!page.empty()) last[i] = page.back().seq;
-            if (int64_t(page.size()) < kOpPage)
-                done[i] = true;
-            else
-                more = true;
-        }
-        // Threads first seen late must know which ranks have ended too.
-        for (size_t i = 0; i < ranks.size(); ++i)
-            if (done[i])
-                for (auto& [thread, c] : comparers)
-                    c.setEnded(rankIds[i]);
-        for (auto& [thread, c] : comparers)
-            c.compare(describe, out.divergences);
-        if (options.progress) options.progress("comparing ops across ranks", read, total);
-    }
-    out.opsCompared = read;
+    std::function<void(int64_t)> progress;
+    if (options.progress)
+        progress = [&](int64_t done) {
+            options.progress("comparing ops across ranks", done, total);
+        };
+    out.opsCompared = compareOpSequences(streams, out.divergences, progress);
     out.opsComparedFully = true;
 }
 
@@ -473,10 +325,10 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
                 if (inc.outcome != Outcome::Reconciled) ++g.unreconciled;
                 g.firstStep = g.firstStep < 0 ? inc.step : std::min(g.firstStep, inc.step);
                 g.lastStep = std::max(g.lastStep, inc.step);
-                std::string evidence = rank.string(inc.evidence);
-                if (evidenceSeen[size_t(g.id)].insert(evidence).second) {
+                ref.evidence = rank.string(inc.evidence);
+                if (evidenceSeen[size_t(g.id)].insert(ref.evidence).second) {
                     ++g.distinctEvidence;
-                    if (g.evidence.size() < kEvidenceKept) g.evidence.push_back(evidence);
+                    if (g.evidence.size() < kEvidenceKept) g.evidence.push_back(ref.evidence);
                 }
                 if (mustAgreeAcrossRanks(ref)) {
                     auto [c, added] = checkIndex.try_emplace(
@@ -529,7 +381,7 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
             return fmt::format("{} at {} (origin {})", group.op, formatLocation(group.site),
                                std::string(1, char(group.origin)));
         };
-        auto site = [&](int, int64_t g) { return a.groups[size_t(g)].site; };
+        auto site = [&](int64_t g) { return a.groups[size_t(g)].site; };
         incidents.compare(describe, a.divergences, site);
     }
     if (options.compareOps) compareOps(run, options, a);

@@ -52,6 +52,7 @@ struct IncidentRef {
     Outcome outcome = Outcome::Raised;
     std::optional<uint64_t> fingerprint;
     Verdict verdict = Verdict::NotChecked;
+    std::string evidence;
 };
 
 struct OperandDetail {

@@ -1,0 +1,154 @@
+#include "core/analysis/sequence_compare.h"
+
+#include <algorithm>
+#include <tuple>
+#include <unordered_map>
+
+namespace meshscope {
+namespace {
+
+constexpr int64_t kEnd = -1;
+constexpr int64_t kOpPage = 65536;
+
+int64_t referenceValue(const std::vector<std::pair<int, int64_t>>& values) {
+    std::map<int64_t, std::pair<int, int>> tally;  // value -> (count, lowest rank)
+    for (const auto& [rank, v] : values) {
+        auto [it, fresh] = tally.try_emplace(v, 0, rank);
+        ++it->second.first;
+        it->second.second = std::min(it->second.second, rank);
+    }
+    int64_t best = kEnd;
+    std::tuple<int, int, int> bestKey{-1, 0, 0};
+    for (const auto& [v, t] : tally) {
+        std::tuple<int, int, int> key{t.first, v != kEnd, -t.second};
+        if (key > bestKey) bestKey = key, best = v;
+    }
+    return best;
+}
+
+// Global ids for op names, so ranks' interned ids can be compared.
+class NameIds {
+  public:
+    int64_t id(const RankReader& rank, int stream, StringId name) {
+        auto& cache = m_perStream[stream];
+        size_t i = size_t(name.value());
+        if (i >= cache.size()) cache.resize(i + 1, -1);
+        if (cache[i] < 0) {
+            std::string text = rank.string(name);
+            auto [it, fresh] = m_ids.try_emplace(text, int64_t(m_names.size()));
+            if (fresh) m_names.push_back(text);
+            cache[i] = it->second;
+        }
+        return cache[i];
+    }
+    const std::string& name(int64_t id) const { return m_names[size_t(id)]; }
+
+  private:
+    std::unordered_map<std::string, int64_t> m_ids;
+    std::vector<std::string> m_names;
+    std::map<int, std::vector<int64_t>> m_perStream;
+};
+
+}  // namespace
+
+SequenceComparer::SequenceComparer(Divergence::Kind kind, uint32_t thread, std::vector<int> ranks)
+    : m_kind(kind), m_thread(thread), m_ranks(std::move(ranks)) {}
+
+void SequenceComparer::push(int rank, Entry entry) {
+    if (!m_diverged.count(rank)) m_queues[rank].push_back(entry);
+}
+
+void SequenceComparer::setEnded(int rank) {
+    m_ended.insert(rank);
+}
+
+void SequenceComparer::compare(const Describe& describe, std::vector<Divergence>& out,
+                               const SiteOf& siteOf) {
+    for (;;) {
+        std::vector<std::pair<int, int64_t>> values;
+        for (int r : m_ranks) {
+            if (m_diverged.count(r)) continue;
+            auto& q = m_queues[r];
+            if (q.empty() && !m_ended.count(r)) return;
+            values.emplace_back(r, q.empty() ? kEnd : q.front().value);
+        }
+        if (values.size() < 2) return;
+        if (std::all_of(values.begin(), values.end(),
+                        [](const auto& v) { return v.second == kEnd; }))
+            return;
+        int64_t reference = referenceValue(values);
+        std::vector<int> agreeing;
+        int64_t referenceStep = -1;
+        for (const auto& [r, v] : values) {
+            if (v != reference) continue;
+            agreeing.push_back(r);
+            if (!m_queues[r].empty()) referenceStep = m_queues[r].front().step;
+        }
+        for (const auto& [r, v] : values) {
+            if (v == reference) continue;
+            Divergence d;
+            d.kind = m_kind;
+            d.rank = r;
+            d.thread = m_thread;
+            d.index = m_index;
+            d.step = v == kEnd ? referenceStep : m_queues[r].front().step;
+            d.expected = reference == kEnd ? "" : describe(reference);
+            d.actual = v == kEnd ? "" : describe(v);
+            d.others = agreeing;
+            if (siteOf) d.site = siteOf(v == kEnd ? reference : v);
+            out.push_back(std::move(d));
+            m_diverged.insert(r);
+            m_queues[r].clear();
+        }
+        for (int r : agreeing)
+            if (!m_queues[r].empty()) m_queues[r].pop_front();
+        ++m_index;
+    }
+}
+
+int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Divergence>& out,
+                           const std::function<void(int64_t)>& progress) {
+    std::vector<int> ids;
+    for (const RankStream& r : ranks)
+        ids.push_back(r.id);
+    NameIds names;
+    std::map<uint32_t, SequenceComparer> comparers;
+    std::vector<OpSeq> last(ranks.size());
+    std::vector<bool> done(ranks.size(), false);
+    auto describe = [&](int64_t id) { return names.name(id); };
+    int64_t read = 0;
+    for (bool more = true; more;) {
+        more = false;
+        for (size_t i = 0; i < ranks.size(); ++i) {
+            if (done[i]) continue;
+            std::vector<OpRecord> page = ranks[i].reader->opsAfter(last[i], kOpPage);
+            read += int64_t(page.size());
+            for (const OpRecord& op : page) {
+                auto it = comparers.find(op.thread);
+                if (it == comparers.end())
+                    it = comparers
+                             .emplace(op.thread,
+                                      SequenceComparer(Divergence::Kind::Ops, op.thread, ids))
+                             .first;
+                it->second.push(ranks[i].id,
+                                {names.id(*ranks[i].reader, int(i), op.name), op.step});
+            }
+            if (!page.empty()) last[i] = page.back().seq;
+            if (int64_t(page.size()) < kOpPage)
+                done[i] = true;
+            else
+                more = true;
+        }
+        // After every page, so threads first seen late know who has ended.
+        for (size_t i = 0; i < ranks.size(); ++i)
+            if (done[i])
+                for (auto& [thread, c] : comparers)
+                    c.setEnded(ranks[i].id);
+        for (auto& [thread, c] : comparers)
+            c.compare(describe, out);
+        if (progress) progress(read);
+    }
+    return read;
+}
+
+}  // namespace meshscope

@@ -1,0 +1,62 @@
+#pragma once
+
+// Position-by-position comparison of several ranks' sequences (op names per
+// thread, incident groups): where each rank first departs from the majority.
+// Used across the ranks of one run (analysis) and between the same rank of
+// two runs (diff).
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/analysis/run_analysis.h"
+
+namespace meshscope {
+
+class SequenceComparer {
+  public:
+    struct Entry {
+        int64_t value = -1;  // >= 0; ids are the caller's
+        int64_t step = -1;
+    };
+    using Describe = std::function<std::string(int64_t)>;
+    using SiteOf = std::function<SourceFrame(int64_t)>;
+
+    SequenceComparer(Divergence::Kind kind, uint32_t thread, std::vector<int> ranks);
+
+    void push(int rank, Entry entry);
+    // The rank's sequence has no more entries.
+    void setEnded(int rank);
+    // Compares every position that all ranks still compared have; returns
+    // when a rank that has not ended has no entry left. Appends the first
+    // departure of each rank to `out`; a departed rank is compared no more.
+    // At each position the majority wins; ties go to a value over the end of
+    // a sequence, then to the value of the lowest rank.
+    void compare(const Describe& describe, std::vector<Divergence>& out, const SiteOf& siteOf = {});
+
+  private:
+    Divergence::Kind m_kind;
+    uint32_t m_thread;
+    std::vector<int> m_ranks;
+    std::map<int, std::deque<Entry>> m_queues;
+    std::set<int> m_ended, m_diverged;
+    int64_t m_index = 0;
+};
+
+struct RankStream {
+    const RankReader* reader = nullptr;
+    int id = 0;  // how divergences name it
+};
+
+// Streams the ops of every rank (in pages, bounded memory) and compares their
+// op-name sequences thread by thread. Returns the number of ops read.
+int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Divergence>& out,
+                           const std::function<void(int64_t done)>& progress = {});
+
+}  // namespace meshscope
