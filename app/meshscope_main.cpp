@@ -16,10 +16,8 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.set_version_flag("--version", "meshscope 0.1.0");
     std::vector<cli::Command> commands = {
-        cli::addRecord(app),
-        cli::addInfo(app),
-        cli::addSummary(app),
-        cli::addSynth(app),
+        cli::addRecord(app), cli::addInfo(app),   cli::addSummary(app), cli::addSynth(app),
+        cli::addCheck(app),  cli::addReport(app), cli::addDiff(app),
     };
     try {
         app.parse(argc, argv);

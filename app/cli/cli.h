@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "core/analysis/run_analysis.h"
 #include "core/store/run_reader.h"
 
 namespace meshscope::cli {
@@ -35,9 +36,17 @@ std::optional<RunReader> openRun(const std::string& path, bool partial);
 // True when stderr is a terminal: long commands print progress there.
 bool progressWanted();
 
+// Analysis options with a progress line on stderr when it is a terminal.
+AnalysisOptions analysisOptions(bool compareOps = true);
+// Analyses a run, with progress; the progress line is cleared afterwards.
+RunAnalysis analyzeWithProgress(const RunReader& run, bool compareOps = true);
+
 Command addSummary(CLI::App& app);
 Command addInfo(CLI::App& app);
 Command addSynth(CLI::App& app);
 Command addRecord(CLI::App& app);
+Command addCheck(CLI::App& app);
+Command addReport(CLI::App& app);
+Command addDiff(CLI::App& app);
 
 }  // namespace meshscope::cli

@@ -1,6 +1,10 @@
 #include <unistd.h>
 
+#include <chrono>
 #include <iostream>
+#include <memory>
+
+#include <fmt/format.h>
 
 #include "app/cli/cli.h"
 
@@ -21,6 +25,28 @@ std::optional<RunReader> openRun(const std::string& path, bool partial) {
 
 bool progressWanted() {
     return isatty(STDERR_FILENO) == 1;
+}
+
+AnalysisOptions analysisOptions(bool compareOps) {
+    AnalysisOptions options;
+    options.compareOps = compareOps;
+    if (progressWanted()) {
+        auto last = std::make_shared<std::chrono::steady_clock::time_point>();
+        options.progress = [last](std::string_view stage, int64_t done, int64_t total) {
+            auto now = std::chrono::steady_clock::now();
+            if (now - *last < std::chrono::milliseconds(200)) return;
+            *last = now;
+            std::cerr << fmt::format("\rmeshscope: {} {}/{}\x1b[K", stage, done, total)
+                      << std::flush;
+        };
+    }
+    return options;
+}
+
+RunAnalysis analyzeWithProgress(const RunReader& run, bool compareOps) {
+    RunAnalysis analysis = analyze(run, analysisOptions(compareOps));
+    if (progressWanted()) std::cerr << "\r\x1b[K" << std::flush;
+    return analysis;
 }
 
 }  // namespace meshscope::cli

@@ -1,0 +1,71 @@
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "app/cli/cli.h"
+#include "core/report/report.h"
+
+namespace meshscope::cli {
+
+Command addReport(CLI::App& app) {
+    struct Options {
+        std::string path;
+        std::string format = "html";
+        std::string out;
+        std::string sourceRoot;
+        bool partial = false;
+        bool noOps = false;
+    };
+    auto o = std::make_shared<Options>();
+    auto* sub = app.add_subcommand("report", "Write a report: html, md, json, csv or sarif");
+    sub->add_option("run", o->path, "Run directory or rank file")->required();
+    sub->add_option("--format", o->format, "html | md | json | csv | sarif")
+        ->check(CLI::IsMember({"html", "md", "json", "csv", "sarif"}))
+        ->capture_default_str();
+    sub->add_option("-o,--output", o->out, "File to write ('-' for stdout)")->required();
+    sub->add_option("--source-root", o->sourceRoot,
+                    "SARIF: make recorded paths under this directory relative to it (default: "
+                    "the current directory)");
+    sub->add_flag("--partial", o->partial, "Report on the readable ranks of a damaged run");
+    sub->add_flag("--no-op-compare", o->noOps, "Skip comparing op sequences across ranks");
+    return {sub, [o] {
+                auto opened = openRun(o->path, o->partial);
+                if (!opened) return kExitUnreadable;
+                RunAnalysis analysis = analyzeWithProgress(*opened, !o->noOps);
+                ReportOptions options;
+                options.sourceRoot = o->sourceRoot.empty()
+                                         ? std::filesystem::current_path().string()
+                                         : std::filesystem::absolute(o->sourceRoot).string();
+                ReportFormat format = *reportFormatFromString(o->format);
+                if (o->out == "-") {
+                    writeReport(format, *opened, analysis, std::cout, options);
+                    return kExitOk;
+                }
+                // Written beside the target and renamed: a failed write loses no old report.
+                std::filesystem::path target = o->out;
+                std::filesystem::path temp = target;
+                temp += ".partial";
+                {
+                    std::ofstream file(temp, std::ios::binary | std::ios::trunc);
+                    if (!file) {
+                        std::cerr << "meshscope: " << temp.string() << ": cannot write\n";
+                        return kExitUsage;
+                    }
+                    writeReport(format, *opened, analysis, file, options);
+                    file.flush();
+                    if (!file) {
+                        std::cerr << "meshscope: " << temp.string() << ": write failed\n";
+                        std::filesystem::remove(temp);
+                        return kExitUsage;
+                    }
+                }
+                std::filesystem::rename(temp, target);
+                std::cerr << "meshscope: wrote " << target.string() << " ("
+                          << analysis.groups.size() << " incident group(s), "
+                          << analysis.findings.size() << " finding(s))\n";
+                return kExitOk;
+            }};
+}
+
+}  // namespace meshscope::cli

@@ -1,0 +1,138 @@
+#include "core/analysis/run_diff.h"
+
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/analysis/sequence_compare.h"
+
+namespace meshscope {
+namespace {
+
+using GroupKey = std::tuple<std::string, int, std::string, char>;  // file, line, op, origin
+
+GroupKey keyOf(const IncidentGroup& g) {
+    return {g.site.file, g.site.line, g.op, char(g.origin)};
+}
+
+std::string describe(const GroupChange& c) {
+    return fmt::format("{} {} origin {} ({})", formatLocation(c.site), c.op,
+                       std::string(1, char(c.origin)), describeOrigin(c.origin));
+}
+
+nlohmann::json changeToJson(const GroupChange& c) {
+    return {{"op", c.op},
+            {"origin", std::string(1, char(c.origin))},
+            {"site", {{"file", c.site.file}, {"line", c.site.line}, {"function", c.site.function}}},
+            {"count_a", c.countA},
+            {"count_b", c.countB},
+            {"unreconciled_a", c.unreconciledA},
+            {"unreconciled_b", c.unreconciledB}};
+}
+
+}  // namespace
+
+RunDiff diffRuns(const RunReader& a, const RunAnalysis& analysisA, const RunReader& b,
+                 const RunAnalysis& analysisB, bool compareOps) {
+    RunDiff diff;
+    std::map<GroupKey, GroupChange> changes;
+    for (const IncidentGroup& g : analysisA.groups) {
+        GroupChange& c = changes[keyOf(g)];
+        c.op = g.op, c.origin = g.origin, c.site = g.site;
+        c.countA = g.count, c.unreconciledA = g.unreconciled;
+    }
+    for (const IncidentGroup& g : analysisB.groups) {
+        GroupChange& c = changes[keyOf(g)];
+        c.op = g.op, c.origin = g.origin, c.site = g.site;
+        c.countB = g.count, c.unreconciledB = g.unreconciled;
+    }
+    for (auto& [key, c] : changes) {
+        if (c.countA == 0)
+            diff.appeared.push_back(c);
+        else if (c.countB == 0)
+            diff.disappeared.push_back(c);
+        else if (c.countA != c.countB || c.unreconciledA != c.unreconciledB)
+            diff.changed.push_back(c);
+    }
+
+    std::map<int, const RankReader*> ranksA, ranksB;
+    for (const RankReader& r : a.ranks())
+        ranksA[r.info().rank] = &r;
+    for (const RankReader& r : b.ranks())
+        ranksB[r.info().rank] = &r;
+    for (const auto& [rank, reader] : ranksA) {
+        auto other = ranksB.find(rank);
+        if (other == ranksB.end()) {
+            diff.ranksOnlyInA.push_back(rank);
+            continue;
+        }
+        if (!compareOps) continue;
+        // The two runs' copies of one rank, compared as streams 0 (A) and 1 (B).
+        std::vector<Divergence> found;
+        diff.opsCompared += compareOpSequences({{reader, 0}, {other->second, 1}}, found);
+        for (const Divergence& d : found) {
+            OpSequenceChange c;
+            c.rank = rank;
+            c.thread = d.thread;
+            c.index = d.index;
+            c.step = d.step;
+            c.a = d.rank == 0 ? d.actual : d.expected;
+            c.b = d.rank == 0 ? d.expected : d.actual;
+            diff.opChanges.push_back(std::move(c));
+        }
+    }
+    for (const auto& [rank, reader] : ranksB)
+        if (!ranksA.count(rank)) diff.ranksOnlyInB.push_back(rank);
+    return diff;
+}
+
+std::string formatDiffText(const RunDiff& diff) {
+    std::string out;
+    for (const GroupChange& c : diff.disappeared)
+        out += fmt::format("- gone     {}  ({} incident(s) in A)\n", describe(c), c.countA);
+    for (const GroupChange& c : diff.appeared)
+        out += fmt::format("+ new      {}  ({} incident(s) in B)\n", describe(c), c.countB);
+    for (const GroupChange& c : diff.changed)
+        out += fmt::format("~ changed  {}  ({} -> {} incident(s), {} -> {} unreconciled)\n",
+                           describe(c), c.countA, c.countB, c.unreconciledA, c.unreconciledB);
+    for (const OpSequenceChange& c : diff.opChanges)
+        out += fmt::format(
+            "ops: rank {} thread {} first differs at op #{} (step {}): A has {}, "
+            "B has {}\n",
+            c.rank, c.thread, c.index, c.step, c.a.empty() ? "nothing more" : c.a,
+            c.b.empty() ? "nothing more" : c.b);
+    for (int r : diff.ranksOnlyInA)
+        out += fmt::format("rank {}: only in A\n", r);
+    for (int r : diff.ranksOnlyInB)
+        out += fmt::format("rank {}: only in B\n", r);
+    if (diff.empty())
+        out += fmt::format("no differences in incidents or op sequences ({} ops compared)\n",
+                           diff.opsCompared);
+    return out;
+}
+
+nlohmann::json diffToJson(const RunDiff& diff) {
+    auto list = [](const std::vector<GroupChange>& changes) {
+        nlohmann::json out = nlohmann::json::array();
+        for (const GroupChange& c : changes)
+            out.push_back(changeToJson(c));
+        return out;
+    };
+    nlohmann::json ops = nlohmann::json::array();
+    for (const OpSequenceChange& c : diff.opChanges)
+        ops.push_back({{"rank", c.rank},
+                       {"thread", c.thread},
+                       {"index", c.index},
+                       {"step", c.step},
+                       {"a", c.a},
+                       {"b", c.b}});
+    return {{"appeared", list(diff.appeared)},      {"disappeared", list(diff.disappeared)},
+            {"changed", list(diff.changed)},        {"op_changes", ops},
+            {"ranks_only_in_a", diff.ranksOnlyInA}, {"ranks_only_in_b", diff.ranksOnlyInB},
+            {"ops_compared", diff.opsCompared}};
+}
+
+}  // namespace meshscope

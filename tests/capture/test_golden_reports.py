@@ -1,0 +1,94 @@
+"""Golden end-to-end reports: record a seed scenario with `meshscope record`,
+write its JSON and Markdown reports with `meshscope report`, and compare them
+with the reviewed files in golden/ after normalizing what differs between
+machines and runs (run ids, times, hosts, absolute paths, fingerprint values;
+which fingerprints are equal is kept).
+
+    MESHSCOPE_UPDATE_GOLDEN=1 ctest -R capture.golden   # rewrite, then review the diff
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import cli, record
+
+GOLDEN = Path(__file__).parent / "golden"
+REPO = Path(__file__).resolve().parents[2]
+
+# (scenario, policy): what the report must show
+CASES = [
+    ("s1_input_batch", "replicate"),  # per-rank batches replicated: INVALID
+    ("s1_input_batch", "auto"),       # promoted with Shard(0): clean
+    ("s2_optimizer", "auto"),         # optimizer scalars: verified across ranks
+    ("s3_dataloader", "observe"),     # raised: unreconciled
+]
+
+# Keys whose values are times, hosts or ids of one recording.
+VOLATILE = {"first_ns", "last_ns", "hostname", "run_id", "time_ns", "seq"}
+FINGERPRINT = re.compile(r"\b[0-9a-f]{16}\b")
+
+
+class Normalizer:
+    def __init__(self) -> None:
+        self.fingerprints: dict[str, str] = {}
+
+    def text(self, s: str) -> str:
+        s = re.sub(r"/[^\s\"'`|]*/site-packages/", "<site-packages>/", s)
+        s = s.replace(str(REPO), "<repo>")
+        s = re.sub(r"(<site-packages>/[^\s\"'`|:]*):\d+", r"\1:N", s)
+        return FINGERPRINT.sub(self._fingerprint, s)
+
+    def _fingerprint(self, m: re.Match[str]) -> str:
+        return self.fingerprints.setdefault(m.group(0), f"<fp{len(self.fingerprints) + 1}>")
+
+    def json(self, value, key: str = ""):
+        if key in VOLATILE:
+            return "<volatile>"
+        if isinstance(value, dict):
+            return {k: self.json(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.json(v) for v in value]
+        if isinstance(value, str):
+            return self.text(value)
+        if key == "line" and isinstance(value, int):
+            return value
+        return value
+
+
+def report(run_dir: Path, fmt: str, out: Path) -> str:
+    proc = subprocess.run([cli(), "report", str(run_dir), "--format", fmt, "-o", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out.read_text()
+
+
+def compare(name: str, got: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("MESHSCOPE_UPDATE_GOLDEN"):
+        path.write_text(got)
+        return
+    assert path.exists(), f"{path} missing: run with MESHSCOPE_UPDATE_GOLDEN=1 and review it"
+    want = path.read_text()
+    if got != want:
+        diff = subprocess.run(["diff", "-u", str(path), "-"], input=got, text=True,
+                              capture_output=True).stdout
+        pytest.fail(f"{name} differs from the reviewed report:\n{diff[:6000]}")
+
+
+@pytest.mark.parametrize("scenario,policy", CASES, ids=[f"{s}-{p}" for s, p in CASES])
+def test_reports_match_reviewed_output(tmp_path, scenario, policy):
+    rec = record(tmp_path, scenario, policy)
+    assert rec.run_dir.exists(), rec.stderr[-3000:]
+    n = Normalizer()
+    data = json.loads(report(rec.run_dir, "json", tmp_path / "report.json"))
+    compare(f"{scenario}-{policy}.json", json.dumps(n.json(data), indent=1, sort_keys=True) + "\n")
+    md = report(rec.run_dir, "md", tmp_path / "report.md")
+    md = re.sub(r"run ` [0-9a-f-]+ `", "run ` <run-id> `", md)
+    compare(f"{scenario}-{policy}.md", n.text(md))
