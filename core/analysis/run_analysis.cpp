@@ -282,30 +282,42 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     for (const auto& r : a.summary.ranks)
         totalIncidents += r.summary.incidents;
     std::map<std::tuple<std::string, char, std::string, int>, int> groupIndex;
-    std::vector<std::unordered_set<std::string>> evidenceSeen;
+    std::vector<std::unordered_set<uint32_t>> evidenceSeen;
     std::map<std::tuple<int, int64_t, int>, size_t> checkIndex;
+    std::unordered_map<std::string, uint32_t> evidenceIndex;
     for (const RankReader& rank : run.ranks()) {
         RankStrings strings(rank);
         std::map<std::pair<int, int64_t>, int> occurrences;
+        // Interned ids of this rank -> group / evidence index, so a string is
+        // resolved once per rank, not once per incident.
+        std::map<std::tuple<int64_t, char, int64_t>, int> rankGroups;
+        std::unordered_map<int64_t, uint32_t> rankEvidence;
         for (IncidentSeq after;;) {
-            std::vector<IncidentRecord> page = rank.incidentsAfter(after, kIncidentPage);
+            std::vector<IncidentRecord> page = rank.incidentsAfter(after, kIncidentPage, false);
             for (const IncidentRecord& inc : page) {
-                const SourceFrame& site = strings.site(inc.stack);
-                std::string op = rank.string(inc.op);
-                auto key = std::make_tuple(op, char(inc.origin), site.file, site.line);
-                auto [it, fresh] = groupIndex.try_emplace(key, int(a.groups.size()));
-                if (fresh) {
-                    IncidentGroup g;
-                    g.id = it->second;
-                    g.op = op;
-                    g.origin = inc.origin;
-                    g.site = site;
-                    g.example = describeIncident(rank, inc);
-                    g.fix = suggestFix(inc.origin);
-                    a.groups.push_back(std::move(g));
-                    evidenceSeen.emplace_back();
+                auto rankKey = std::make_tuple(inc.op.value(), char(inc.origin), inc.stack.value());
+                auto known = rankGroups.find(rankKey);
+                if (known == rankGroups.end()) {
+                    const SourceFrame& site = strings.site(inc.stack);
+                    std::string op = rank.string(inc.op);
+                    auto key = std::make_tuple(op, char(inc.origin), site.file, site.line);
+                    auto [it, fresh] = groupIndex.try_emplace(key, int(a.groups.size()));
+                    if (fresh) {
+                        IncidentGroup g;
+                        g.id = it->second;
+                        g.op = op;
+                        g.origin = inc.origin;
+                        g.site = site;
+                        IncidentRecord withOperands = inc;
+                        withOperands.operands = rank.incidentOperands(inc.seq);
+                        g.example = describeIncident(rank, withOperands);
+                        g.fix = suggestFix(inc.origin);
+                        a.groups.push_back(std::move(g));
+                        evidenceSeen.emplace_back();
+                    }
+                    known = rankGroups.emplace(rankKey, it->second).first;
                 }
-                IncidentGroup& g = a.groups[size_t(it->second)];
+                IncidentGroup& g = a.groups[size_t(known->second)];
                 IncidentRef ref;
                 ref.rank = rank.info().rank;
                 ref.seq = inc.seq;
@@ -325,10 +337,19 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
                 if (inc.outcome != Outcome::Reconciled) ++g.unreconciled;
                 g.firstStep = g.firstStep < 0 ? inc.step : std::min(g.firstStep, inc.step);
                 g.lastStep = std::max(g.lastStep, inc.step);
-                ref.evidence = rank.string(inc.evidence);
+                auto [ev, newText] = rankEvidence.try_emplace(inc.evidence.value(), 0);
+                if (newText) {
+                    std::string text = rank.string(inc.evidence);
+                    auto [global, added] =
+                        evidenceIndex.try_emplace(text, uint32_t(a.evidenceTexts.size()));
+                    if (added) a.evidenceTexts.push_back(std::move(text));
+                    ev->second = global->second;
+                }
+                ref.evidence = ev->second;
                 if (evidenceSeen[size_t(g.id)].insert(ref.evidence).second) {
                     ++g.distinctEvidence;
-                    if (g.evidence.size() < kEvidenceKept) g.evidence.push_back(ref.evidence);
+                    if (g.evidence.size() < kEvidenceKept)
+                        g.evidence.push_back(a.evidenceTexts[ref.evidence]);
                 }
                 if (mustAgreeAcrossRanks(ref)) {
                     auto [c, added] = checkIndex.try_emplace(

@@ -52,7 +52,7 @@ struct IncidentRef {
     Outcome outcome = Outcome::Raised;
     std::optional<uint64_t> fingerprint;
     Verdict verdict = Verdict::NotChecked;
-    std::string evidence;
+    uint32_t evidence = 0;  // index into RunAnalysis::evidenceTexts
 };
 
 struct OperandDetail {
@@ -147,6 +147,7 @@ struct Finding {
 struct RunAnalysis {
     RunSummary summary;
     std::vector<IncidentRef> incidents;  // every incident, by rank then seq
+    std::vector<std::string> evidenceTexts;  // distinct evidence, shared by incidents
     std::vector<IncidentGroup> groups;   // most frequent first
     std::vector<PromotionCheck> promotionChecks;
     std::vector<Divergence> divergences;

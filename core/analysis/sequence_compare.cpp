@@ -121,9 +121,9 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
         more = false;
         for (size_t i = 0; i < ranks.size(); ++i) {
             if (done[i]) continue;
-            std::vector<OpRecord> page = ranks[i].reader->opsAfter(last[i], kOpPage);
-            read += int64_t(page.size());
-            for (const OpRecord& op : page) {
+            int64_t count = 0;
+            last[i] = ranks[i].reader->scanOps(last[i], kOpPage, [&](const OpRecord& op) {
+                ++count;
                 auto it = comparers.find(op.thread);
                 if (it == comparers.end())
                     it = comparers
@@ -132,9 +132,9 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
                              .first;
                 it->second.push(ranks[i].id,
                                 {names.id(*ranks[i].reader, int(i), op.name), op.step});
-            }
-            if (!page.empty()) last[i] = page.back().seq;
-            if (int64_t(page.size()) < kOpPage)
+            });
+            read += count;
+            if (count < kOpPage)
                 done[i] = true;
             else
                 more = true;

@@ -425,7 +425,7 @@ void writeCsvReport(const RunAnalysis& a, std::ostream& out) {
                            r.seq.value(), r.step, r.timeNs, r.thread, g.id, csv(g.op),
                            origin1(g.origin), toString(r.action), toString(r.outcome),
                            toString(r.verdict), csv(g.site.file), g.site.line, csv(g.site.function),
-                           csv(r.evidence), fingerprintText(r.fingerprint));
+                           csv(a.evidenceTexts[r.evidence]), fingerprintText(r.fingerprint));
     }
 }
 

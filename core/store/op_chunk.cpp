@@ -112,10 +112,18 @@ void OpChunkEncoder::clear() {
 }
 
 std::vector<OpRecord> decodeOpChunk(const OpChunkBounds& bounds, std::string_view bytes) {
+    std::vector<OpRecord> ops;
+    decodeOpChunkInto(bounds, bytes, ops, true);
+    return ops;
+}
+
+void decodeOpChunkInto(const OpChunkBounds& bounds, std::string_view bytes,
+                       std::vector<OpRecord>& ops, bool keepOperands) {
     if (bounds.count < 0 || bounds.count > kMaxOpsPerChunk)
         throw ChunkError("op chunk claims " + std::to_string(bounds.count) + " ops");
-    std::vector<OpRecord> ops(size_t(bounds.count));
+    ops.resize(size_t(bounds.count));
     Cursor in(bytes);
+    OperandRecord scratch;
     int64_t start = 0, step = 0;
     constexpr uint64_t kMaxId = uint64_t(1) << 62;
     for (int64_t i = 0; i < bounds.count; ++i) {
@@ -135,8 +143,9 @@ std::vector<OpRecord> decodeOpChunk(const OpChunkBounds& bounds, std::string_vie
         op.incident = IncidentSeq{bounded<int64_t>(in.varint(), kMaxId, "incident")};
         // Each operand takes at least 5 bytes: a count beyond that is damage.
         size_t operands = bounded<size_t>(in.varint(), in.remaining() / 5, "operand count");
-        op.operands.resize(operands);
-        for (OperandRecord& o : op.operands) {
+        op.operands.resize(keepOperands ? operands : 0);
+        for (size_t k = 0; k < operands; ++k) {
+            OperandRecord& o = keepOperands ? op.operands[k] : scratch;
             o.index = bounded<uint16_t>(in.varint(), UINT16_MAX, "operand index");
             o.role = OperandRole(bounded<uint8_t>(in.varint(), 1, "operand role"));
             o.kind = OperandKind(bounded<uint8_t>(in.varint(), 2, "operand kind"));
@@ -145,7 +154,6 @@ std::vector<OpRecord> decodeOpChunk(const OpChunkBounds& bounds, std::string_vie
             if (o.kind == OperandKind::Scalar) o.scalar = in.real();
         }
     }
-    return ops;
 }
 
 }  // namespace meshscope

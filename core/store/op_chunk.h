@@ -52,5 +52,9 @@ class OpChunkEncoder {
 // Decodes the ops of a chunk; bounds.firstSeq and bounds.count come from the
 // row. Throws ChunkError on malformed bytes (never reads out of bounds).
 std::vector<OpRecord> decodeOpChunk(const OpChunkBounds& bounds, std::string_view bytes);
+// The same into a reused vector; without `operands` they are checked but not
+// kept (scans that need names and times only allocate nothing per op).
+void decodeOpChunkInto(const OpChunkBounds& bounds, std::string_view bytes,
+                       std::vector<OpRecord>& ops, bool operands);
 
 }  // namespace meshscope

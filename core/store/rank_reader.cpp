@@ -273,6 +273,17 @@ int64_t RankReader::metaNumber(std::string_view key) const {
     return s.step() ? std::max<int64_t>(0, std::strtoll(s.text(0).c_str(), nullptr, 10)) : 0;
 }
 
+void RankReader::decodeChunk(const OpChunkBounds& bounds, std::string_view bytes,
+                             std::vector<OpRecord>& out, bool operands) const {
+    try {
+        decodeOpChunkInto(bounds, bytes, out, operands);
+    } catch (const ChunkError& e) {
+        throw StoreError(m_path.string(), "corrupt op chunk at seq " +
+                                              std::to_string(bounds.firstSeq.value()) + " (" +
+                                              e.what() + ")");
+    }
+}
+
 // Decodes the ops of every chunk the statement yields, keeping those `keep`
 // accepts, until `limit` ops are kept.
 template <typename Keep>
@@ -282,13 +293,7 @@ std::vector<OpRecord> RankReader::opsFromChunks(sql::Stmt& s, Keep keep, int64_t
         OpChunkBounds b{s.id<OpSeq>(0), s.id<OpSeq>(1), s.int64(2), s.int64(3),
                         s.int64(4),     s.int64(5),     s.int64(6), s.int64(7)};
         std::vector<OpRecord> chunk;
-        try {
-            chunk = decodeOpChunk(b, s.blob(8));
-        } catch (const ChunkError& e) {
-            throw StoreError(m_path.string(), "corrupt op chunk at seq " +
-                                                  std::to_string(b.firstSeq.value()) + " (" +
-                                                  e.what() + ")");
-        }
+        decodeChunk(b, s.blob(8), chunk, true);
         for (OpRecord& op : chunk) {
             if (int64_t(ops.size()) == limit) break;
             if (keep(op)) ops.push_back(std::move(op));
@@ -339,29 +344,57 @@ std::vector<OpRecord> RankReader::opsAfter(OpSeq after, int64_t limit) const {
 }
 
 std::vector<OperandRecord> RankReader::incidentOperands(IncidentSeq seq) const {
-    sql::Stmt s(*m_db,
-                "SELECT idx, role, kind, tensor_id, scalar, placements_id FROM incident_operands "
-                "WHERE incident_seq=?1 ORDER BY role, idx");
-    s.bindId(1, seq);
-    return collect<OperandRecord>(s, [](const sql::Stmt& s) {
-        OperandRecord o;
-        o.index = uint16_t(s.int64(0));
-        o.role = s.int64(1) == 1 ? OperandRole::Output : OperandRole::Input;
-        o.kind = OperandKind(std::clamp<int64_t>(s.int64(2), 0, 2));
-        o.tensor = s.id<TensorId>(3);
-        o.scalar = s.real(4);
-        o.placements = s.id<StringId>(5);
-        return o;
+    return guarded([&] {
+        sql::Stmt s(*m_db,
+                    "SELECT idx, role, kind, tensor_id, scalar, placements_id FROM "
+                    "incident_operands WHERE incident_seq=?1 ORDER BY role, idx");
+        s.bindId(1, seq);
+        return collect<OperandRecord>(s, [](const sql::Stmt& s) {
+            OperandRecord o;
+            o.index = uint16_t(s.int64(0));
+            o.role = s.int64(1) == 1 ? OperandRole::Output : OperandRole::Input;
+            o.kind = OperandKind(std::clamp<int64_t>(s.int64(2), 0, 2));
+            o.tensor = s.id<TensorId>(3);
+            o.scalar = s.real(4);
+            o.placements = s.id<StringId>(5);
+            return o;
+        });
     });
 }
 
-std::vector<IncidentRecord> RankReader::incidentsAfter(IncidentSeq after, int64_t limit) const {
+OpSeq RankReader::scanOps(OpSeq after, int64_t limit,
+                          const std::function<void(const OpRecord&)>& visit, bool operands) const {
+    return guarded([&] {
+        sql::Stmt s(*m_db, std::string(kChunkColumns) +
+                               "WHERE first_seq > ?1 AND last_seq > ?2 ORDER BY first_seq");
+        s.bind(1, saturatingSub(after.value(), kMaxOpsPerChunk)).bind(2, after.value());
+        std::vector<OpRecord> chunk;
+        OpSeq last = after;
+        for (int64_t visited = 0; visited < limit && s.step();) {
+            OpChunkBounds b{s.id<OpSeq>(0), s.id<OpSeq>(1), s.int64(2), s.int64(3),
+                            s.int64(4),     s.int64(5),     s.int64(6), s.int64(7)};
+            decodeChunk(b, s.blob(8), chunk, operands);
+            for (const OpRecord& op : chunk) {
+                if (op.seq <= after) continue;
+                if (visited == limit) break;
+                visit(op);
+                last = op.seq;
+                ++visited;
+            }
+        }
+        return last;
+    });
+}
+
+std::vector<IncidentRecord> RankReader::incidentsAfter(IncidentSeq after, int64_t limit,
+                                                       bool operands) const {
     return guarded([&] {
         sql::Stmt s(*m_db, std::string(kIncidentColumns) + "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
         s.bind(1, after.value()).bind(2, limit);
         auto rows = collect<IncidentRecord>(s, incidentFrom);
-        for (auto& r : rows)
-            r.operands = incidentOperands(r.seq);
+        if (operands)
+            for (auto& r : rows)
+                r.operands = incidentOperands(r.seq);
         return rows;
     });
 }

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/store/op_chunk.h"
 #include "core/store/records.h"
 #include "core/store/sqlite.h"
 
@@ -74,7 +76,15 @@ class RankReader {
     // Ops with seq > after, ordered by seq: polling a live run.
     std::vector<OpRecord> opsAfter(OpSeq after, int64_t limit = kNoLimit) const;
 
-    std::vector<IncidentRecord> incidentsAfter(IncidentSeq after, int64_t limit = kNoLimit) const;
+    // Visits up to `limit` ops with seq > after, in seq order, without
+    // building a vector (the visited record is reused; operands only when
+    // asked). Returns the seq of the last op visited, or `after`.
+    OpSeq scanOps(OpSeq after, int64_t limit, const std::function<void(const OpRecord&)>& visit,
+                  bool operands = false) const;
+
+    std::vector<IncidentRecord> incidentsAfter(IncidentSeq after, int64_t limit = kNoLimit,
+                                               bool operands = true) const;
+    std::vector<OperandRecord> incidentOperands(IncidentSeq seq) const;
     std::vector<IncidentRecord> incidentsInStepRange(int64_t s0, int64_t s1) const;
     std::vector<CollectiveRecord> collectivesInTimeRange(int64_t t0, int64_t t1) const;
     std::vector<OptimizerStepRecord> optimizerSteps() const;
@@ -90,9 +100,10 @@ class RankReader {
     void validate();
     void loadStrings() const;
     int64_t metaNumber(std::string_view key) const;
+    void decodeChunk(const OpChunkBounds& bounds, std::string_view bytes,
+                     std::vector<OpRecord>& out, bool operands) const;
     template <typename Keep>
     std::vector<OpRecord> opsFromChunks(sql::Stmt& s, Keep keep, int64_t limit) const;
-    std::vector<OperandRecord> incidentOperands(IncidentSeq seq) const;
 
     std::filesystem::path m_path;
     std::unique_ptr<sql::Db> m_db;
