@@ -8,10 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#if __has_include("core/report/html_report.h")  // TEMP until the HTML writer lands
-#include "core/report/html_report.h"
-#define MESHSCOPE_HTML 1
-#endif
+#include "core/report/html_writer.h"
 #include "core/util/utf8.h"
 
 namespace meshscope {
@@ -537,13 +534,10 @@ void writeReport(ReportFormat format, const RunReader& run, const RunAnalysis& a
                  std::ostream& out, const ReportOptions& options) {
     switch (format) {
         case ReportFormat::Html: {
-#ifdef MESHSCOPE_HTML
             HtmlReportOptions html;
             html.maxGroupsInDetail = options.maxGroupsInDetail;
             html.generator = options.generator;
             writeHtmlReport(run, analysis, out, html);
-#endif
-            (void)run;
             return;
         }
         case ReportFormat::Markdown:

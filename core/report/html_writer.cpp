@@ -1,0 +1,583 @@
+#include "core/report/html_writer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <ostream>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/report/report.h"
+#include "core/util/utf8.h"
+
+namespace meshscope {
+namespace {
+
+constexpr std::string_view kCsp =
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+    "form-action 'none'";
+
+constexpr std::string_view kStyle = R"css(
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+header{background:#1d2330;color:#fff;padding:18px 32px}header h1{margin:0;font-size:20px}
+header p{margin:4px 0 0;color:#b8c0d0}main{padding:8px 32px 40px;max-width:1320px}
+h2{font-size:17px;margin:28px 0 10px;border-bottom:1px solid #d8dce3;padding-bottom:4px}
+table{border-collapse:collapse;background:#fff;font-size:13px}td,th{border:1px solid #dde1e7;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#eef1f5}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.finding{padding:6px 10px;margin:4px 0;border-left:4px solid #c62828;background:#fff}
+.finding.invalid,.finding.divergent{border-color:#8e24aa;background:#fbf3fd}.finding b{text-transform:uppercase;font-size:12px;margin-right:6px}
+.ok{padding:6px 10px;border-left:4px solid #2e7d32;background:#fff}
+details.group{background:#fff;border:1px solid #dde1e7;border-radius:4px;margin:10px 0;padding:0 12px}
+details.group>summary{cursor:pointer;padding:9px 0;font-weight:600}details.group[open]>summary{border-bottom:1px solid #eef1f5}
+code,pre{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px}pre{background:#f1f3f6;padding:8px 10px;overflow-x:auto;border-radius:3px}
+.tag{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px;margin-right:4px;background:#e3e7ee}
+.tag.raised{background:#fde0e0;color:#a31515}.tag.promoted{background:#dff3e1;color:#1b5e20}.tag.invalid{background:#8e24aa;color:#fff}
+.grid{display:grid;grid-template-columns:minmax(360px,1fr) minmax(420px,1.2fr);gap:16px}.muted{color:#69707d}
+svg text{font-family:system-ui,sans-serif}.legend span{margin-right:14px}
+)css";
+
+std::string esc(std::string_view text) {
+    return htmlEscape(text);
+}
+
+std::string origin1(OriginClass o) {
+    return std::string(1, char(o));
+}
+
+// ---- placements and shapes ----
+
+std::vector<int64_t> parseShape(std::string_view shape) {
+    std::vector<int64_t> out;
+    std::string s(shape);
+    std::regex number("-?[0-9]+");
+    for (auto it = std::sregex_iterator(s.begin(), s.end(), number); it != std::sregex_iterator();
+         ++it)
+        out.push_back(std::stoll(it->str()));
+    return out;
+}
+
+// "[Shard(0), Replicate()]" -> {"Shard(0)", "Replicate()"}.
+std::vector<std::string> splitPlacements(std::string_view text) {
+    std::vector<std::string> out;
+    std::string current;
+    int depth = 0;
+    for (char c : text) {
+        if (c == '[' && depth == 0) continue;
+        if (c == ']' && depth == 0) break;
+        if (c == '(') ++depth;
+        if (c == ')') --depth;
+        if (c == ',' && depth == 0) {
+            out.push_back(current);
+            current.clear();
+            continue;
+        }
+        if (c != ' ' || depth > 0) current += c;
+    }
+    if (!current.empty()) out.push_back(current);
+    return out;
+}
+
+std::string_view actionClass(Action action, Outcome outcome, Verdict verdict) {
+    if (verdict == Verdict::Invalid) return "invalid";
+    if (outcome == Outcome::Reconciled) return "promoted";
+    (void)action;
+    return "raised";
+}
+
+// ---- timeline ----
+
+struct Lane {
+    int rank = 0;
+    int64_t originWallNs = 0;
+};
+
+void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out, int width) {
+    std::vector<Lane> lanes;
+    int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+    for (size_t i = 0; i < run.ranks().size(); ++i) {
+        const RankReader& r = run.ranks()[i];
+        const RankSummary& s = a.summary.ranks[i].summary;
+        int64_t origin = r.info().clockOriginWallNs;
+        lanes.push_back({r.info().rank, origin});
+        if (s.ops > 0 || s.incidents > 0) {
+            t0 = std::min(t0, origin + s.firstNs);
+            t1 = std::max(t1, origin + s.lastNs);
+        }
+    }
+    for (const IncidentRef& ref : a.incidents) {
+        for (const Lane& l : lanes)
+            if (l.rank == ref.rank) {
+                t0 = std::min(t0, l.originWallNs + ref.timeNs);
+                t1 = std::max(t1, l.originWallNs + ref.timeNs);
+            }
+    }
+    if (t0 >= t1 || lanes.empty()) {
+        out << "<p class=muted>No timed events recorded.</p>\n";
+        return;
+    }
+    const int left = 70, laneHeight = 46, top = 22;
+    const double span = double(t1 - t0);
+    auto x = [&](int64_t wall) {
+        return left + std::clamp(double(wall - t0) / span, 0.0, 1.0) * (width - 1);
+    };
+    int height = top + laneHeight * int(lanes.size()) + 10;
+    out << fmt::format(
+        "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' role='img' "
+        "aria-label='per-rank timeline'>\n",
+        left + width + 10, height);
+    out << fmt::format(
+        "<text x='{}' y='14' font-size='11' fill='#69707d'>0 ms</text><text x='{}' y='14' "
+        "font-size='11' fill='#69707d' text-anchor='end'>{:.1f} ms (wall clock, ranks "
+        "aligned)</text>\n",
+        left, left + width, span / 1e6);
+    std::map<int, int> laneOf;
+    for (size_t i = 0; i < lanes.size(); ++i)
+        laneOf[lanes[i].rank] = int(i);
+    for (size_t i = 0; i < lanes.size(); ++i) {
+        const RankReader& r = run.ranks()[i];
+        int y = top + int(i) * laneHeight;
+        out << fmt::format(
+            "<rect x='{}' y='{}' width='{}' height='{}' fill='#fff' stroke='#dde1e7'/><text "
+            "x='8' y='{}' font-size='12'>rank {}</text>\n",
+            left, y, width, laneHeight - 6, y + 24, r.info().rank);
+        // Step bands: alternate shades; when steps are narrower than 2 px,
+        // one band per pixel run of steps.
+        std::vector<OptimizerStepRecord> steps = r.optimizerSteps();
+        int64_t previousEnd = r.summary().firstNs;
+        double lastX = -1;
+        int shade = 0;
+        for (const OptimizerStepRecord& s : steps) {
+            double xa = x(lanes[i].originWallNs + previousEnd);
+            double xb = x(lanes[i].originWallNs + s.endNs);
+            previousEnd = s.endNs;
+            if (xb - lastX < 2 && &s != &steps.back()) continue;
+            double from = std::max(xa, lastX);
+            lastX = xb;
+            out << fmt::format(
+                "<rect x='{:.1f}' y='{}' width='{:.1f}' height='{}' fill='{}'><title>step "
+                "{}</title></rect>\n",
+                from, y + 1, std::max(0.5, xb - from), laneHeight - 8,
+                shade++ % 2 ? "#eef2f8" : "#f8f9fb", s.step);
+        }
+        // Collectives, one mark per pixel column.
+        std::map<int, std::pair<int64_t, int64_t>> columns;  // column -> (count, bytes)
+        for (const CollectiveRecord& c : r.collectivesInTimeRange(INT64_MIN, INT64_MAX)) {
+            auto& col = columns[int(x(lanes[i].originWallNs + c.startNs))];
+            ++col.first;
+            col.second += c.bytes;
+        }
+        for (const auto& [col, cb] : columns)
+            out << fmt::format(
+                "<rect x='{}' y='{}' width='2' height='8' fill='#1e88e5'><title>{} "
+                "collective(s), {} bytes</title></rect>\n",
+                col, y + laneHeight - 17, cb.first, cb.second);
+    }
+    // Incidents, one mark per pixel column, lane and kind.
+    std::map<std::tuple<int, int, std::string_view>, int64_t> marks;
+    for (const IncidentRef& ref : a.incidents) {
+        const Lane& l = lanes[size_t(laneOf[ref.rank])];
+        ++marks[{laneOf[ref.rank], int(x(l.originWallNs + ref.timeNs)),
+                 actionClass(ref.action, ref.outcome, ref.verdict)}];
+    }
+    for (const auto& [key, n] : marks) {
+        auto [lane, col, kind] = key;
+        int y = top + lane * laneHeight + (kind == "raised" ? 6 : kind == "invalid" ? 14 : 22);
+        std::string_view fill = kind == "raised"    ? "#d32f2f"
+                                : kind == "invalid" ? "#8e24aa"
+                                                    : "#2e7d32";
+        out << fmt::format(
+            "<path d='M{} {}l4 7h-8z' fill='{}' stroke='{}'><title>{} incident(s) "
+            "{}</title></path>\n",
+            col, y, fill, kind == "invalid" ? "#000" : fill, n, kind);
+    }
+    out << "</svg>\n<div class='legend muted'><span>&#9650; <b "
+           "style='color:#d32f2f'>raised</b></span>"
+           "<span>&#9650; <b style='color:#2e7d32'>promoted</b></span><span>&#9650; <b "
+           "style='color:#8e24aa'>INVALID</b></span><span><b style='color:#1e88e5'>|</b> "
+           "collectives</span><span>shaded bands: optimizer steps</span></div>\n";
+}
+
+// ---- the mesh drawing of one incident ----
+
+void writeMeshDrawing(const IncidentDetail& d, std::ostream& out) {
+    std::vector<int64_t> meshShape = d.mesh ? d.mesh->shape : std::vector<int64_t>{};
+    std::vector<int64_t> ranks = d.mesh ? d.mesh->ranks : std::vector<int64_t>{};
+    if (meshShape.empty()) meshShape = {int64_t(std::max<size_t>(ranks.size(), 1))};
+    int64_t cells = 1;
+    for (int64_t n : meshShape)
+        cells *= std::max<int64_t>(n, 1);
+    cells = std::min<int64_t>(cells, 64);
+    const int64_t cols = meshShape.size() >= 2 ? std::max<int64_t>(meshShape.back(), 1)
+                                               : std::min<int64_t>(cells, 4);
+    const int64_t rows = (cells + cols - 1) / cols;
+    const int cellW = 190, plainW = 170, gap = 50;
+    std::vector<const OperandDetail*> dtensors;
+    const OperandDetail* plain = nullptr;
+    for (const OperandDetail& o : d.operands) {
+        if (o.plain && !plain) plain = &o;
+        if (!o.plain && !o.scalar && !o.placements.empty() && !o.output) dtensors.push_back(&o);
+    }
+    int lines = int(dtensors.size()) + (plain && !d.promotedPlacements.empty() ? 1 : 0);
+    const int cellH = 30 + 15 * std::max(lines, 1);
+    int width = plainW + gap + int(cols) * (cellW + 8) + 10;
+    int height = std::max(int(rows) * (cellH + 8) + 30, 120);
+    out << fmt::format(
+        "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' role='img' "
+        "aria-label='operands on the device mesh'>\n",
+        width, height);
+    std::string meshTitle = "device mesh";
+    if (d.mesh) {
+        std::string dims;
+        for (size_t k = 0; k < d.mesh->shape.size(); ++k)
+            dims += fmt::format(
+                "{}{}={}", k ? ", " : "",
+                k < d.mesh->dimNames.size() ? d.mesh->dimNames[k] : "dim" + std::to_string(k),
+                d.mesh->shape[k]);
+        meshTitle = fmt::format("device mesh ({}) on {}", dims, d.mesh->deviceType);
+    }
+    int meshX = plainW + gap;
+    out << fmt::format("<text x='{}' y='14' font-size='12' fill='#69707d'>{}</text>\n", meshX,
+                       esc(meshTitle));
+    if (plain) {
+        std::string kind = d.outcome == Outcome::Reconciled ? "promoted" : "raised";
+        out << fmt::format(
+            "<rect x='2' y='24' width='{}' height='76' rx='4' fill='#fff6f6' stroke='#d32f2f' "
+            "stroke-dasharray='5 3'/>\n<text x='10' y='42' font-size='12' font-weight='600'>plain "
+            "torch.Tensor</text>\n<text x='10' y='60' font-size='12'>{} {}</text>\n<text x='10' "
+            "y='77' font-size='12'>{}</text>\n<text x='10' y='93' font-size='11' "
+            "fill='#69707d'>operand {}</text>\n",
+            plainW - 4, esc(plain->dtype), esc(plain->shape),
+            esc(plain->label.empty() ? d.evidence.substr(0, 28) : plain->label), plain->index);
+        out << fmt::format(
+            "<path d='M{} 62h{}' stroke='{}' stroke-width='2' fill='none'/><path d='M{} 57l8 "
+            "5l-8 5z' fill='{}'/>\n<text x='{}' y='54' font-size='11' "
+            "text-anchor='middle'>{}</text>\n",
+            plainW, gap - 8, kind == "raised" ? "#d32f2f" : "#2e7d32", meshX - 8,
+            kind == "raised" ? "#d32f2f" : "#2e7d32", plainW + gap / 2,
+            kind == "raised" ? "raised" : esc(toString(d.action)));
+    }
+    for (int64_t c = 0; c < cells; ++c) {
+        int64_t row = c / cols, col = c % cols;
+        int cx = meshX + int(col) * (cellW + 8), cy = 24 + int(row) * (cellH + 8);
+        // Coordinates of this cell on the mesh (row-major).
+        std::vector<int64_t> coordinate(meshShape.size());
+        int64_t rest = c;
+        for (size_t k = meshShape.size(); k-- > 0;) {
+            coordinate[k] = rest % std::max<int64_t>(meshShape[k], 1);
+            rest /= std::max<int64_t>(meshShape[k], 1);
+        }
+        int64_t rank = size_t(c) < ranks.size() ? ranks[size_t(c)] : c;
+        bool self = rank == d.rank;
+        out << fmt::format(
+            "<rect x='{}' y='{}' width='{}' height='{}' rx='4' fill='{}' stroke='#8a94a6'/>\n<text "
+            "x='{}' y='{}' font-size='12' font-weight='600'>rank {}{}</text>\n",
+            cx, cy, cellW, cellH, self ? "#eef4ff" : "#fff", cx + 8, cy + 17, rank,
+            self ? " (this incident)" : "");
+        int line = 0;
+        for (const OperandDetail* o : dtensors)
+            out << fmt::format(
+                "<text x='{}' y='{}' font-size='11'><tspan fill='#69707d'>op{}"
+                "</tspan> {}</text>\n",
+                cx + 8, cy + 34 + 15 * line++, o->index,
+                esc(describeLocalPiece(o->shape, o->placements, meshShape, coordinate)));
+        if (plain && !d.promotedPlacements.empty())
+            out << fmt::format(
+                "<text x='{}' y='{}' font-size='11' fill='{}'><tspan>op{}</tspan> {}</text>\n",
+                cx + 8, cy + 34 + 15 * line++,
+                d.outcome == Outcome::Reconciled ? "#1b5e20" : "#a31515", plain->index,
+                esc(describeLocalPiece(plain->shape, d.promotedPlacements, meshShape, coordinate)));
+    }
+    out << "</svg>\n";
+}
+
+void writeStack(const std::vector<SourceFrame>& stack, std::ostream& out) {
+    if (stack.empty()) return;
+    out << "<pre>";
+    for (const SourceFrame& f : stack)
+        out << esc(formatLocation(f)) << "  <span class=muted>" << esc(f.function) << "</span>\n";
+    out << "</pre>\n";
+}
+
+void writeGroup(const IncidentGroup& g, std::ostream& out) {
+    const IncidentDetail& ex = g.example;
+    std::string_view kind = g.invalid > 0 ? "invalid" : g.unreconciled > 0 ? "raised" : "promoted";
+    out << fmt::format(
+        "<details class=group{}><summary><span class='tag {}'>{}</span> <code>{}</code> at "
+        "<code>{}</code> &middot; origin {} ({}) &middot; {} incident(s)</summary>\n",
+        g.id < 10 ? " open" : "", kind, kind == "invalid" ? "INVALID" : kind, esc(g.op),
+        esc(formatLocation(g.site)), origin1(g.origin), esc(describeOrigin(g.origin)), g.count);
+    out << "<div class=grid><div>\n<table>\n";
+    auto row = [&](std::string_view key, const std::string& value) {
+        out << "<tr><th>" << key << "</th><td>" << value << "</td></tr>\n";
+    };
+    std::string perRank;
+    for (const auto& [r, n] : g.perRank)
+        perRank += fmt::format("{}rank {}: {}", perRank.empty() ? "" : ", ", r, n);
+    row("per rank", esc(perRank));
+    row("steps", fmt::format("{} to {} ({} step(s) with incidents)", g.firstStep, g.lastStep,
+                             g.perStep.size()));
+    std::string actions;
+    for (const auto& [act, n] : g.actions)
+        actions += fmt::format("<span class=tag>{} {}</span>", esc(toString(act)), n);
+    for (const auto& [oc, n] : g.outcomes)
+        actions += fmt::format("<span class=tag>{} {}</span>", esc(toString(oc)), n);
+    row("actions", actions);
+    if (g.verified + g.invalid + g.unverified > 0)
+        row("cross-rank check",
+            fmt::format("{} verified, {}{} INVALID{}, {} unverified", g.verified,
+                        g.invalid ? "<span class='tag invalid'>" : "", g.invalid,
+                        g.invalid ? "</span>" : "", g.unverified));
+    std::string evidence;
+    for (const std::string& e : g.evidence)
+        evidence += esc(e) + "<br>";
+    if (g.distinctEvidence > int64_t(g.evidence.size()))
+        evidence += fmt::format("<span class=muted>{} distinct in all</span>", g.distinctEvidence);
+    row("evidence", evidence);
+    row("policy rule", esc(ex.policyRule));
+    if (!ex.createdAt.empty())
+        row("plain tensor created at", "<code>" + esc(ex.createdAt) + "</code>");
+    if (ex.fingerprint)
+        row("fingerprint", fmt::format("<code>{:016x}</code> (rank {})", *ex.fingerprint, ex.rank));
+    if (!ex.error.empty()) row("error", "<code>" + esc(ex.error.substr(0, 600)) + "</code>");
+    out << "</table>\n<h4>Fix</h4><p>" << esc(g.fix.summary) << "</p>\n";
+    if (!g.fix.code.empty()) out << "<pre><code>" << esc(g.fix.code) << "</code></pre>\n";
+    out << "</div><div>\n<h4>Operands on the mesh (rank " << ex.rank << ", step " << ex.step
+        << ")</h4>\n";
+    writeMeshDrawing(ex, out);
+    out << "<table><tr><th>operand</th><th>dtype</th><th>shape</th><th>local</th><th>"
+           "placements</th><th>label</th></tr>\n";
+    for (const OperandDetail& o : ex.operands)
+        out << fmt::format(
+            "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            o.index,
+            o.output  ? " out"
+            : o.plain ? " <b>plain</b>"
+                      : "",
+            esc(o.dtype), esc(o.shape), esc(o.localShape),
+            o.scalar ? fmt::format("scalar {}", o.scalarValue) : esc(o.placements), esc(o.label));
+    out << "</table>\n";
+    if (!ex.promotedPlacements.empty())
+        out << "<p>Promoted to <code>" << esc(ex.promotedPlacements) << "</code> ("
+            << esc(toString(ex.action)) << ").</p>\n";
+    out << "<h4>Stack (innermost first)</h4>\n";
+    writeStack(ex.stack, out);
+    out << "</div></div></details>\n";
+}
+
+}  // namespace
+
+std::string htmlEscape(std::string_view raw) {
+    std::string text = validUtf8(raw);
+    std::string out;
+    out.reserve(text.size());
+    for (char c : text) {
+        switch (c) {
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&quot;";
+                break;
+            case '\'':
+                out += "&#39;";
+                break;
+            default:
+                out += c;
+        }
+    }
+    return out;
+}
+
+std::string jsonForScript(const std::string& json) {
+    std::string out;
+    out.reserve(json.size());
+    for (char c : json) {
+        if (c == '<')
+            out += "\\u003c";
+        else if (c == '>')
+            out += "\\u003e";
+        else if (c == '&')
+            out += "\\u0026";
+        else
+            out += c;
+    }
+    return out;
+}
+
+std::string describeLocalPiece(std::string_view shape, std::string_view placements,
+                               const std::vector<int64_t>& meshShape,
+                               const std::vector<int64_t>& coordinate) {
+    std::vector<int64_t> sizes = parseShape(shape);
+    std::vector<std::string> per = splitPlacements(placements);
+    if (per.empty()) return std::string(placements);
+    std::vector<std::pair<int64_t, int64_t>> ranges;  // per tensor dim [from, to)
+    for (int64_t s : sizes)
+        ranges.emplace_back(0, s);
+    bool partial = false;
+    std::smatch m;
+    static const std::regex shard(R"(Shard\(dim=?(-?\d+)\)|Shard\((-?\d+)\))");
+    for (size_t k = 0; k < per.size() && k < meshShape.size(); ++k) {
+        if (per[k].rfind("Partial", 0) == 0) {
+            partial = true;
+            continue;
+        }
+        if (per[k].rfind("Replicate", 0) == 0) continue;
+        if (!std::regex_search(per[k], m, shard)) return std::string(placements);
+        int64_t dim = std::stoll(m[1].matched ? m[1].str() : m[2].str());
+        if (dim < 0) dim += int64_t(sizes.size());
+        if (dim < 0 || dim >= int64_t(ranges.size())) return std::string(placements);
+        auto& [from, to] = ranges[size_t(dim)];
+        int64_t n = std::max<int64_t>(meshShape[k], 1), length = to - from;
+        int64_t chunk = (length + n - 1) / n;  // torch.chunk semantics
+        int64_t c = k < coordinate.size() ? coordinate[k] : 0;
+        int64_t a = std::min(from + c * chunk, to), b = std::min(from + (c + 1) * chunk, to);
+        from = a, to = b;
+    }
+    std::string piece;
+    bool whole = true;
+    for (size_t d = 0; d < ranges.size(); ++d) {
+        if (ranges[d].first == 0 && ranges[d].second == sizes[d]) continue;
+        whole = false;
+        std::string what = d == 0 ? "rows" : d == 1 ? "cols" : fmt::format("dim {}", d);
+        piece += fmt::format("{}{} {}-{}", piece.empty() ? "" : ", ", what, ranges[d].first,
+                             ranges[d].second - 1);
+    }
+    std::string base =
+        whole ? fmt::format("all of {}", shape) : fmt::format("{} of {}", piece, shape);
+    return partial ? "partial sum, " + base : base;
+}
+
+void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& out,
+                     const HtmlReportOptions& options) {
+    const RunSummary& s = a.summary;
+    out << "<!DOCTYPE html>\n<html lang=en><head>\n<meta http-equiv='Content-Security-Policy' "
+           "content=\""
+        << kCsp << "\">\n<meta charset=utf-8>\n<meta name=viewport content='width=device-width'>\n"
+        << "<title>meshscope report: " << esc(s.runId) << "</title>\n<style>" << kStyle
+        << "</style>\n</head><body>\n";
+    out << "<header><h1>meshscope report</h1><p>run <code>" << esc(s.runId)
+        << "</code> &middot; world size " << s.worldSize << " &middot; " << s.ranks.size()
+        << " rank(s) readable &middot; " << a.incidents.size() << " incident(s) in "
+        << a.groups.size() << " group(s) &middot; " << esc(options.generator)
+        << "</p></header>\n<main>\n";
+
+    out << "<h2>Findings</h2>\n";
+    if (a.findings.empty())
+        out << "<div class=ok>No findings: every incident was reconciled, promotions agree "
+               "across ranks and the ranks ran the same sequences.</div>\n";
+    std::vector<const Finding*> ordered;
+    for (const Finding& f : a.findings)
+        ordered.push_back(&f);
+    std::stable_sort(ordered.begin(), ordered.end(), [](const Finding* x, const Finding* y) {
+        auto rank = [](FindingKind k) {
+            return k == FindingKind::Invalid ? 0 : k == FindingKind::Divergent ? 1 : 2;
+        };
+        return rank(x->kind) < rank(y->kind);
+    });
+    for (const Finding* f : ordered)
+        out << "<div class='finding " << toString(f->kind) << "'><b>" << toString(f->kind) << "</b>"
+            << esc(f->message) << "</div>\n";
+
+    out << "<h2>Ranks</h2>\n<table><tr><th>rank</th><th>host</th><th>ops</th><th>steps</th><th>"
+           "collectives</th><th>bytes</th><th>incidents</th><th>by origin</th><th>dropped</th><th>"
+           "status</th></tr>\n";
+    for (const RankSummaryRow& r : s.ranks) {
+        std::string origins, drops;
+        for (const auto& [o, n] : r.summary.incidentsByOrigin)
+            origins += fmt::format("{} {} ", origin1(o), n);
+        for (const auto& [reason, n] : r.summary.drops)
+            drops += fmt::format("{} {} ", esc(reason), n);
+        out << fmt::format(
+            "<tr><td class=n>{}</td><td>{}</td><td class=n>{}</td><td class=n>{}</td><td "
+            "class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td><td>{}</td><td>{}</"
+            "td></tr>\n",
+            r.rank, esc(r.info.hostname), r.summary.ops, r.summary.steps, r.summary.collectives,
+            r.summary.collectiveBytes, r.summary.incidents, esc(origins),
+            drops.empty() ? "0" : drops, r.info.endedNs ? "closed" : "open or killed");
+    }
+    out << "</table>\n";
+    for (const std::string& p : s.problems)
+        out << "<div class=finding><b>problem</b>" << esc(p) << "</div>\n";
+
+    out << "<h2>Timeline</h2>\n";
+    writeTimeline(run, a, out, options.timelineWidth);
+
+    out << "<h2>Incident groups</h2>\n";
+    if (a.groups.empty()) out << "<div class=ok>No mixed-tensor incidents.</div>\n";
+    int shown = 0;
+    for (const IncidentGroup& g : a.groups) {
+        if (shown++ >= options.maxGroupsInDetail) break;
+        writeGroup(g, out);
+    }
+    if (int(a.groups.size()) > options.maxGroupsInDetail) {
+        out << "<p>" << a.groups.size() - size_t(options.maxGroupsInDetail)
+            << " more group(s):</p>\n<table><tr><th>op</th><th>site</th><th>origin</th><th>"
+               "count</th></tr>\n";
+        for (size_t i = size_t(options.maxGroupsInDetail); i < a.groups.size(); ++i) {
+            const IncidentGroup& g = a.groups[i];
+            out << "<tr><td><code>" << esc(g.op) << "</code></td><td><code>"
+                << esc(formatLocation(g.site)) << "</code></td><td>" << origin1(g.origin)
+                << "</td><td class=n>" << g.count << "</td></tr>\n";
+        }
+        out << "</table>\n";
+    }
+
+    if (!a.divergences.empty()) {
+        out << "<h2>Divergent ranks</h2>\n<table><tr><th>kind</th><th>rank</th><th>thread</th><th>"
+               "index</th><th>step</th><th>this rank</th><th>other ranks</th></tr>\n";
+        for (const Divergence& d : a.divergences)
+            out << fmt::format(
+                "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td "
+                "class=n>{}</td><td>{}</td><td>{}</td></tr>\n",
+                d.kind == Divergence::Kind::Ops ? "ops" : "incidents", d.rank, d.thread, d.index,
+                d.step, d.actual.empty() ? "<i>ended</i>" : "<code>" + esc(d.actual) + "</code>",
+                d.expected.empty() ? "<i>ended</i>" : "<code>" + esc(d.expected) + "</code>");
+        out << "</table>\n";
+    }
+    int invalidShown = 0;
+    for (const PromotionCheck& c : a.promotionChecks) {
+        if (c.verdict != Verdict::Invalid) continue;
+        if (invalidShown++ == 0)
+            out << "<h2>INVALID promotions</h2>\n<table><tr><th>group</th><th>step</th><th>"
+                   "occurrence</th><th>fingerprints</th></tr>\n";
+        if (invalidShown > 100) continue;
+        std::string fps;
+        for (const auto& [rank, fp] : c.fingerprints)
+            fps += fp ? fmt::format("rank {}: <code>{:016x}</code> ", rank, *fp)
+                      : fmt::format("rank {}: - ", rank);
+        out << fmt::format(
+            "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>\n",
+            esc(a.groups[size_t(c.group)].op), c.step, c.occurrence, fps);
+    }
+    if (invalidShown > 0) out << "</table>\n";
+    if (invalidShown > 100) out << "<p class=muted>" << invalidShown - 100 << " more.</p>\n";
+
+    // Machine-readable findings and groups (data only: the CSP allows no script).
+    nlohmann::json data = {{"run_id", s.runId},
+                           {"findings", nlohmann::json::array()},
+                           {"groups", nlohmann::json::array()}};
+    for (const Finding& f : a.findings)
+        data["findings"].push_back({{"kind", toString(f.kind)}, {"message", f.message}});
+    for (const IncidentGroup& g : a.groups)
+        data["groups"].push_back({{"op", g.op},
+                                  {"origin", origin1(g.origin)},
+                                  {"file", g.site.file},
+                                  {"line", g.site.line},
+                                  {"count", g.count},
+                                  {"invalid", g.invalid},
+                                  {"unreconciled", g.unreconciled}});
+    out << "<script type='application/json' id='meshscope-data'>"
+        << jsonForScript(data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+        << "</script>\n</main></body></html>\n";
+}
+
+}  // namespace meshscope
