@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", "meshscope 0.1.0");
     std::vector<cli::Command> commands = {
         cli::addRecord(app), cli::addInfo(app),   cli::addSummary(app), cli::addSynth(app),
-        cli::addCheck(app),  cli::addReport(app), cli::addDiff(app),
+        cli::addCheck(app),  cli::addReport(app), cli::addDiff(app),    cli::addExport(app),
     };
     try {
         app.parse(argc, argv);

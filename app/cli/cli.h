@@ -48,5 +48,6 @@ Command addRecord(CLI::App& app);
 Command addCheck(CLI::App& app);
 Command addReport(CLI::App& app);
 Command addDiff(CLI::App& app);
+Command addExport(CLI::App& app);
 
 }  // namespace meshscope::cli

@@ -1,0 +1,312 @@
+#include "core/export/trace_json.h"
+
+#include <algorithm>
+#include <map>
+#include <ostream>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+namespace meshscope {
+namespace {
+
+constexpr int64_t kOpPage = 65536;
+constexpr int kStepsTid = 999;
+constexpr int kCollectiveTidBase = 1000;
+
+std::string jsonString(std::string_view text) {
+    return nlohmann::json(std::string(text))
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Microseconds with nanosecond digits, written exactly from integer ns, so
+// clamped children stay inside their parents after formatting.
+std::string micros(int64_t ns) {
+    if (ns < 0) return "-" + micros(-ns);
+    return fmt::format("{}.{:03}", ns / 1000, ns % 1000);
+}
+
+struct Span {
+    int64_t start = 0, end = 0;
+    uint16_t depth = 0;
+    OpRecord op;  // for ops; unused for collectives
+};
+
+class Writer {
+  public:
+    Writer(std::ostream& out) : m_out(out) {}
+    void event(const std::string& body) {
+        m_out << (m_first ? "\n" : ",\n") << body;
+        m_first = false;
+    }
+
+  private:
+    std::ostream& m_out;
+    bool m_first = true;
+};
+
+class RankExporter {
+  public:
+    RankExporter(const RankReader& rank, int64_t base, Writer& w, TraceExportStats& stats)
+        : m_rank(rank),
+          m_pid(rank.info().rank),
+          m_w(w),
+          m_stats(stats),
+          m_offset(rank.info().clockOriginWallNs - base) {}
+
+    void ops(const std::function<void(int64_t)>& progress) {
+        std::map<uint32_t, std::vector<Span>> buffers;
+        OpSeq last;
+        for (;;) {
+            int64_t count = 0;
+            last = m_rank.scanOps(
+                last, kOpPage,
+                [&](const OpRecord& op) {
+                    ++count;
+                    m_threads.insert(op.thread);
+                    Span s{op.startNs, std::max(op.startNs, op.endNs), op.depth, op};
+                    std::vector<Span>& buffer = buffers[op.thread];
+                    // A depth-0 op closes its tree when children precede it
+                    // (recorded at their end); otherwise it opens the next one.
+                    if (op.depth == 0) {
+                        bool postOrder = !buffer.empty() && buffer.back().depth > 0 &&
+                                         buffer.back().start >= s.start;
+                        if (postOrder) {
+                            buffer.push_back(std::move(s));
+                            flush(op.thread, buffer);
+                            return;
+                        }
+                        flush(op.thread, buffer);
+                    }
+                    buffer.push_back(std::move(s));
+                },
+                false);
+            m_stats.ops += count;
+            if (progress) progress(count);
+            if (count < kOpPage) break;
+        }
+        for (auto& [thread, buffer] : buffers)
+            flush(thread, buffer);
+    }
+
+    void collectivesAndSteps() {
+        std::map<uint32_t, std::vector<Span>> perThread;
+        std::map<int64_t, std::pair<int64_t, int64_t>> bytesPerStep;  // step -> (first ts, bytes)
+        for (const CollectiveRecord& c : m_rank.collectivesInTimeRange(INT64_MIN, INT64_MAX)) {
+            OpRecord carrier;
+            carrier.name = c.kind;
+            carrier.seq = OpSeq{c.seq.value()};
+            carrier.step = c.step;
+            carrier.thread = c.thread;
+            perThread[c.thread].push_back({c.startNs, std::max(c.startNs, c.endNs), 0, carrier});
+            m_collectives[c.seq.value()] = c;
+            auto [it, fresh] = bytesPerStep.try_emplace(c.step, c.startNs, 0);
+            it->second.first = std::min(it->second.first, c.startNs);
+            it->second.second += c.bytes;
+            m_collectiveThreads.insert(c.thread);
+            ++m_stats.collectives;
+        }
+        for (auto& [thread, spans] : perThread)
+            emitNested(int(kCollectiveTidBase + thread), spans, true);
+        for (const auto& [step, tb] : bytesPerStep)
+            m_w.event(fmt::format(
+                R"({{"ph":"C","pid":{},"tid":0,"ts":{},"name":"collective bytes","args":{{"bytes":{}}}}})",
+                m_pid, micros(m_offset + tb.first), tb.second));
+        std::vector<Span> steps;
+        for (const OptimizerStepRecord& s : m_rank.optimizerSteps()) {
+            OpRecord carrier;
+            carrier.name = s.optimizer;
+            carrier.step = s.step;
+            steps.push_back({s.startNs, std::max(s.startNs, s.endNs), 0, carrier});
+        }
+        if (!steps.empty()) {
+            m_hasSteps = true;
+            emitNested(kStepsTid, steps, false, true);
+        }
+    }
+
+    void incidents() {
+        for (IncidentSeq after;;) {
+            std::vector<IncidentRecord> page = m_rank.incidentsAfter(after, 20000, false);
+            for (const IncidentRecord& inc : page) {
+                m_threads.insert(inc.thread);
+                nlohmann::json args = {{"seq", inc.seq.value()},
+                                       {"origin", std::string(1, char(inc.origin))},
+                                       {"evidence", m_rank.string(inc.evidence)},
+                                       {"action", toString(inc.action)},
+                                       {"outcome", toString(inc.outcome)},
+                                       {"plain_operand", inc.operandIndex},
+                                       {"step", inc.step},
+                                       {"frame", frame(inc.stack)}};
+                m_w.event(fmt::format(
+                    R"({{"ph":"i","s":"t","pid":{},"tid":{},"ts":{},"name":{},"cat":"incident","args":{}}})",
+                    m_pid, inc.thread, micros(m_offset + inc.timeNs),
+                    jsonString("mixed: " + m_rank.string(inc.op)),
+                    args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+                ++m_stats.incidents;
+                auto op = m_reconciledBy.find(inc.seq.value());
+                if (op == m_reconciledBy.end()) continue;
+                m_w.event(fmt::format(
+                    R"({{"ph":"s","pid":{},"tid":{},"ts":{},"id":{},"name":"reconciled by","cat":"reconciliation"}})",
+                    m_pid, inc.thread, micros(m_offset + inc.timeNs), flowId(inc.seq)));
+                m_w.event(fmt::format(
+                    R"({{"ph":"f","bp":"e","pid":{},"tid":{},"ts":{},"id":{},"name":"reconciled by","cat":"reconciliation"}})",
+                    m_pid, op->second.thread, micros(m_offset + op->second.start),
+                    flowId(inc.seq)));
+                ++m_stats.flows;
+            }
+            if (page.size() < 20000) break;
+            after = page.back().seq;
+        }
+    }
+
+    void metadata() {
+        const RankInfo& info = m_rank.info();
+        m_w.event(fmt::format(
+            R"({{"ph":"M","pid":{},"tid":0,"name":"process_name","args":{{"name":{}}}}})", m_pid,
+            jsonString(fmt::format("rank {} ({})", info.rank, info.hostname))));
+        m_w.event(fmt::format(
+            R"({{"ph":"M","pid":{},"tid":0,"name":"process_sort_index","args":{{"sort_index":{}}}}})",
+            m_pid, info.rank));
+        auto thread = [&](int tid, const std::string& name) {
+            m_w.event(fmt::format(
+                R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})",
+                m_pid, tid, jsonString(name)));
+            m_w.event(fmt::format(
+                R"({{"ph":"M","pid":{},"tid":{},"name":"thread_sort_index","args":{{"sort_index":{}}}}})",
+                m_pid, tid, tid));
+        };
+        m_threads.insert(0);  // counters live on thread 0
+        for (uint32_t t : m_threads) {
+            auto named = info.meta.find(fmt::format("thread.{}", t));
+            thread(int(t), named != info.meta.end() ? named->second : fmt::format("thread {}", t));
+        }
+        for (uint32_t t : m_collectiveThreads)
+            thread(int(kCollectiveTidBase + t), fmt::format("collectives (thread {})", t));
+        if (m_hasSteps) thread(kStepsTid, "optimizer steps");
+    }
+
+  private:
+    int64_t flowId(IncidentSeq seq) const { return (int64_t(m_pid) << 40) | seq.value(); }
+
+    std::string frame(StackId id) {
+        if (!id) return "";
+        auto [it, fresh] = m_frames.try_emplace(id.value());
+        if (fresh) {
+            std::vector<Frame> frames = m_rank.stack(id);
+            if (!frames.empty())
+                it->second = fmt::format("{}:{}", m_rank.string(frames[0].file), frames[0].line);
+        }
+        return it->second;
+    }
+
+    const std::string& name(StringId id) {
+        auto [it, fresh] = m_names.try_emplace(id.value());
+        if (fresh) it->second = jsonString(m_rank.string(id));
+        return it->second;
+    }
+
+    void flush(uint32_t thread, std::vector<Span>& buffer) {
+        if (buffer.empty()) return;
+        emitNested(int(thread), buffer, false);
+        buffer.clear();
+    }
+
+    // Sorted by start (parents before children at equal starts) and clamped
+    // into the enclosing span, so the track nests properly.
+    void emitNested(int tid, std::vector<Span>& spans, bool collective, bool steps = false) {
+        std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+            return a.start != b.start ? a.start < b.start : a.depth < b.depth;
+        });
+        std::vector<int64_t>& open = m_open[tid];
+        for (Span& s : spans) {
+            while (!open.empty() && open.back() <= s.start)
+                open.pop_back();
+            if (!open.empty() && s.end > open.back()) {
+                s.end = open.back();
+                ++m_stats.clamped;
+            }
+            open.push_back(s.end);
+            std::string args;
+            if (steps) {
+                args = fmt::format(R"({{"step":{}}})", s.op.step);
+            } else if (collective) {
+                const CollectiveRecord& c = m_collectives[s.op.seq.value()];
+                nlohmann::json a = {{"bytes", c.bytes},
+                                    {"group", m_rank.string(c.group)},
+                                    {"src_placements", m_rank.string(c.srcPlacements)},
+                                    {"dst_placements", m_rank.string(c.dstPlacements)},
+                                    {"step", c.step},
+                                    {"op_seq", c.op.value()}};
+                args = a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+            } else {
+                if (s.op.incident) m_reconciledBy[s.op.incident.value()] = {s.start, s.op.thread};
+                args = fmt::format(R"({{"seq":{},"step":{},"phase":"{}","frame":{}}})",
+                                   s.op.seq.value(), s.op.step, toString(s.op.phase),
+                                   jsonString(frame(s.op.stack)));
+            }
+            m_w.event(fmt::format(
+                R"({{"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"name":{},"cat":"{}","args":{}}})",
+                m_pid, tid, micros(m_offset + s.start), micros(s.end - s.start),
+                steps ? jsonString(fmt::format("step {} ({})", s.op.step, m_rank.string(s.op.name)))
+                      : name(s.op.name),
+                steps        ? "step"
+                : collective ? "collective"
+                             : toString(s.op.phase),
+                args));
+        }
+    }
+
+    struct Reconciling {
+        int64_t start = 0;
+        uint32_t thread = 0;
+    };
+
+    const RankReader& m_rank;
+    int m_pid;
+    Writer& m_w;
+    TraceExportStats& m_stats;
+    int64_t m_offset;  // rank-local ns -> ns since the run's earliest origin
+    std::set<uint32_t> m_threads, m_collectiveThreads;
+    bool m_hasSteps = false;
+    std::map<int, std::vector<int64_t>> m_open;  // tid -> ends of the open spans
+    std::unordered_map<int64_t, std::string> m_names, m_frames;
+    std::unordered_map<int64_t, CollectiveRecord> m_collectives;
+    std::unordered_map<int64_t, Reconciling> m_reconciledBy;  // incident seq -> op
+};
+
+}  // namespace
+
+TraceExportStats writeChromeTrace(const RunReader& run, std::ostream& out,
+                                  const std::function<void(int64_t, int64_t)>& progress) {
+    TraceExportStats stats;
+    int64_t base = INT64_MAX, total = 0;
+    for (const RankReader& r : run.ranks()) {
+        base = std::min(base, r.info().clockOriginWallNs);
+        if (progress) total += r.summary().ops;
+    }
+    std::string runId = run.manifest()        ? run.manifest()->runId
+                        : run.ranks().empty() ? ""
+                                              : run.ranks().front().info().runId;
+    out << R"({"displayTimeUnit":"ns","otherData":{"generator":"meshscope","run_id":)"
+        << jsonString(runId) << R"(,"clock":"wall clock, ranks aligned"},"traceEvents":[)";
+    Writer w(out);
+    int64_t done = 0;
+    for (const RankReader& r : run.ranks()) {
+        RankExporter e(r, base, w, stats);
+        e.ops([&](int64_t n) {
+            done += n;
+            if (progress) progress(done, total);
+        });
+        e.collectivesAndSteps();
+        e.incidents();
+        e.metadata();
+    }
+    out << "\n]}\n";
+    return stats;
+}
+
+}  // namespace meshscope

@@ -1,0 +1,180 @@
+// Chrome trace export checked against the Trace Event Format: field types,
+// proper nesting per track, metadata names, flows and counters.
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/export/trace_json.h"
+#include "core/store/run_directory.h"
+#include "core/synth/synthetic_run.h"
+#include "tests/core/test_support.h"
+
+namespace meshscope {
+namespace {
+
+// Two ranks: a parent op with two children (the second ends 5 ns after its
+// parent, as recorded clocks sometimes do), a collective, an incident and
+// the op that reconciled it; names carry quotes, </script> and bad UTF-8.
+void writeFixture(const std::filesystem::path& dir) {
+    Manifest initial;
+    initial.runId = "trace-run";
+    initial.worldSize = 2;
+    for (int rank = 0; rank < 2; ++rank) {
+        auto w = createRankWriter(dir, initial, rank);
+        w->submit(Record{MetaRecord{"thread.0", "MainThread"}});
+        auto op = [&](int64_t start, int64_t end, uint16_t depth, const char* name,
+                      IncidentSeq incident = {}) {
+            OpRecord r;
+            r.startNs = start;
+            r.endNs = end;
+            r.depth = depth;
+            r.name = w->intern(name);
+            r.incident = incident;
+            r.step = 0;
+            w->submit(std::move(r));
+        };
+        // Recorded at their end: children before the parent.
+        op(1100, 1500, 1, "aten::mm");
+        op(1600, 2005, 1, "aten::add \"x\" </script> \xff");
+        op(1000, 2000, 0, "aten::linear");
+        IncidentRecord inc;
+        inc.timeNs = 2100;
+        inc.op = w->intern("aten::sub.Tensor");
+        inc.origin = OriginClass::InputData;
+        inc.action = Action::ShardedFromLocal;
+        inc.outcome = Outcome::Reconciled;
+        inc.evidence = w->intern("batch <img src=x>");
+        IncidentSeq seq = w->submit(std::move(inc));
+        op(2200, 2600, 0, "aten::sub.Tensor", seq);
+        CollectiveRecord c;
+        c.kind = w->intern("all_reduce");
+        c.bytes = 4096;
+        c.startNs = 2300;
+        c.endNs = 2500;
+        w->submit(std::move(c));
+        w->submit(Record{OptimizerStepRecord{0, w->intern("torch.optim.Adam"), 2700, 2900, 4}});
+        w->close();
+    }
+}
+
+// Checks one exported trace against the format; returns the events.
+nlohmann::json validate(const std::string& text) {
+    nlohmann::json doc = nlohmann::json::parse(text);
+    EXPECT_TRUE(doc["traceEvents"].is_array());
+    EXPECT_EQ(doc["displayTimeUnit"], "ns");
+    const auto& events = doc["traceEvents"];
+    std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+    std::set<std::pair<int, int>> used, named;
+    std::set<int> processes;
+    std::map<int64_t, int> flowStarts, flowEnds;
+    for (const auto& e : events) {
+        EXPECT_TRUE(e["ph"].is_string()) << e;
+        EXPECT_TRUE(e["pid"].is_number_integer()) << e;
+        EXPECT_TRUE(e["tid"].is_number_integer()) << e;
+        EXPECT_TRUE(e["name"].is_string()) << e;
+        std::string ph = e["ph"];
+        std::pair<int, int> track{e["pid"].get<int>(), e["tid"].get<int>()};
+        if (ph == "M") {
+            if (e["name"] == "thread_name") named.insert(track);
+            if (e["name"] == "process_name") processes.insert(track.first);
+            EXPECT_TRUE(e["args"].is_object());
+            continue;
+        }
+        EXPECT_TRUE(e["ts"].is_number()) << e;
+        used.insert(track);
+        if (ph == "X") {
+            EXPECT_TRUE(e["dur"].is_number()) << e;
+            EXPECT_GE(e["dur"].get<double>(), 0);
+            double ts = e["ts"], dur = e["dur"];
+            tracks[track].emplace_back(ts, ts + dur);
+        } else if (ph == "i") {
+            EXPECT_EQ(e["s"], "t");
+        } else if (ph == "C") {
+            for (const auto& [k, v] : e["args"].items())
+                EXPECT_TRUE(v.is_number()) << e;
+        } else if (ph == "s") {
+            ++flowStarts[e["id"].get<int64_t>()];
+        } else if (ph == "f") {
+            EXPECT_EQ(e["bp"], "e");
+            ++flowEnds[e["id"].get<int64_t>()];
+        } else {
+            ADD_FAILURE() << "unexpected phase " << ph;
+        }
+    }
+    EXPECT_EQ(flowStarts, flowEnds);
+    for (const auto& t : used) {
+        EXPECT_TRUE(named.count(t)) << "track " << t.first << "/" << t.second << " has no name";
+        EXPECT_TRUE(processes.count(t.first));
+    }
+    // Proper nesting: sorted by start (longest first on ties), every span
+    // lies inside the enclosing open span or after it.
+    for (auto& [track, spans] : tracks) {
+        std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
+            return a.first != b.first ? a.first < b.first : a.second > b.second;
+        });
+        std::vector<double> open;
+        for (const auto& [b, e] : spans) {
+            while (!open.empty() && open.back() <= b)
+                open.pop_back();
+            if (!open.empty()) {
+                EXPECT_LE(e, open.back()) << "span [" << b << "," << e << ") crosses its parent";
+            }
+            open.push_back(e);
+        }
+    }
+    return events;
+}
+
+TEST(ChromeTrace, FixtureFollowsTheFormat) {
+    test::TempDir dir;
+    writeFixture(dir.path());
+    RunReader run = RunReader::open(dir.path());
+    std::ostringstream out;
+    TraceExportStats stats = writeChromeTrace(run, out);
+    EXPECT_EQ(stats.ops, 8);
+    EXPECT_EQ(stats.flows, 2);
+    EXPECT_EQ(stats.clamped, 2);  // the child that outlived its parent, on each rank
+    nlohmann::json events = validate(out.str());
+    int incidents = 0, names = 0;
+    bool clampedChild = false;
+    for (const auto& e : events) {
+        if (e["ph"] == "i") {
+            ++incidents;
+            EXPECT_EQ(e["name"], "mixed: aten::sub.Tensor");
+            EXPECT_EQ(e["args"]["evidence"], "batch <img src=x>");
+        }
+        if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "MainThread")
+            ++names;
+        if (e["ph"] == "X" && e["name"] == "aten::add \"x\" </script> \xEF\xBF\xBD") {
+            clampedChild = true;
+            EXPECT_EQ(e["dur"].get<double>(), 0.4);  // 1600..2000 ns
+        }
+    }
+    EXPECT_EQ(incidents, 2);
+    EXPECT_EQ(names, 2);
+    EXPECT_TRUE(clampedChild);
+}
+
+TEST(ChromeTrace, SyntheticRunFollowsTheFormat) {
+    test::TempDir dir;
+    SyntheticRunSpec spec;
+    spec.ranks = 2;
+    spec.steps = 3;
+    writeSyntheticRun(dir.path(), spec);
+    RunReader run = RunReader::open(dir.path());
+    std::ostringstream out;
+    int64_t lastDone = 0;
+    TraceExportStats stats = writeChromeTrace(
+        run, out, [&](int64_t done, int64_t total) { lastDone = done, (void)total; });
+    EXPECT_GT(stats.ops, 0);
+    EXPECT_EQ(lastDone, stats.ops);
+    validate(out.str());
+}
+
+}  // namespace
+}  // namespace meshscope
