@@ -16,8 +16,9 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     app.set_version_flag("--version", "meshscope 0.1.0");
     std::vector<cli::Command> commands = {
-        cli::addRecord(app), cli::addInfo(app),   cli::addSummary(app), cli::addSynth(app),
-        cli::addCheck(app),  cli::addReport(app), cli::addDiff(app),    cli::addExport(app),
+        cli::addRecord(app), cli::addInfo(app),   cli::addSummary(app),
+        cli::addSynth(app),  cli::addCheck(app),  cli::addReport(app),
+        cli::addDiff(app),   cli::addExport(app), cli::addMerge(app),
     };
     try {
         app.parse(argc, argv);

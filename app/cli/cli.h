@@ -49,5 +49,6 @@ Command addCheck(CLI::App& app);
 Command addReport(CLI::App& app);
 Command addDiff(CLI::App& app);
 Command addExport(CLI::App& app);
+Command addMerge(CLI::App& app);
 
 }  // namespace meshscope::cli

@@ -55,5 +55,56 @@ rm "$dir/run/rank-00000.msdb"
 check missing-rank 3 "$cli" summary "$dir/run"
 expect missing-rank-message "rank-00000.msdb: missing \(rank 0 is listed in the manifest\)"
 
+
+# check / report / export / diff on a fresh synthetic run (it has INVALID and
+# unreconciled incidents by design)
+"$cli" synth -o "$dir/a" --ranks 2 --steps 3 --layers 2 --incidents-per-step 4 >/dev/null
+check check-findings 1 "$cli" check "$dir/a"
+expect check-invalid "^invalid: model.py:44: aten::mm: .* differs across ranks"
+expect check-unreconciled "^unreconciled: .*aten::mul.Tensor"
+check check-fail-on-divergent 0 "$cli" check "$dir/a" --fail-on divergent
+check check-bad-kind 2 "$cli" check "$dir/a" --fail-on everything
+check check-missing 3 "$cli" check "$dir/absent"
+expect check-missing-message "^meshscope: $dir/absent: no such file or directory$"
+for format in html md json csv sarif; do
+  check "report-$format" 0 "$cli" report "$dir/a" --format "$format" -o "$dir/report.$format"
+  [[ -s "$dir/report.$format" ]] || { echo "FAIL report-$format: empty file"; failures=$((failures + 1)); }
+done
+check report-json-parses 0 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["groups"] and d["findings"]' "$dir/report.json"
+check sarif-parses 0 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["version"]=="2.1.0" and d["runs"][0]["results"]' "$dir/report.sarif"
+check report-bad-format 2 "$cli" report "$dir/a" --format pdf -o "$dir/x"
+check export 0 "$cli" export "$dir/a" -o "$dir/trace.json"
+check export-parses 0 python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["traceEvents"]; assert {x["ph"] for x in e} >= {"X","M","i","C"}' "$dir/trace.json"
+check export-missing 3 "$cli" export "$dir/absent" -o "$dir/t.json"
+"$cli" synth -o "$dir/b" --ranks 2 --steps 4 --layers 2 --incidents-per-step 4 >/dev/null
+check diff-same 0 "$cli" diff "$dir/a" "$dir/a"
+expect diff-same-text "no differences"
+check diff-other 1 "$cli" diff "$dir/a" "$dir/b"
+expect diff-changed "^~ changed"
+
+# merge: two nodes' halves of a 4-rank run
+"$cli" synth -o "$dir/whole" --ranks 4 --steps 2 >/dev/null
+mkdir -p "$dir/node0" "$dir/node1"
+cp "$dir/whole"/rank-0000[01].msdb "$dir/node0/" && cp "$dir/whole"/rank-0000[23].msdb "$dir/node1/"
+for n in 0 1; do
+  python3 - "$dir/whole/manifest.json" "$dir/node$n/manifest.json" "$n" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1])); n = int(sys.argv[3])
+m["ranks"] = [2 * n, 2 * n + 1]
+json.dump(m, open(sys.argv[2], "w"))
+PY
+done
+check merge 0 "$cli" merge "$dir/node0" "$dir/node1" -o "$dir/merged"
+expect merge-line "merged 4 rank\(s\) \(0,1,2,3\) of world size 4"
+check merged-summary 0 "$cli" summary "$dir/merged"
+expect merged-ranks "ranks readable 4"
+check merge-existing 2 "$cli" merge "$dir/node0" -o "$dir/merged"
+check merge-duplicate 3 "$cli" merge "$dir/node0" "$dir/node0" -o "$dir/dup"
+expect merge-duplicate-message "rank 0 is also in"
+check merge-partial 0 "$cli" merge "$dir/node0" -o "$dir/half"
+expect merge-partial-warning "rank\(s\) 2,3 are in none of the inputs"
+cp -r "$dir/node1" "$dir/other" && python3 -c 'import json,sys; p=sys.argv[1]; m=json.load(open(p)); m["run_id"]="another"; json.dump(m,open(p,"w"))' "$dir/other/manifest.json"
+check merge-other-run 3 "$cli" merge "$dir/node0" "$dir/other" -o "$dir/mixed"
+
 echo "$((checks - failures)) passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -1,0 +1,87 @@
+#include "core/store/run_merge.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/store/manifest.h"
+#include "core/store/run_directory.h"
+#include "core/store/run_reader.h"
+#include "core/store/schema.h"
+
+namespace meshscope {
+
+MergeResult mergeRuns(const std::vector<std::filesystem::path>& inputs,
+                      const std::filesystem::path& out) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
+        throw MergeTargetError(out.string() + ": already exists and is not empty");
+
+    struct Source {
+        fs::path file;
+        fs::path input;
+    };
+    std::map<int, Source> sources;
+    std::optional<Manifest> merged;
+    fs::path firstInput;
+    std::string runId;
+    int worldSize = 0;
+    for (const fs::path& input : inputs) {
+        RunReader run = RunReader::open(input);
+        if (!run.problems().empty()) throw run.problems().front();
+        std::string id = run.manifest()        ? run.manifest()->runId
+                         : run.ranks().empty() ? std::string()
+                                               : run.ranks().front().info().runId;
+        if (runId.empty()) {
+            runId = id;
+            firstInput = input;
+        } else if (id != runId) {
+            throw StoreError(input.string(), "belongs to run " + id + ", but " +
+                                                 firstInput.string() + " to run " + runId);
+        }
+        if (run.manifest()) {
+            worldSize = std::max(worldSize, run.manifest()->worldSize);
+            if (!merged) merged = run.manifest();
+        }
+        for (const RankReader& rank : run.ranks()) {
+            int r = rank.info().rank;
+            worldSize = std::max({worldSize, rank.info().worldSize, r + 1});
+            auto [it, fresh] = sources.try_emplace(r, Source{rank.path(), input});
+            if (!fresh)
+                throw StoreError(
+                    rank.path().string(),
+                    "rank " + std::to_string(r) + " is also in " + it->second.file.string());
+        }
+    }
+    if (sources.empty())
+        throw StoreError(inputs.empty() ? "" : inputs.front().string(), "no ranks to merge");
+
+    fs::create_directories(out);
+    MergeResult result;
+    for (const auto& [rank, source] : sources) {
+        fs::path target = rankFilePath(out, rank);
+        fs::copy_file(source.file, target);
+        // A rank that was killed may still have committed pages in its WAL.
+        fs::path wal = source.file;
+        wal += "-wal";
+        if (fs::exists(wal, ec)) {
+            fs::path targetWal = target;
+            targetWal += "-wal";
+            fs::copy_file(wal, targetWal);
+        }
+        result.ranks.push_back(rank);
+    }
+    Manifest m = merged.value_or(Manifest{});
+    m.runId = runId;
+    m.worldSize = worldSize;
+    m.ranks = result.ranks;
+    if (m.schemaVersion == 0) m.schemaVersion = schema::kSchemaVersion;
+    if (m.created.empty()) m.created = isoTimestampUtc();
+    m.write(out / schema::kManifestName);
+    result.worldSize = worldSize;
+    for (int r = 0; r < worldSize; ++r)
+        if (!sources.count(r)) result.missingRanks.push_back(r);
+    return result;
+}
+
+}  // namespace meshscope
