@@ -19,6 +19,7 @@ apt_packages=(
   libimgui-dev
   xvfb xauth libgl1-mesa-dri libglx-mesa0
   python3-venv clang-format
+  chromium time
 )
 
 missing=()
