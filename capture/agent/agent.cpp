@@ -2,7 +2,12 @@
 
 #include <torch/csrc/autograd/graph_task.h>
 
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 
 #include "core/store/run_directory.h"
@@ -110,7 +115,19 @@ uint16_t& Agent::threadDepth() {
 }
 
 uint32_t Agent::threadIndex() {
-    thread_local uint32_t index = g_nextThread.fetch_add(1, std::memory_order_relaxed);
+    // The first op of a thread names it in the rank's meta ("thread.3" =
+    // "pt_autograd_0"), once, so timelines and traces can label the track.
+    thread_local uint32_t index = [] {
+        uint32_t i = g_nextThread.fetch_add(1, std::memory_order_relaxed);
+        if (Agent* agent = current()) {
+            char name[64] = {};
+            bool main = ::getpid() == static_cast<pid_t>(::syscall(SYS_gettid));
+            if (main || pthread_getname_np(pthread_self(), name, sizeof name) != 0 || !name[0])
+                std::snprintf(name, sizeof name, "%s", main ? "MainThread" : "thread");
+            agent->writer().submit(Record{MetaRecord{"thread." + std::to_string(i), name}});
+        }
+        return i;
+    }();
     return index;
 }
 
