@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <iosfwd>
 #include <optional>
 #include <string>
 
@@ -35,6 +36,11 @@ std::optional<RunReader> openRun(const std::string& path, bool partial);
 
 // True when stderr is a terminal: long commands print progress there.
 bool progressWanted();
+
+// Writes a command's output to `path` ("-": stdout) through `write`: into
+// PATH.partial first, renamed when complete, so a failed write leaves no
+// half file and loses no old one. False (with a one-line error) on failure.
+bool writeOutput(const std::string& path, const std::function<void(std::ostream&)>& write);
 
 // Analysis options with a progress line on stderr when it is a terminal.
 AnalysisOptions analysisOptions(bool compareOps = true);

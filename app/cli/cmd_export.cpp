@@ -1,5 +1,4 @@
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -45,24 +44,11 @@ Command addExport(CLI::App& app) {
                         s.clamped ? fmt::format(" ({} spans clamped into their parent)", s.clamped)
                                   : "");
                 };
-                if (o->out == "-") {
-                    finish(writeChromeTrace(*opened, std::cout, progress));
-                    return kExitOk;
-                }
-                std::filesystem::path temp = o->out + ".partial";
-                std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-                if (!file) {
-                    std::cerr << "meshscope: " << temp.string() << ": cannot write\n";
-                    return kExitUsage;
-                }
-                TraceExportStats stats = writeChromeTrace(*opened, file, progress);
-                file.close();
-                if (!file) {
-                    std::cerr << "meshscope: " << temp.string() << ": write failed\n";
-                    std::filesystem::remove(temp);
-                    return kExitUsage;
-                }
-                std::filesystem::rename(temp, o->out);
+                TraceExportStats stats;
+                bool written = writeOutput(o->out, [&](std::ostream& out) {
+                    stats = writeChromeTrace(*opened, out, progress);
+                });
+                if (!written) return kExitUsage;
                 finish(stats);
                 return kExitOk;
             }};

@@ -1,5 +1,4 @@
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -38,32 +37,14 @@ Command addReport(CLI::App& app) {
                                          ? std::filesystem::current_path().string()
                                          : std::filesystem::absolute(o->sourceRoot).string();
                 ReportFormat format = *reportFormatFromString(o->format);
-                if (o->out == "-") {
-                    writeReport(format, *opened, analysis, std::cout, options);
-                    return kExitOk;
-                }
-                // Written beside the target and renamed: a failed write loses no old report.
-                std::filesystem::path target = o->out;
-                std::filesystem::path temp = target;
-                temp += ".partial";
-                {
-                    std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-                    if (!file) {
-                        std::cerr << "meshscope: " << temp.string() << ": cannot write\n";
-                        return kExitUsage;
-                    }
-                    writeReport(format, *opened, analysis, file, options);
-                    file.flush();
-                    if (!file) {
-                        std::cerr << "meshscope: " << temp.string() << ": write failed\n";
-                        std::filesystem::remove(temp);
-                        return kExitUsage;
-                    }
-                }
-                std::filesystem::rename(temp, target);
-                std::cerr << "meshscope: wrote " << target.string() << " ("
-                          << analysis.groups.size() << " incident group(s), "
-                          << analysis.findings.size() << " finding(s))\n";
+                bool written = writeOutput(o->out, [&](std::ostream& out) {
+                    writeReport(format, *opened, analysis, out, options);
+                });
+                if (!written) return kExitUsage;
+                if (o->out != "-")
+                    std::cerr << "meshscope: wrote " << o->out << " (" << analysis.groups.size()
+                              << " incident group(s), " << analysis.findings.size()
+                              << " finding(s))\n";
                 return kExitOk;
             }};
 }

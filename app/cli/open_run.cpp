@@ -1,6 +1,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
@@ -21,6 +23,31 @@ std::optional<RunReader> openRun(const std::string& path, bool partial) {
         return std::nullopt;
     }
     return run;
+}
+
+bool writeOutput(const std::string& path, const std::function<void(std::ostream&)>& write) {
+    if (path == "-") {
+        write(std::cout);
+        return bool(std::cout);
+    }
+    std::filesystem::path temp = path + ".partial";
+    {
+        std::ofstream file(temp, std::ios::binary | std::ios::trunc);
+        if (!file) {
+            std::cerr << "meshscope: " << temp.string() << ": cannot write\n";
+            return false;
+        }
+        write(file);
+        file.flush();
+        if (!file) {
+            std::cerr << "meshscope: " << temp.string() << ": write failed\n";
+            std::error_code ec;
+            std::filesystem::remove(temp, ec);
+            return false;
+        }
+    }
+    std::filesystem::rename(temp, path);
+    return true;
 }
 
 bool progressWanted() {

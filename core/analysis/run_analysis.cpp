@@ -194,6 +194,19 @@ std::optional<FindingKind> findingKindFromString(std::string_view text) {
     return std::nullopt;
 }
 
+namespace {
+
+void describeTensor(const RankReader& rank, const TensorRecord& t, OperandDetail& od) {
+    od.dtype = rank.string(t.dtype);
+    od.shape = rank.string(t.globalShape);
+    od.localShape = rank.string(t.localShape);
+    od.device = rank.string(t.device);
+    od.label = rank.string(t.label);
+    od.numel = t.numel;
+}
+
+}  // namespace
+
 IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& inc) {
     IncidentDetail d;
     d.rank = rank.info().rank;
@@ -223,12 +236,7 @@ IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& in
         od.placements = rank.string(o.placements);
         if (o.kind == OperandKind::Tensor && o.tensor) {
             if (auto t = rank.tensor(o.tensor)) {
-                od.dtype = rank.string(t->dtype);
-                od.shape = rank.string(t->globalShape);
-                od.localShape = rank.string(t->localShape);
-                od.device = rank.string(t->device);
-                od.label = rank.string(t->label);
-                od.numel = t->numel;
+                describeTensor(rank, *t, od);
                 if (od.placements.empty()) od.placements = rank.string(t->placements);
                 od.plain = !t->isDTensor && !od.output;
                 if (t->isDTensor && !mesh && t->mesh) mesh = t->mesh;
@@ -251,12 +259,7 @@ IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& in
             OperandDetail od;
             od.index = inc.operandIndex;
             od.plain = true;
-            od.dtype = rank.string(t->dtype);
-            od.shape = rank.string(t->globalShape);
-            od.localShape = rank.string(t->localShape);
-            od.device = rank.string(t->device);
-            od.label = rank.string(t->label);
-            od.numel = t->numel;
+            describeTensor(rank, *t, od);
             d.operands.push_back(std::move(od));
         }
     }

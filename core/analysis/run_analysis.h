@@ -146,9 +146,9 @@ struct Finding {
 
 struct RunAnalysis {
     RunSummary summary;
-    std::vector<IncidentRef> incidents;  // every incident, by rank then seq
+    std::vector<IncidentRef> incidents;      // every incident, by rank then seq
     std::vector<std::string> evidenceTexts;  // distinct evidence, shared by incidents
-    std::vector<IncidentGroup> groups;   // most frequent first
+    std::vector<IncidentGroup> groups;       // most frequent first
     std::vector<PromotionCheck> promotionChecks;
     std::vector<Divergence> divergences;
     std::vector<int> missingRanks;

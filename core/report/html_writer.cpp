@@ -80,11 +80,9 @@ std::vector<std::string> splitPlacements(std::string_view text) {
     return out;
 }
 
-std::string_view actionClass(Action action, Outcome outcome, Verdict verdict) {
+std::string_view actionClass(Outcome outcome, Verdict verdict) {
     if (verdict == Verdict::Invalid) return "invalid";
-    if (outcome == Outcome::Reconciled) return "promoted";
-    (void)action;
-    return "raised";
+    return outcome == Outcome::Reconciled ? "promoted" : "raised";
 }
 
 // ---- timeline ----
@@ -180,7 +178,7 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
     for (const IncidentRef& ref : a.incidents) {
         const Lane& l = lanes[size_t(laneOf[ref.rank])];
         ++marks[{laneOf[ref.rank], int(x(l.originWallNs + ref.timeNs)),
-                 actionClass(ref.action, ref.outcome, ref.verdict)}];
+                 actionClass(ref.outcome, ref.verdict)}];
     }
     for (const auto& [key, n] : marks) {
         auto [lane, col, kind] = key;

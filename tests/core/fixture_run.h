@@ -83,7 +83,8 @@ inline void writeRank(const std::filesystem::path& dir, int world, int rank, int
         r.action = f.action;
         r.outcome = f.outcome;
         r.fingerprint = f.fingerprint;
-        r.stack = w->internStack(std::array{Frame{w->intern(f.file), f.line, w->intern(f.function)}});
+        r.stack =
+            w->internStack(std::array{Frame{w->intern(f.file), f.line, w->intern(f.function)}});
         r.operands = {
             {0, OperandRole::Input, OperandKind::Tensor, plain.id, 0, StringId{}},
             {1, OperandRole::Input, OperandKind::Tensor, weight.id, 0, w->intern("[Shard(0)]")}};
