@@ -8,5 +8,5 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 capture=ON
 [[ "${1:-}" == "--no-venv" ]] && capture=OFF
-cmake --preset dev -DMESHSCOPE_BUILD_CAPTURE=$capture >/dev/null
+cmake --preset dev -DMESHSCOPE_BUILD_CAPTURE=$capture -DMESHSCOPE_BUILD_UI=ON >/dev/null
 cmake --build --preset dev

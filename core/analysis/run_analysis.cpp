@@ -207,6 +207,33 @@ void describeTensor(const RankReader& rank, const TensorRecord& t, OperandDetail
 
 }  // namespace
 
+std::vector<SourceFrame> resolveStack(const RankReader& rank, StackId stack) {
+    std::vector<SourceFrame> frames;
+    if (stack)
+        for (const Frame& f : rank.stack(stack))
+            frames.push_back({rank.string(f.file), f.line, rank.string(f.function)});
+    return frames;
+}
+
+OperandDetail describeOperand(const RankReader& rank, const OperandRecord& o,
+                              std::optional<TensorRecord>* tensorOut) {
+    OperandDetail od;
+    od.index = o.index;
+    od.output = o.role == OperandRole::Output;
+    od.scalar = o.kind == OperandKind::Scalar;
+    od.scalarValue = o.scalar;
+    od.placements = rank.string(o.placements);
+    if (o.kind != OperandKind::Tensor || !o.tensor) return od;
+    std::optional<TensorRecord> t = rank.tensor(o.tensor);
+    if (t) {
+        describeTensor(rank, *t, od);
+        if (od.placements.empty()) od.placements = rank.string(t->placements);
+        od.plain = !t->isDTensor && !od.output;
+    }
+    if (tensorOut) *tensorOut = t;
+    return od;
+}
+
 IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& inc) {
     IncidentDetail d;
     d.rank = rank.info().rank;
@@ -222,35 +249,18 @@ IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& in
     d.outcome = inc.outcome;
     d.fingerprint = inc.fingerprint;
     d.operandIndex = inc.operandIndex;
-    if (inc.stack)
-        for (const Frame& f : rank.stack(inc.stack))
-            d.stack.push_back({rank.string(f.file), f.line, rank.string(f.function)});
+    d.stack = resolveStack(rank, inc.stack);
     std::optional<MeshId> mesh;
     bool plainSeen = false;
     for (const OperandRecord& o : inc.operands) {
-        OperandDetail od;
-        od.index = o.index;
-        od.output = o.role == OperandRole::Output;
-        od.scalar = o.kind == OperandKind::Scalar;
-        od.scalarValue = o.scalar;
-        od.placements = rank.string(o.placements);
-        if (o.kind == OperandKind::Tensor && o.tensor) {
-            if (auto t = rank.tensor(o.tensor)) {
-                describeTensor(rank, *t, od);
-                if (od.placements.empty()) od.placements = rank.string(t->placements);
-                od.plain = !t->isDTensor && !od.output;
-                if (t->isDTensor && !mesh && t->mesh) mesh = t->mesh;
-                if (o.tensor == inc.plainTensor) {
-                    od.plain = true;
-                    plainSeen = true;
-                    if (t->createdAt) {
-                        std::vector<Frame> frames = rank.stack(t->createdAt);
-                        if (!frames.empty())
-                            d.createdAt =
-                                fmt::format("{}:{}", rank.string(frames[0].file), frames[0].line);
-                    }
-                }
-            }
+        std::optional<TensorRecord> t;
+        OperandDetail od = describeOperand(rank, o, &t);
+        if (t && t->isDTensor && !mesh && t->mesh) mesh = t->mesh;
+        if (t && o.tensor == inc.plainTensor) {
+            od.plain = true;
+            plainSeen = true;
+            std::vector<SourceFrame> created = resolveStack(rank, t->createdAt);
+            if (!created.empty()) d.createdAt = formatLocation(created[0]);
         }
         d.operands.push_back(std::move(od));
     }
@@ -263,10 +273,14 @@ IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& in
             d.operands.push_back(std::move(od));
         }
     }
-    if (mesh)
-        for (const MeshRecord& m : rank.meshes())
-            if (m.id == *mesh) d.mesh = m;
+    if (mesh) d.mesh = findMesh(rank, *mesh);
     return d;
+}
+
+std::optional<MeshRecord> findMesh(const RankReader& rank, MeshId id) {
+    for (const MeshRecord& m : rank.meshes())
+        if (m.id == id) return m;
+    return std::nullopt;
 }
 
 RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {

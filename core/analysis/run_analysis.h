@@ -85,6 +85,12 @@ struct IncidentDetail {
 };
 
 IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& incident);
+// One recorded operand with its tensor's strings resolved (the tensor record
+// itself in `tensor`, when asked).
+OperandDetail describeOperand(const RankReader& rank, const OperandRecord& operand,
+                              std::optional<TensorRecord>* tensor = nullptr);
+std::vector<SourceFrame> resolveStack(const RankReader& rank, StackId stack);
+std::optional<MeshRecord> findMesh(const RankReader& rank, MeshId id);
 
 // Incidents with the same op, origin class and user call site.
 struct IncidentGroup {

@@ -422,11 +422,28 @@ std::vector<CollectiveRecord> RankReader::collectivesInTimeRange(int64_t t0, int
     });
 }
 
+std::vector<CollectiveRecord> RankReader::collectivesAfter(CollectiveSeq after,
+                                                           int64_t limit) const {
+    return guarded([&] {
+        sql::Stmt s(*m_db,
+                    "SELECT seq, op_seq, kind_id, group_id, src_placements_id, dst_placements_id, "
+                    "bytes, start_ns, end_ns, thread, step FROM collectives "
+                    "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+        s.bind(1, after.value()).bind(2, limit);
+        return collect<CollectiveRecord>(s, collectiveFrom);
+    });
+}
+
 std::vector<OptimizerStepRecord> RankReader::optimizerSteps() const {
+    return optimizerStepsAfter(std::numeric_limits<int64_t>::min());
+}
+
+std::vector<OptimizerStepRecord> RankReader::optimizerStepsAfter(int64_t afterStep) const {
     return guarded([&] {
         sql::Stmt s(*m_db,
                     "SELECT step, optimizer_id, start_ns, end_ns, param_count FROM "
-                    "optimizer_steps ORDER BY step, start_ns");
+                    "optimizer_steps WHERE step > ?1 ORDER BY step, start_ns");
+        s.bind(1, afterStep);
         return collect<OptimizerStepRecord>(s, [](const sql::Stmt& s) {
             return OptimizerStepRecord{s.int64(0), s.id<StringId>(1), s.int64(2), s.int64(3),
                                        s.int64(4)};

@@ -87,7 +87,12 @@ class RankReader {
     std::vector<OperandRecord> incidentOperands(IncidentSeq seq) const;
     std::vector<IncidentRecord> incidentsInStepRange(int64_t s0, int64_t s1) const;
     std::vector<CollectiveRecord> collectivesInTimeRange(int64_t t0, int64_t t1) const;
+    // Collectives with seq > after, ordered by seq: polling a live run.
+    std::vector<CollectiveRecord> collectivesAfter(CollectiveSeq after,
+                                                   int64_t limit = kNoLimit) const;
     std::vector<OptimizerStepRecord> optimizerSteps() const;
+    // Optimizer steps numbered above `afterStep`, ordered by step.
+    std::vector<OptimizerStepRecord> optimizerStepsAfter(int64_t afterStep) const;
     std::vector<MeshRecord> meshes() const;
     std::optional<TensorRecord> tensor(TensorId id) const;
 

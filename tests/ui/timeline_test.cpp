@@ -1,0 +1,262 @@
+// The Qt-free timeline logic: clock alignment, culling and folding, the
+// feeder (one path for loading and live following) and replay stepping.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "core/store/run_directory.h"
+#include "core/store/run_reader.h"
+#include "core/synth/synthetic_run.h"
+#include "ui/app/replay_controller.h"
+#include "ui/timeline/timeline_feeder.h"
+#include "ui/timeline/timeline_view.h"
+
+namespace meshscope::ui {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path freshDir(const std::string& name) {
+    fs::path dir =
+        fs::temp_directory_path() / ("meshscope-ui-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    return dir;
+}
+
+Lane laneOf(std::vector<std::pair<int64_t, int64_t>> spans) {
+    Lane lane;
+    int64_t seq = 0;
+    for (auto [a, b] : spans) {
+        lane.spans.push_back({a, b, ++seq, 1, Phase::Forward, false});
+        lane.maxDuration = std::max(lane.maxDuration, b - a);
+    }
+    return lane;
+}
+
+TEST(AlignMap, OffsetRoundTrips) {
+    AlignMap m = AlignMap::offset(1000);
+    EXPECT_DOUBLE_EQ(m.toAligned(5), 1005);
+    EXPECT_EQ(m.toRaw(1005), 5);
+}
+
+TEST(AlignMap, PiecewiseStretchesStepsOntoTheReference) {
+    // This rank's steps end at 100 and 300; the reference's at 1000 and 1100.
+    AlignMap m = AlignMap::piecewise({{100, 1000}, {300, 1100}}, 0);
+    EXPECT_DOUBLE_EQ(m.toAligned(100), 1000);
+    EXPECT_DOUBLE_EQ(m.toAligned(200), 1050);  // halfway through the step
+    EXPECT_DOUBLE_EQ(m.toAligned(50), 950);    // slope 1 before the first knot
+    EXPECT_DOUBLE_EQ(m.toAligned(400), 1200);  // and after the last
+    for (int64_t raw : {0, 99, 100, 150, 299, 300, 301, 1000})
+        EXPECT_NEAR(double(m.toRaw(m.toAligned(raw))), double(raw), 2.0) << raw;
+}
+
+TEST(AlignMap, DropsKnotsThatWouldReverseTime) {
+    AlignMap m = AlignMap::piecewise({{100, 1000}, {200, 900}, {300, 1200}}, 0);
+    double last = -1e18;
+    for (int64_t raw = 0; raw < 500; raw += 7) {
+        EXPECT_GT(m.toAligned(raw), last);
+        last = m.toAligned(raw);
+    }
+}
+
+TEST(VisibleItems, WideSpansStayNarrowOnesFoldWithTheirCount) {
+    // Ten 1-ns spans then one 100-ns span; 1 px per ns, fold below 3 px.
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    for (int i = 0; i < 10; ++i)
+        spans.emplace_back(i * 2, i * 2 + 1);
+    spans.emplace_back(100, 200);
+    Lane lane = laneOf(spans);
+    AlignMap id = AlignMap::offset(0);
+    Projection p{&id, 0, 1.0};
+    std::vector<DrawItem> items;
+    visibleItems(lane, p, 1000, 3, items);
+    uint32_t total = 0;
+    for (const DrawItem& it : items)
+        total += it.count;
+    EXPECT_EQ(total, 11u);  // nothing lost, nothing counted twice
+    ASSERT_FALSE(items.empty());
+    EXPECT_GT(items.front().count, 1u);
+    EXPECT_EQ(items.back().count, 1u);
+    EXPECT_EQ(items.back().start, 100);
+    // Zoomed in 10x every span is wide enough to stand alone.
+    visibleItems(lane, {&id, 0, 10.0}, 100000, 3, items);
+    EXPECT_EQ(items.size(), 11u);
+}
+
+TEST(VisibleItems, CullsToTheViewAndCostsPixelsNotSpans) {
+    std::vector<std::pair<int64_t, int64_t>> spans;
+    for (int64_t i = 0; i < 1'000'000; ++i)
+        spans.emplace_back(i * 10, i * 10 + 5);
+    Lane lane = laneOf(spans);
+    AlignMap id = AlignMap::offset(0);
+    std::vector<DrawItem> items;
+    // The whole million on 1000 px: at most one item per 3 px.
+    visibleItems(lane, {&id, 0, 1000.0 / 1e7}, 1000, 3, items);
+    EXPECT_LE(items.size(), 340u);
+    uint64_t total = 0;
+    for (const DrawItem& it : items)
+        total += it.count;
+    EXPECT_EQ(total, 1'000'000u);
+    // A window in the middle sees only its own spans.
+    visibleItems(lane, {&id, 5'000'000.0, 1.0}, 100, 3, items);
+    ASSERT_FALSE(items.empty());
+    EXPECT_GE(items.front().end, 5'000'000);
+    EXPECT_LE(items.back().start, 5'000'100);
+}
+
+TEST(VisibleItems, SpanAtFindsTheCoveringSpan) {
+    Lane lane = laneOf({{0, 10}, {20, 30}, {40, 50}});
+    EXPECT_EQ(spanAt(lane, 25), 1);
+    EXPECT_EQ(spanAt(lane, 15), -1);
+    EXPECT_EQ(spanAt(lane, 50), 2);
+}
+
+TEST(TimelineView, ZoomKeepsTheAnchorAndClampsDepth) {
+    TimelineView v;
+    v.setWidth(1000);
+    v.setRange(0, 1e6);
+    double before = v.toAligned(250);
+    v.zoomAt(250, 4);
+    EXPECT_NEAR(v.toAligned(250), before, 1e-6);
+    EXPECT_NEAR(v.range(), 2.5e5, 1e-6);
+    for (int i = 0; i < 100; ++i)
+        v.zoomAt(500, 10);
+    EXPECT_GE(v.range(), TimelineView::kMinRangeNs);
+}
+
+class FeederTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir = freshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+        SyntheticRunSpec spec;
+        spec.ranks = 2;
+        spec.steps = 6;
+        spec.layers = 2;
+        spec.incidentsPerStep = 2;
+        totals = writeSyntheticRun(dir, spec);
+    }
+    void TearDown() override { fs::remove_all(dir); }
+    TimelineData loadAll() const {
+        RunReader run = RunReader::open(dir);
+        TimelineData data;
+        data.ranks.resize(run.ranks().size());
+        for (size_t i = 0; i < run.ranks().size(); ++i) {
+            initRank(run.ranks()[i], data.ranks[i]);
+            feedRank(run.ranks()[i], data.ranks[i], kNoLimit);
+        }
+        return data;
+    }
+
+    fs::path dir;
+    SyntheticRankTotals totals;
+};
+
+TEST_F(FeederTest, LoadsEveryRowIntoSortedLanes) {
+    RunReader run = RunReader::open(dir);
+    TimelineData data;
+    data.ranks.resize(run.ranks().size());
+    for (size_t i = 0; i < run.ranks().size(); ++i) {
+        initRank(run.ranks()[i], data.ranks[i]);
+        FeedResult r = feedRank(run.ranks()[i], data.ranks[i], kNoLimit);
+        EXPECT_TRUE(r.error.empty()) << r.error;
+        // Totals are summed over both ranks, which are alike.
+        EXPECT_EQ(r.ops, totals.ops / 2);
+        EXPECT_EQ(r.incidents, totals.incidents / 2);
+        EXPECT_EQ(r.collectives, totals.collectives / 2);
+        EXPECT_EQ(r.steps, totals.steps);
+        EXPECT_FALSE(feedRank(run.ranks()[i], data.ranks[i], kNoLimit).grew());
+    }
+    EXPECT_EQ(data.totalOps(), totals.ops);
+    for (const RankTimeline& r : data.ranks) {
+        EXPECT_EQ(r.state, RankState::Finished);
+        for (const Lane& lane : r.lanes)
+            EXPECT_TRUE(
+                std::is_sorted(lane.spans.begin(), lane.spans.end(),
+                               [](const Span& a, const Span& b) { return a.start < b.start; }));
+        EXPECT_FALSE(r.string(r.lanes.front().spans.front().name).empty());
+    }
+}
+
+TEST_F(FeederTest, FeedingInSmallPiecesGivesTheSameTimeline) {
+    RunReader run = RunReader::open(dir);
+    RankTimeline whole, pieces;
+    feedRank(run.ranks()[0], whole, kNoLimit);
+    while (feedRank(run.ranks()[0], pieces, 7).ops > 0) {
+    }
+    ASSERT_EQ(whole.lanes.size(), pieces.lanes.size());
+    for (size_t i = 0; i < whole.lanes.size(); ++i) {
+        ASSERT_EQ(whole.lanes[i].spans.size(), pieces.lanes[i].spans.size());
+        for (size_t k = 0; k < whole.lanes[i].spans.size(); ++k)
+            EXPECT_EQ(whole.lanes[i].spans[k].seq, pieces.lanes[i].spans[k].seq);
+    }
+}
+
+TEST_F(FeederTest, StepAlignmentLinesUpStepEnds) {
+    TimelineData data = loadAll();
+    data.realign(AlignMode::Step);
+    const RankTimeline &a = data.ranks[0], &b = data.ranks[1];
+    ASSERT_EQ(a.steps.size(), b.steps.size());
+    for (size_t k = 0; k < a.steps.size(); ++k)
+        EXPECT_NEAR(a.align.toAligned(a.steps[k].end), b.align.toAligned(b.steps[k].end), 1.0);
+}
+
+TEST_F(FeederTest, ReplayVisitsEveryIncidentInTimeOrderBothWays) {
+    TimelineData data = loadAll();
+    data.realign(AlignMode::WallClock);
+    ReplayStop at = stopAt(data.alignedRange().first - 1);
+    int64_t seen = 0;
+    while (auto stop = nextIncident(data, at, 1)) {
+        EXPECT_GT(stop->key(), at.key());
+        EXPECT_EQ(stop->item.kind, TimelineSelection::Kind::Incident);
+        at = *stop;
+        ++seen;
+    }
+    EXPECT_EQ(seen, totals.incidents);  // every incident of both ranks, once
+    int64_t back = 0;
+    while (auto stop = nextIncident(data, at, -1)) {
+        EXPECT_LT(stop->key(), at.key());
+        at = *stop;
+        ++back;
+    }
+    EXPECT_EQ(back, seen - 1);
+    auto firstOp = nextOp(data, stopAt(data.alignedRange().first - 1), 1);
+    ASSERT_TRUE(firstOp);
+    EXPECT_EQ(firstOp->item.kind, TimelineSelection::Kind::Op);
+    auto secondOp = nextOp(data, *firstOp, 1);
+    ASSERT_TRUE(secondOp);
+    EXPECT_GT(secondOp->key(), firstOp->key());
+}
+
+TEST(FeederLive, PicksUpRowsAWriterAppendsLater) {
+    fs::path dir = freshDir("live");
+    Manifest initial;
+    initial.runId = "live";
+    initial.worldSize = 1;
+    auto w = createRankWriter(dir, initial, 0);
+    auto writeOps = [&](int from, int n) {
+        for (int i = from; i < from + n; ++i) {
+            OpRecord op;
+            op.startNs = i * 100;
+            op.endNs = i * 100 + 50;
+            op.name = w->intern("aten::mm");
+            w->submit(std::move(op));
+        }
+        ASSERT_TRUE(w->flushNow());
+    };
+    writeOps(0, 10);
+    RankReader reader = RankReader::open(rankFilePath(dir, 0));
+    RankTimeline track;
+    initRank(reader, track);
+    EXPECT_EQ(track.state, RankState::Live);
+    EXPECT_EQ(feedRank(reader, track, kNoLimit).ops, 10);
+    writeOps(10, 5);
+    EXPECT_EQ(feedRank(reader, track, kNoLimit).ops, 5);
+    EXPECT_EQ(track.opCount, 15);
+    EXPECT_EQ(track.lanes.at(0).spans.back().start, 1400);
+    w->close();
+    fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace meshscope::ui

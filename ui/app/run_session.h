@@ -1,0 +1,88 @@
+#pragma once
+
+// One open run in the GUI. Loading happens on a worker thread (progress,
+// cancel): first the timeline (so the first frame comes early), then the
+// analysis the CLI also uses, on a second reader of its own. A run whose
+// writers have not all closed is followed live: a timer feeds new rows into
+// the same TimelineData through the same TimelineFeeder, re-runs the
+// analysis when incidents arrive, and marks a rank whose writer stopped.
+// Nothing a reader reports (a dead writer, a damaged page) escapes as an
+// exception: it becomes a problem line.
+
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <QTimer>
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include "core/analysis/run_analysis.h"
+#include "core/store/run_reader.h"
+#include "ui/timeline/timeline_data.h"
+
+namespace meshscope::ui {
+
+class RunSession : public QObject {
+    Q_OBJECT
+  public:
+    explicit RunSession(QObject* parent = nullptr);
+    ~RunSession() override;
+
+    // Starts loading `path` (a run directory or one rank file) in the
+    // background; an earlier load is cancelled.
+    void open(const QString& path);
+    void cancel();
+    bool loading() const { return m_loading; }
+
+    QString path() const { return m_path; }
+    // Valid after timelineReady.
+    const std::shared_ptr<TimelineData>& timeline() const { return m_timeline; }
+    // The GUI thread's reader of the run (inspector details), after timelineReady.
+    const RunReader* reader() const { return m_reader.get(); }
+    const RankReader* rankReader(int rank) const;
+    // Null until the first analysis finished.
+    std::shared_ptr<const RunAnalysis> analysis() const { return m_analysis; }
+    QStringList problems() const { return m_problems; }
+
+    bool live() const { return m_pollTimer.isActive(); }
+    void setPollInterval(int ms) { m_pollTimer.setInterval(ms); }
+    // Rank states are re-evaluated on every poll; a rank that added nothing
+    // for this long and whose writer process is gone is marked stopped.
+    void setStopAfterMs(int ms) { m_stopAfterMs = ms; }
+
+  signals:
+    void progress(const QString& stage, qint64 done, qint64 total);
+    void timelineReady();
+    void analysisReady();
+    void loadFailed(const QString& message);
+    void cancelled();
+    // Live run: rows were added (counts of this poll), or a rank changed state.
+    void grew(qint64 ops, qint64 incidents);
+    void rankStateChanged(int rank, meshscope::ui::RankState state);
+    void liveChanged(bool live);
+
+  private:
+    struct LoadResult;
+    void finishTimeline(std::shared_ptr<LoadResult> result, uint64_t generation);
+    void finishAnalysis(std::shared_ptr<const RunAnalysis> analysis, QStringList problems,
+                        uint64_t generation);
+    void startAnalysis();
+    void poll();
+    void pickUpNewRanks();
+    void updateRankStates();
+
+    QString m_path;
+    std::shared_ptr<TimelineData> m_timeline;
+    std::unique_ptr<RunReader> m_reader;
+    std::shared_ptr<const RunAnalysis> m_analysis;
+    QStringList m_problems;
+    std::shared_ptr<std::atomic<bool>> m_cancel;
+    uint64_t m_generation = 0;  // bumps on every open(); stale results are dropped
+    bool m_loading = false;
+    bool m_analysisRunning = false, m_analysisWanted = false;
+    QTimer m_pollTimer;
+    int m_stopAfterMs = 3000;
+};
+
+}  // namespace meshscope::ui

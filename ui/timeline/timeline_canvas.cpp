@@ -1,0 +1,430 @@
+#include "ui/timeline/timeline_canvas.h"
+
+#include <fmt/format.h>
+#include <imgui.h>
+
+#include <QKeyEvent>
+#include <QMouseEvent>
+#include <QWheelEvent>
+#include <algorithm>
+#include <cmath>
+
+namespace meshscope::ui {
+
+namespace {
+
+constexpr float kGutter = 130;  // label column
+constexpr float kMinimap = 44;  // overview strip at the top
+constexpr float kRuler = 20;    // time axis below it
+constexpr float kRankGap = 6;   // space between ranks
+constexpr double kZoomStep = 1.25;
+
+// A "nice" tick spacing (1, 2 or 5 x 10^k ns) near `rough`.
+double niceStep(double rough) {
+    double p = std::pow(10.0, std::floor(std::log10(std::max(rough, 1.0))));
+    for (double m : {1.0, 2.0, 5.0})
+        if (m * p >= rough) return m * p;
+    return 10 * p;
+}
+
+}  // namespace
+
+TimelineCanvas::TimelineCanvas(QWidget* parent) : ImGuiCanvas(parent) {
+    setMinimumSize(400, 200);
+}
+
+TimelineCanvas::~TimelineCanvas() = default;
+
+void TimelineCanvas::setData(std::shared_ptr<TimelineData> data) {
+    m_data = std::move(data);
+    m_selection = {};
+    m_cursor.reset();
+    m_hover.reset();
+    m_scrollY = 0;
+    relayout();
+    fitAll();
+}
+
+void TimelineCanvas::dataChanged() {
+    relayout();
+    if (m_follow && m_data) {
+        auto [lo, hi] = m_data->alignedRange();
+        double range = std::min(m_view.range(), std::max(hi - lo, TimelineView::kMinRangeNs));
+        m_view.setRange(hi - range * 0.95, hi + range * 0.05);
+    }
+    update();
+}
+
+void TimelineCanvas::relayout() {
+    m_tracks.clear();
+    m_rankEnds.clear();
+    m_density.clear();
+    m_densityBins = 0;
+    m_contentHeight = 0;
+    m_laneCount = 0;
+    if (!m_data) return;
+    for (const RankTimeline& r : m_data->ranks) {
+        for (auto& t : makeRankTracks(r)) {
+            m_contentHeight += t->height();
+            m_tracks.push_back(std::move(t));
+        }
+        m_rankEnds.insert(m_tracks.size() - 1);
+        m_contentHeight += kRankGap;
+        m_laneCount += r.lanes.size();
+    }
+}
+
+void TimelineCanvas::fitAll() {
+    if (!m_data) return;
+    auto [lo, hi] = m_data->alignedRange();
+    zoomToRange(lo, hi);
+}
+
+void TimelineCanvas::zoomToRange(double start, double end) {
+    double margin = std::max((end - start) * 0.02, 50.0);
+    m_view.setRange(start - margin, end + margin);
+    emit viewChanged();
+    update();
+}
+
+void TimelineCanvas::setSelection(const TimelineSelection& selection, bool centre) {
+    m_selection = selection;
+    if (centre)
+        if (auto t = timeOf(selection); t && (*t < m_view.start() || *t > m_view.end())) {
+            m_view.centreOn(*t);
+            userMovedView();
+        }
+    update();
+}
+
+void TimelineCanvas::setReplayCursor(std::optional<double> aligned) {
+    m_cursor = aligned;
+    if (aligned && (*aligned < m_view.start() || *aligned > m_view.end())) {
+        m_view.centreOn(*aligned);
+        emit viewChanged();
+    }
+    update();
+}
+
+void TimelineCanvas::setFollowLive(bool follow) {
+    if (m_follow == follow) return;
+    m_follow = follow;
+    emit followLiveChanged(follow);
+    if (follow) dataChanged();
+}
+
+std::optional<double> TimelineCanvas::timeOf(const TimelineSelection& item) const {
+    if (!m_data) return std::nullopt;
+    const RankTimeline* rank = nullptr;
+    for (const RankTimeline& r : m_data->ranks)
+        if (r.rank == item.rank) rank = &r;
+    if (!rank) return std::nullopt;
+    switch (item.kind) {
+        case TimelineSelection::Kind::Incident:
+            for (const IncidentMark& m : rank->incidents)
+                if (m.seq == item.seq) return rank->align.toAligned(m.time);
+            break;
+        case TimelineSelection::Kind::Collective:
+            for (const CollectiveSpan& c : rank->collectives)
+                if (c.seq == item.seq) return rank->align.toAligned(c.start);
+            break;
+        case TimelineSelection::Kind::Op:
+            for (const Lane& lane : rank->lanes) {
+                // Spans of a lane are in seq order as well as start order.
+                auto it = std::lower_bound(lane.spans.begin(), lane.spans.end(), item.seq,
+                                           [](const Span& s, int64_t v) { return s.seq < v; });
+                if (it != lane.spans.end() && it->seq == item.seq)
+                    return rank->align.toAligned(it->start);
+            }
+            break;
+        case TimelineSelection::Kind::None:
+            break;
+    }
+    return std::nullopt;
+}
+
+int64_t TimelineCanvas::spansInView() const {
+    if (!m_data) return 0;
+    int64_t n = 0;
+    for (const RankTimeline& r : m_data->ranks) {
+        int64_t t0 = r.align.toRaw(m_view.start()), t1 = r.align.toRaw(m_view.end());
+        for (const Lane& lane : r.lanes) {
+            auto lo = std::lower_bound(lane.spans.begin(), lane.spans.end(), t0,
+                                       [](const Span& s, int64_t v) { return s.end < v; });
+            auto hi = std::lower_bound(lo, lane.spans.end(), t1,
+                                       [](const Span& s, int64_t v) { return s.start < v; });
+            n += hi - lo;
+        }
+    }
+    return n;
+}
+
+void TimelineCanvas::resizeGL(int w, int h) {
+    ImGuiCanvas::resizeGL(w, h);
+    m_view.setWidth(std::max(double(w) - kGutter, 1.0));
+    scrollBy(0);
+}
+
+void TimelineCanvas::drawFrame() {
+    ImGuiIO& io = ImGui::GetIO();
+    m_view.setWidth(std::max(double(io.DisplaySize.x) - kGutter, 1.0));
+    ImGui::SetNextWindowPos(ImVec2(0, 0));
+    ImGui::SetNextWindowSize(io.DisplaySize);
+    ImGui::Begin("##timeline", nullptr,
+                 ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                     ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBackground |
+                     ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollWithMouse);
+    ImDrawList* dl = ImGui::GetWindowDrawList();
+    float width = io.DisplaySize.x, height = io.DisplaySize.y;
+    if (!m_data || m_data->ranks.empty()) {
+        dl->AddText(ImVec2(20, 20), IM_COL32(90, 90, 90, 255),
+                    "No run open. File > Open run... or drop a run directory here.");
+        ImGui::End();
+        return;
+    }
+    DrawContext ctx;
+    ctx.draw = dl;
+    ctx.view = &m_view;
+    ctx.left = kGutter;
+    ctx.gutter = kGutter;
+    ctx.mouse = io.MousePos;
+    ctx.selection = m_selection;
+    ctx.cursor = m_cursor;
+    drawMinimap(dl, width);
+    drawRuler(dl, kMinimap, width);
+    drawTracks(ctx, kMinimap + kRuler, height);
+    drawCursor(dl, kMinimap + kRuler, height);
+    m_itemsDrawn = ctx.itemsDrawn;
+    m_hover = std::move(ctx.hover);
+    ImGui::End();
+    showTooltip();
+}
+
+void TimelineCanvas::drawTracks(DrawContext& ctx, float top, float bottom) {
+    ImDrawList* dl = ctx.draw;
+    dl->PushClipRect(ImVec2(0, top), ImVec2(ctx.left + float(m_view.width()), bottom));
+    float y = top - m_scrollY;
+    for (size_t i = 0; i < m_tracks.size(); ++i) {
+        Track& t = *m_tracks[i];
+        if (y + t.height() >= top && y <= bottom) t.draw(ctx, y);
+        y += t.height();
+        if (m_rankEnds.count(i)) y += kRankGap;
+    }
+    // Gutter separator.
+    dl->AddLine(ImVec2(kGutter - 1, top), ImVec2(kGutter - 1, bottom),
+                IM_COL32(200, 200, 200, 255));
+    dl->PopClipRect();
+}
+
+void TimelineCanvas::drawMinimap(ImDrawList* dl, float width) {
+    auto [lo, hi] = m_data->alignedRange();
+    if (hi <= lo) hi = lo + 1;
+    int bins = std::max(1, int(width - kGutter));
+    if (bins != m_densityBins || lo != m_densityStart || hi != m_densityEnd) {
+        m_density.clear();
+        for (const RankTimeline& r : m_data->ranks)
+            m_density.push_back(density(r, lo, hi, bins));
+        m_densityBins = bins;
+        m_densityStart = lo;
+        m_densityEnd = hi;
+    }
+    dl->AddRectFilled(ImVec2(0, 0), ImVec2(width, kMinimap), IM_COL32(245, 245, 245, 255));
+    dl->AddText(ImVec2(6, 4), IM_COL32(90, 90, 90, 255), "overview");
+    float rowH = (kMinimap - 6) / float(std::max<size_t>(m_density.size(), 1));
+    for (size_t r = 0; r < m_density.size(); ++r) {
+        uint32_t peak =
+            std::max<uint32_t>(1, *std::max_element(m_density[r].begin(), m_density[r].end()));
+        float y1 = 3 + rowH * float(r + 1);
+        for (int b = 0; b < bins; ++b) {
+            uint32_t n = m_density[r][size_t(b)];
+            if (n == 0) continue;
+            float h = std::max(1.0f, (rowH - 1) * float(n) / float(peak));
+            dl->AddRectFilled(ImVec2(kGutter + float(b), y1 - h),
+                              ImVec2(kGutter + float(b) + 1, y1), IM_COL32(96, 125, 139, 255));
+        }
+    }
+    // Incident ticks across the whole strip, and the visible window.
+    double scale = double(bins) / (hi - lo);
+    for (const RankTimeline& r : m_data->ranks) {
+        float last = -1;
+        for (const IncidentMark& m : r.incidents) {
+            float x = kGutter + float((r.align.toAligned(m.time) - lo) * scale);
+            if (x - last < 1) continue;
+            last = x;
+            dl->AddLine(ImVec2(x, kMinimap - 8), ImVec2(x, kMinimap - 1), markColor(markKind(m)));
+        }
+    }
+    float v0 = kGutter + float((m_view.start() - lo) * scale);
+    float v1 = kGutter + float((m_view.end() - lo) * scale);
+    v0 = std::clamp(v0, kGutter, width);
+    v1 = std::clamp(std::max(v1, v0 + 2), kGutter, width);
+    dl->AddRectFilled(ImVec2(v0, 1), ImVec2(v1, kMinimap - 1), IM_COL32(33, 150, 243, 40));
+    dl->AddRect(ImVec2(v0, 1), ImVec2(v1, kMinimap - 1), IM_COL32(33, 150, 243, 255));
+}
+
+void TimelineCanvas::drawRuler(ImDrawList* dl, float y, float width) {
+    dl->AddRectFilled(ImVec2(0, y), ImVec2(width, y + kRuler), IM_COL32(250, 250, 250, 255));
+    dl->AddLine(ImVec2(0, y + kRuler - 1), ImVec2(width, y + kRuler - 1),
+                IM_COL32(200, 200, 200, 255));
+    double origin = m_data->alignedRange().first;
+    double step = niceStep(m_view.range() / std::max(1.0, m_view.width() / 110));
+    double first = std::ceil((m_view.start() - origin) / step) * step + origin;
+    std::string align = m_data->alignMode == AlignMode::Step ? "by step" : "wall clock";
+    dl->AddText(ImVec2(6, y + 3), IM_COL32(90, 90, 90, 255), align.c_str());
+    for (double t = first; t <= m_view.end(); t += step) {
+        float x = kGutter + float(m_view.toPx(t));
+        dl->AddLine(ImVec2(x, y + kRuler - 6), ImVec2(x, y + kRuler - 1),
+                    IM_COL32(120, 120, 120, 255));
+        std::string label = "+" + formatDuration(t - origin);
+        dl->AddText(ImVec2(x + 2, y + 2), IM_COL32(60, 60, 60, 255), label.c_str());
+    }
+}
+
+void TimelineCanvas::drawCursor(ImDrawList* dl, float top, float bottom) {
+    if (!m_cursor) return;
+    float x = kGutter + float(m_view.toPx(*m_cursor));
+    if (x < kGutter || x > kGutter + float(m_view.width())) return;
+    dl->AddLine(ImVec2(x, top), ImVec2(x, bottom), IM_COL32(255, 111, 0, 255), 2.0f);
+    dl->AddTriangleFilled(ImVec2(x - 6, top), ImVec2(x + 6, top), ImVec2(x, top + 8),
+                          IM_COL32(255, 111, 0, 255));
+}
+
+void TimelineCanvas::showTooltip() {
+    if (!m_hover || m_dragged) return;
+    ImGui::BeginTooltip();
+    for (const std::string& line : m_hover->lines)
+        ImGui::TextUnformatted(line.c_str());
+    ImGui::EndTooltip();
+}
+
+void TimelineCanvas::userMovedView() {
+    if (m_follow) {
+        m_follow = false;
+        emit followLiveChanged(false);
+    }
+    emit viewChanged();
+}
+
+void TimelineCanvas::scrollBy(float dy) {
+    float visible = float(height()) - kMinimap - kRuler;
+    m_scrollY = std::clamp(m_scrollY + dy, 0.0f, std::max(0.0f, m_contentHeight - visible));
+}
+
+bool TimelineCanvas::inMinimap(QPointF pos) const {
+    return pos.y() < kMinimap && pos.x() >= kGutter;
+}
+
+void TimelineCanvas::centreFromMinimap(double x) {
+    if (!m_data) return;
+    auto [lo, hi] = m_data->alignedRange();
+    double t = lo + (x - kGutter) / std::max(1.0, m_view.width()) * (hi - lo);
+    m_view.centreOn(t);
+    userMovedView();
+}
+
+void TimelineCanvas::mousePressEvent(QMouseEvent* event) {
+    ImGuiCanvas::mousePressEvent(event);
+    if (event->button() != Qt::LeftButton) return;
+    m_pressAt = m_lastDrag = event->position();
+    m_dragged = false;
+    m_minimapDrag = inMinimap(event->position());
+    if (m_minimapDrag) centreFromMinimap(event->position().x());
+}
+
+void TimelineCanvas::mouseMoveEvent(QMouseEvent* event) {
+    ImGuiCanvas::mouseMoveEvent(event);
+    if (!m_pressAt || !(event->buttons() & Qt::LeftButton)) return;
+    QPointF d = event->position() - *m_lastDrag;
+    m_lastDrag = event->position();
+    if ((event->position() - *m_pressAt).manhattanLength() > 3) m_dragged = true;
+    if (m_minimapDrag) {
+        centreFromMinimap(event->position().x());
+    } else if (m_dragged) {
+        m_view.panPx(d.x());
+        scrollBy(-float(d.y()));
+        userMovedView();
+    }
+}
+
+void TimelineCanvas::mouseReleaseEvent(QMouseEvent* event) {
+    ImGuiCanvas::mouseReleaseEvent(event);
+    if (event->button() != Qt::LeftButton || !m_pressAt) return;
+    bool click = !m_dragged && !m_minimapDrag;
+    m_pressAt.reset();
+    m_dragged = m_minimapDrag = false;
+    if (!click) return;
+    TimelineSelection hit = m_hover ? m_hover->item : TimelineSelection{};
+    if (hit.kind == TimelineSelection::Kind::None) return;
+    m_selection = hit;
+    emit selectionChanged(hit);
+    update();
+}
+
+void TimelineCanvas::mouseDoubleClickEvent(QMouseEvent* event) {
+    if (!m_hover || m_hover->zoomEnd <= m_hover->zoomStart) return;
+    zoomToRange(m_hover->zoomStart, m_hover->zoomEnd);
+    userMovedView();
+    event->accept();
+}
+
+void TimelineCanvas::wheelEvent(QWheelEvent* event) {
+    ImGuiCanvas::wheelEvent(event);
+    double steps = event->angleDelta().y() / 120.0;
+    double horizontal = event->angleDelta().x() / 120.0;
+    if (event->modifiers() & Qt::ShiftModifier) {
+        m_view.panPx(steps * m_view.width() * 0.1);
+    } else if (event->modifiers() & Qt::ControlModifier) {
+        scrollBy(float(-steps * 60));
+    } else {
+        double x = event->position().x() - kGutter;
+        m_view.zoomAt(std::clamp(x, 0.0, m_view.width()), std::pow(kZoomStep, steps));
+        if (horizontal != 0) m_view.panPx(horizontal * m_view.width() * 0.1);
+    }
+    userMovedView();
+    event->accept();
+}
+
+void TimelineCanvas::keyPressEvent(QKeyEvent* event) {
+    ImGuiCanvas::keyPressEvent(event);
+    double w = m_view.width();
+    switch (event->key()) {
+        case Qt::Key_Left:
+        case Qt::Key_A:
+            m_view.panPx(w * 0.1);
+            break;
+        case Qt::Key_Right:
+        case Qt::Key_D:
+            m_view.panPx(-w * 0.1);
+            break;
+        case Qt::Key_Plus:
+        case Qt::Key_Equal:
+        case Qt::Key_W:
+            m_view.zoomAt(w / 2, kZoomStep);
+            break;
+        case Qt::Key_Minus:
+        case Qt::Key_S:
+            m_view.zoomAt(w / 2, 1 / kZoomStep);
+            break;
+        case Qt::Key_Up:
+            scrollBy(-40);
+            break;
+        case Qt::Key_Down:
+            scrollBy(40);
+            break;
+        case Qt::Key_Home:
+        case Qt::Key_0:
+            fitAll();
+            break;
+        case Qt::Key_Escape:
+            m_selection = {};
+            emit selectionChanged(m_selection);
+            update();
+            return;
+        default:
+            return;
+    }
+    userMovedView();
+    update();
+}
+
+}  // namespace meshscope::ui

@@ -1,0 +1,196 @@
+#include "ui/timeline/timeline_data.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace meshscope::ui {
+
+MarkKind markKind(const IncidentMark& mark) {
+    if (mark.verdict == Verdict::Invalid) return MarkKind::Invalid;
+    return mark.outcome == Outcome::Reconciled ? MarkKind::Promoted : MarkKind::Raised;
+}
+
+const std::string& RankTimeline::string(uint32_t id) const {
+    static const std::string kNone;
+    return id < strings.size() ? strings[id] : kNone;
+}
+
+Lane& RankTimeline::lane(uint32_t thread, uint16_t depth) {
+    for (Lane& l : lanes)
+        if (l.thread == thread && l.depth == depth) return l;
+    Lane& fresh = lanes.emplace_back();
+    fresh.thread = thread;
+    fresh.depth = depth;
+    return fresh;
+}
+
+std::vector<size_t> RankTimeline::laneOrder() const {
+    std::vector<size_t> order(lanes.size());
+    for (size_t i = 0; i < order.size(); ++i)
+        order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        return std::pair(lanes[a].thread, lanes[a].depth) <
+               std::pair(lanes[b].thread, lanes[b].depth);
+    });
+    return order;
+}
+
+const Lane* RankTimeline::findLane(uint32_t thread, uint16_t depth) const {
+    for (const Lane& l : lanes)
+        if (l.thread == thread && l.depth == depth) return &l;
+    return nullptr;
+}
+
+std::string RankTimeline::threadName(uint32_t thread) const {
+    auto it = threadNames.find(thread);
+    if (it != threadNames.end() && !it->second.empty()) return it->second;
+    return "thread " + std::to_string(thread);
+}
+
+void TimelineData::realign(AlignMode mode) {
+    alignMode = mode;
+    if (ranks.empty()) return;
+    int64_t minWall = ranks.front().wallOriginNs;
+    for (const RankTimeline& r : ranks)
+        minWall = std::min(minWall, r.wallOriginNs);
+    // Reference for step alignment: the lowest rank that has steps.
+    const RankTimeline* ref = nullptr;
+    for (const RankTimeline& r : ranks)
+        if (!r.steps.empty()) {
+            ref = &r;
+            break;
+        }
+    for (RankTimeline& r : ranks) {
+        int64_t wallDelta = r.wallOriginNs - minWall;
+        if (mode == AlignMode::WallClock || !ref) {
+            r.align = AlignMap::offset(wallDelta);
+            continue;
+        }
+        int64_t refDelta = ref->wallOriginNs - minWall;
+        std::unordered_map<int64_t, int64_t> refEnd;
+        for (const StepBand& s : ref->steps)
+            refEnd.emplace(s.step, s.end + refDelta);
+        std::vector<std::pair<int64_t, int64_t>> knots;
+        for (const StepBand& s : r.steps)
+            if (auto it = refEnd.find(s.step); it != refEnd.end())
+                knots.emplace_back(s.end, it->second);
+        r.align = knots.empty() ? AlignMap::offset(wallDelta)
+                                : AlignMap::piecewise(std::move(knots), wallDelta);
+    }
+}
+
+std::pair<double, double> TimelineData::alignedRange() const {
+    double lo = 0, hi = 0;
+    bool any = false;
+    for (const RankTimeline& r : ranks) {
+        if (r.empty()) continue;
+        double a = r.align.toAligned(r.firstNs), b = r.align.toAligned(r.lastNs);
+        lo = any ? std::min(lo, a) : a;
+        hi = any ? std::max(hi, b) : b;
+        any = true;
+    }
+    return {lo, hi};
+}
+
+int64_t TimelineData::totalOps() const {
+    int64_t n = 0;
+    for (const RankTimeline& r : ranks)
+        n += r.opCount;
+    return n;
+}
+
+void TimelineData::applyVerdicts(const RunAnalysis& analysis) {
+    std::unordered_map<int64_t, Verdict> verdicts;  // (rank << 40 | seq) -> verdict
+    for (const IncidentRef& ref : analysis.incidents)
+        verdicts[(int64_t(ref.rank) << 40) | ref.seq.value()] = ref.verdict;
+    for (RankTimeline& r : ranks)
+        for (IncidentMark& m : r.incidents)
+            if (auto it = verdicts.find((int64_t(r.rank) << 40) | m.seq); it != verdicts.end())
+                m.verdict = it->second;
+}
+
+RankTimeline* TimelineData::findRank(int rank) {
+    for (RankTimeline& r : ranks)
+        if (r.rank == rank) return &r;
+    return nullptr;
+}
+
+namespace {
+
+// First span that may end at or after raw time t.
+size_t firstCandidate(const Lane& lane, int64_t t) {
+    if (lane.endsSorted) {
+        auto it = std::lower_bound(lane.spans.begin(), lane.spans.end(), t,
+                                   [](const Span& s, int64_t v) { return s.end < v; });
+        return size_t(it - lane.spans.begin());
+    }
+    int64_t from = t > std::numeric_limits<int64_t>::min() + lane.maxDuration
+                       ? t - lane.maxDuration
+                       : std::numeric_limits<int64_t>::min();
+    auto it = std::lower_bound(lane.spans.begin(), lane.spans.end(), from,
+                               [](const Span& s, int64_t v) { return s.start < v; });
+    return size_t(it - lane.spans.begin());
+}
+
+// First span at or after index i that starts at or after raw time t.
+size_t firstStartingAt(const Lane& lane, size_t i, int64_t t) {
+    auto it = std::lower_bound(lane.spans.begin() + int64_t(i), lane.spans.end(), t,
+                               [](const Span& s, int64_t v) { return s.start < v; });
+    return size_t(it - lane.spans.begin());
+}
+
+}  // namespace
+
+void visibleItems(const Lane& lane, const Projection& p, double widthPx, double minPx,
+                  std::vector<DrawItem>& out) {
+    out.clear();
+    if (lane.spans.empty()) return;
+    int64_t t0 = p.toRaw(0), t1 = p.toRaw(widthPx) + 1;
+    size_t i = firstCandidate(lane, t0);
+    const size_t n = lane.spans.size();
+    while (i < n && lane.spans[i].start < t1) {
+        const Span& s = lane.spans[i];
+        double x0 = p.toPx(s.start), x1 = p.toPx(s.end);
+        if (x1 - x0 >= minPx || i + 1 == n) {
+            out.push_back({s.start, s.end, uint32_t(i), 1});
+            ++i;
+            continue;
+        }
+        // Fold every span starting before x0 + minPx into one item.
+        size_t j = std::max(i + 1, firstStartingAt(lane, i + 1, p.toRaw(x0 + minPx)));
+        int64_t end = std::max(s.end, lane.spans[j - 1].end);
+        out.push_back({s.start, end, uint32_t(i), uint32_t(j - i)});
+        i = j;
+    }
+}
+
+int64_t spanAt(const Lane& lane, int64_t t) {
+    size_t i = firstCandidate(lane, t);
+    for (; i < lane.spans.size() && lane.spans[i].start <= t; ++i)
+        if (lane.spans[i].end >= t) return int64_t(i);
+    return -1;
+}
+
+std::vector<uint32_t> density(const RankTimeline& rank, double a0, double a1, int bins) {
+    std::vector<uint32_t> out(size_t(std::max(bins, 0)), 0);
+    if (bins <= 0 || a1 <= a0) return out;
+    std::vector<int64_t> edges(size_t(bins) + 1);
+    for (int b = 0; b <= bins; ++b)
+        edges[size_t(b)] = rank.align.toRaw(a0 + (a1 - a0) * b / bins);
+    for (const Lane& lane : rank.lanes) {
+        auto lower = [&](int64_t t) {
+            return std::lower_bound(lane.spans.begin(), lane.spans.end(), t,
+                                    [](const Span& s, int64_t v) { return s.start < v; }) -
+                   lane.spans.begin();
+        };
+        int64_t prev = lower(edges[0]);
+        for (int b = 0; b < bins; ++b) {
+            int64_t next = lower(edges[size_t(b) + 1]);
+            out[size_t(b)] += uint32_t(next - prev);
+            prev = next;
+        }
+    }
+    return out;
+}
+
+}  // namespace meshscope::ui

@@ -1,0 +1,152 @@
+#pragma once
+
+// The timeline's in-memory index of a run. Per rank: op spans in lanes (one
+// per thread and nesting depth) sorted by start, optimizer steps,
+// collectives and incident markers. TimelineFeeder fills it incrementally,
+// by the same code for a finished run and a live one; the canvas queries it:
+// culling by binary search and folding of spans narrower than a few pixels
+// into one item with a count, so a frame costs O(pixels x log spans) however
+// many spans are in view. Qt-free.
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/analysis/run_analysis.h"
+#include "ui/timeline/align_map.h"
+
+namespace meshscope::ui {
+
+struct Span {
+    int64_t start = 0;  // rank-local monotonic ns
+    int64_t end = 0;
+    int64_t seq = 0;    // OpSeq value
+    uint32_t name = 0;  // StringId value in the rank's file
+    Phase phase = Phase::Other;
+    bool reconciles = false;  // the promoted op that reconciled an incident
+};
+
+// Spans of one thread at one nesting depth: they do not overlap, so sorted
+// by start they are sorted by end too (up to clamped children).
+struct Lane {
+    uint32_t thread = 0;
+    uint16_t depth = 0;
+    std::vector<Span> spans;  // sorted by start
+    int64_t maxDuration = 0;  // longest span: bounds the culling search
+    bool endsSorted = true;   // ends non-decreasing too: binary search on end
+};
+
+struct StepBand {
+    int64_t step = 0;
+    int64_t start = 0, end = 0;  // the optimizer.step() call
+};
+
+struct CollectiveSpan {
+    int64_t start = 0, end = 0;
+    int64_t seq = 0, op = 0, step = -1;
+    int64_t bytes = 0;
+    uint32_t kind = 0;  // StringId value
+    uint32_t thread = 0;
+};
+
+struct IncidentMark {
+    int64_t time = 0;  // rank-local ns
+    int64_t seq = 0;   // IncidentSeq value
+    int64_t step = -1;
+    uint32_t thread = 0;
+    uint32_t op = 0;  // StringId value
+    Action action = Action::Observed;
+    Outcome outcome = Outcome::Raised;
+    Verdict verdict = Verdict::NotChecked;
+};
+
+// How a marker is coloured: what happened to the plain tensor.
+enum class MarkKind : uint8_t { Raised, Promoted, Invalid };
+MarkKind markKind(const IncidentMark& mark);
+
+enum class RankState : uint8_t {
+    Live,      // a writer may still add rows
+    Finished,  // the writer closed its file
+    Stopped,   // no new rows for a while and the writer is gone
+};
+
+struct RankTimeline {
+    int rank = 0;
+    std::string host;
+    int64_t pid = 0;
+    int64_t wallOriginNs = 0;  // wall-clock ns since the epoch at the clock origin
+    std::map<uint32_t, std::string> threadNames;
+    std::vector<Lane> lanes;  // in order of first appearance; see laneOrder()
+    std::vector<StepBand> steps;
+    std::vector<CollectiveSpan> collectives;  // sorted by start
+    int64_t maxCollectiveDuration = 0;
+    std::vector<IncidentMark> incidents;  // sorted by time
+    int64_t firstNs = std::numeric_limits<int64_t>::max();
+    int64_t lastNs = std::numeric_limits<int64_t>::min();
+    int64_t opCount = 0;
+    std::vector<std::string> strings;  // index = StringId value; "" until seen
+    AlignMap align;
+
+    // Feeding state: what has been read so far.
+    int64_t lastOpSeq = 0, lastIncidentSeq = 0, lastCollectiveSeq = 0;
+    int64_t lastStep = std::numeric_limits<int64_t>::min();
+    RankState state = RankState::Live;
+    std::chrono::steady_clock::time_point lastGrowth{};
+
+    const std::string& string(uint32_t id) const;
+    bool empty() const { return firstNs > lastNs; }
+    Lane& lane(uint32_t thread, uint16_t depth);  // created when missing
+    const Lane* findLane(uint32_t thread, uint16_t depth) const;
+    std::vector<size_t> laneOrder() const;  // lane indices by (thread, depth)
+    std::string threadName(uint32_t thread) const;
+};
+
+enum class AlignMode : uint8_t { WallClock, Step };
+
+struct TimelineData {
+    std::vector<RankTimeline> ranks;  // ascending rank
+    AlignMode alignMode = AlignMode::WallClock;
+
+    // Recomputes every rank's AlignMap (after a mode change or new steps).
+    void realign(AlignMode mode);
+    // Aligned range covering every rank's data; {0, 0} when empty.
+    std::pair<double, double> alignedRange() const;
+    int64_t totalOps() const;
+    // Sets each marker's cross-rank verdict from an analysis of the run.
+    void applyVerdicts(const RunAnalysis& analysis);
+    RankTimeline* findRank(int rank);
+};
+
+// Maps one rank's raw ns to pixels of the current view and back.
+struct Projection {
+    const AlignMap* align = nullptr;
+    double viewStart = 0;  // aligned ns at pixel 0
+    double pxPerNs = 1;
+
+    double toPx(int64_t raw) const { return (align->toAligned(raw) - viewStart) * pxPerNs; }
+    int64_t toRaw(double px) const { return align->toRaw(viewStart + px / pxPerNs); }
+};
+
+// One thing to draw on a lane: a span, or `count` consecutive spans folded
+// because each was narrower than the minimum width.
+struct DrawItem {
+    int64_t start = 0, end = 0;  // raw ns covered
+    uint32_t first = 0;          // index of the first span in the lane
+    uint32_t count = 1;
+};
+
+// Items of `lane` visible between pixels [0, widthPx), spans narrower than
+// `minPx` folded together. Clears `out` first.
+void visibleItems(const Lane& lane, const Projection& p, double widthPx, double minPx,
+                  std::vector<DrawItem>& out);
+
+// Index of the span of `lane` covering raw time t, or -1.
+int64_t spanAt(const Lane& lane, int64_t t);
+
+// Op counts of a rank in `bins` equal slices of aligned [a0, a1): the minimap.
+std::vector<uint32_t> density(const RankTimeline& rank, double a0, double a1, int bins);
+
+}  // namespace meshscope::ui

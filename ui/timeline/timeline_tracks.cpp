@@ -1,0 +1,286 @@
+#include "ui/timeline/timeline_tracks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace meshscope::ui {
+
+namespace {
+
+constexpr float kLaneHeight = 17;
+constexpr float kMinSpanPx = 3;  // narrower spans fold into one item
+constexpr ImU32 kText = IM_COL32(30, 30, 30, 255);
+constexpr ImU32 kMuted = IM_COL32(110, 110, 110, 255);
+constexpr ImU32 kSelected = IM_COL32(255, 193, 7, 255);
+
+// Draws text clipped to [x0, x1), if at least a few characters fit.
+void clippedText(ImDrawList* dl, float x0, float x1, float y, ImU32 color, const std::string& s) {
+    if (x1 - x0 < 14 || s.empty()) return;
+    ImVec4 clip(x0, y, x1, y + kLaneHeight);
+    dl->AddText(nullptr, 0, ImVec2(x0, y), color, s.data(), s.data() + s.size(), 0, &clip);
+}
+
+std::string shortOpName(const std::string& name) {
+    auto colons = name.rfind("::");
+    return colons == std::string::npos ? name : name.substr(colons + 2);
+}
+
+class RankHeaderTrack : public Track {
+  public:
+    explicit RankHeaderTrack(const RankTimeline& rank) : m_rank(rank) {}
+    float height() const override { return 20; }
+    void draw(DrawContext& ctx, float y) override;
+
+  private:
+    const RankTimeline& m_rank;
+};
+
+void RankHeaderTrack::draw(DrawContext& ctx, float y) {
+    ImDrawList* dl = ctx.draw;
+    float right = ctx.left + float(ctx.view->width());
+    dl->AddRectFilled(ImVec2(0, y), ImVec2(right, y + height()), IM_COL32(232, 236, 241, 255));
+    std::string label = fmt::format("rank {}", m_rank.rank);
+    dl->AddText(ImVec2(6, y + 3), kText, label.c_str());
+    const char* state = m_rank.state == RankState::Live       ? "live"
+                        : m_rank.state == RankState::Finished ? ""
+                                                              : "STOPPED";
+    if (*state)
+        dl->AddText(ImVec2(58, y + 3),
+                    m_rank.state == RankState::Stopped ? IM_COL32(198, 40, 40, 255)
+                                                       : IM_COL32(46, 125, 50, 255),
+                    state);
+    // Optimizer steps: the step() call as a band, labelled with its number.
+    Projection p = ctx.projection(m_rank);
+    float lastLabel = -1e9f;
+    for (const StepBand& s : m_rank.steps) {
+        float x0 = ctx.left + float(p.toPx(s.start)), x1 = ctx.left + float(p.toPx(s.end));
+        if (x1 < ctx.left || x0 > right) continue;
+        x0 = std::max(x0, ctx.left);
+        dl->AddRectFilled(ImVec2(x0, y + 2), ImVec2(std::max(x1, x0 + 1), y + height() - 2),
+                          IM_COL32(149, 117, 205, 200));
+        if (x0 - lastLabel > 60) {
+            std::string text = fmt::format("step {}", s.step);
+            dl->AddText(ImVec2(x0 + 3, y + 3), IM_COL32(69, 39, 160, 255), text.c_str());
+            lastLabel = x0;
+        }
+        if (!ctx.hover && ctx.mouseIn(x0 - 1, y, std::max(x1, x0 + 2) + 1, y + height()))
+            ctx.hover = Hover{{},
+                              {fmt::format("rank {} optimizer step {}", m_rank.rank, s.step),
+                               formatDuration(double(s.end - s.start))},
+                              m_rank.align.toAligned(s.start),
+                              m_rank.align.toAligned(s.end)};
+    }
+}
+
+class IncidentTrack : public Track {
+  public:
+    explicit IncidentTrack(const RankTimeline& rank) : m_rank(rank) {}
+    float height() const override { return 16; }
+    void draw(DrawContext& ctx, float y) override;
+
+  private:
+    void hoverMark(DrawContext& ctx, const IncidentMark& m);
+    const RankTimeline& m_rank;
+};
+
+void IncidentTrack::hoverMark(DrawContext& ctx, const IncidentMark& m) {
+    std::vector<std::string> lines = {
+        fmt::format("incident #{} on rank {}: {}", m.seq, m_rank.rank, m_rank.string(m.op)),
+        fmt::format("{} -> {}", toString(m.action), toString(m.outcome)),
+        fmt::format("step {}", m.step)};
+    if (m.verdict != Verdict::NotChecked)
+        lines.push_back(fmt::format("cross-rank: {}", toString(m.verdict)));
+    double t = m_rank.align.toAligned(m.time);
+    ctx.hover = Hover{{TimelineSelection::Kind::Incident, m_rank.rank, m.seq}, lines, t, t};
+}
+
+void IncidentTrack::draw(DrawContext& ctx, float y) {
+    ImDrawList* dl = ctx.draw;
+    dl->AddText(ImVec2(ctx.gutter - 66, y + 1), kMuted, "incidents");
+    Projection p = ctx.projection(m_rank);
+    int64_t t0 = p.toRaw(0), t1 = p.toRaw(ctx.view->width()) + 1;
+    auto it = std::lower_bound(m_rank.incidents.begin(), m_rank.incidents.end(), t0,
+                               [](const IncidentMark& m, int64_t v) { return m.time < v; });
+    // At most one marker per kind per pixel column: 100k incidents stay cheap.
+    float lastX[3] = {-1e9f, -1e9f, -1e9f};
+    for (; it != m_rank.incidents.end() && it->time < t1; ++it) {
+        float x = ctx.left + float(p.toPx(it->time));
+        auto kind = size_t(markKind(*it));
+        bool selected = ctx.selection ==
+                        TimelineSelection{TimelineSelection::Kind::Incident, m_rank.rank, it->seq};
+        if (x - lastX[kind] < 1 && !selected) continue;
+        lastX[kind] = x;
+        float cy = y + height() / 2;
+        ImVec2 a(x, cy - 6), b(x + 5, cy), c(x, cy + 6), d(x - 5, cy);
+        dl->AddQuadFilled(a, b, c, d, markColor(MarkKind(kind)));
+        if (selected) dl->AddQuad(a, b, c, d, kSelected, 2.5f);
+        ++ctx.itemsDrawn;
+        if (!ctx.hover && ctx.mouseIn(x - 5, y, x + 6, y + height())) hoverMark(ctx, *it);
+    }
+}
+
+class CollectiveTrack : public Track {
+  public:
+    explicit CollectiveTrack(const RankTimeline& rank) : m_rank(rank) {}
+    float height() const override { return 12; }
+    void draw(DrawContext& ctx, float y) override;
+
+  private:
+    const RankTimeline& m_rank;
+};
+
+void CollectiveTrack::draw(DrawContext& ctx, float y) {
+    ImDrawList* dl = ctx.draw;
+    dl->AddText(ImVec2(ctx.gutter - 78, y - 2), kMuted, "collectives");
+    Projection p = ctx.projection(m_rank);
+    int64_t t0 = p.toRaw(0), t1 = p.toRaw(ctx.view->width()) + 1;
+    auto it = std::lower_bound(m_rank.collectives.begin(), m_rank.collectives.end(),
+                               t0 - m_rank.maxCollectiveDuration,
+                               [](const CollectiveSpan& c, int64_t v) { return c.start < v; });
+    float lastX = -1e9f;
+    for (; it != m_rank.collectives.end() && it->start < t1; ++it) {
+        if (it->end < t0) continue;
+        float x0 = ctx.left + float(p.toPx(it->start)), x1 = ctx.left + float(p.toPx(it->end));
+        x1 = std::max(x1, x0 + 1);
+        if (x1 < lastX + 1) continue;  // same pixel as the previous one
+        lastX = x1;
+        bool selected = ctx.selection == TimelineSelection{TimelineSelection::Kind::Collective,
+                                                           m_rank.rank, it->seq};
+        dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + height() - 1),
+                          IM_COL32(0, 137, 123, 255));
+        if (selected) dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + height()), kSelected, 0, 0, 2.0f);
+        ++ctx.itemsDrawn;
+        if (!ctx.hover && ctx.mouseIn(x0 - 1, y, x1 + 1, y + height()))
+            ctx.hover = Hover{{TimelineSelection::Kind::Collective, m_rank.rank, it->seq},
+                              {fmt::format("{} on rank {}", m_rank.string(it->kind), m_rank.rank),
+                               fmt::format("{}, {}", formatBytes(it->bytes),
+                                           formatDuration(double(it->end - it->start))),
+                               fmt::format("step {}", it->step)},
+                              m_rank.align.toAligned(it->start),
+                              m_rank.align.toAligned(it->end)};
+    }
+}
+
+class OpLaneTrack : public Track {
+  public:
+    OpLaneTrack(const RankTimeline& rank, size_t lane) : m_rank(rank), m_lane(lane) {}
+    float height() const override { return kLaneHeight; }
+    void draw(DrawContext& ctx, float y) override;
+
+  private:
+    void drawItem(DrawContext& ctx, const Lane& lane, const DrawItem& item, float y);
+    const RankTimeline& m_rank;
+    size_t m_lane;
+};
+
+void OpLaneTrack::draw(DrawContext& ctx, float y) {
+    const Lane& lane = m_rank.lanes[m_lane];
+    if (lane.depth == 0) {
+        std::string label = m_rank.threadName(lane.thread);
+        clippedText(ctx.draw, 16, ctx.gutter - 4, y + 1, kMuted, label);
+    }
+    visibleItems(lane, ctx.projection(m_rank), ctx.view->width(), kMinSpanPx, ctx.scratch);
+    for (const DrawItem& item : ctx.scratch)
+        drawItem(ctx, lane, item, y);
+}
+
+void OpLaneTrack::drawItem(DrawContext& ctx, const Lane& lane, const DrawItem& item, float y) {
+    ImDrawList* dl = ctx.draw;
+    Projection p = ctx.projection(m_rank);
+    float x0 = ctx.left + float(p.toPx(item.start)), x1 = ctx.left + float(p.toPx(item.end));
+    x0 = std::max(x0, ctx.left - 2);
+    x1 = std::min(std::max(x1, x0 + 1), ctx.left + float(ctx.view->width()) + 2);
+    const Span& first = lane.spans[item.first];
+    ++ctx.itemsDrawn;
+    if (item.count > 1) {  // folded: a grey bar with the count
+        dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + kLaneHeight - 1),
+                          IM_COL32(158, 158, 158, 255));
+        if (!ctx.hover && ctx.mouseIn(x0, y, x1 + 1, y + kLaneHeight))
+            ctx.hover = Hover{{},
+                              {fmt::format("{} ops folded (zoom in to see them)", item.count),
+                               formatDuration(double(item.end - item.start))},
+                              m_rank.align.toAligned(item.start),
+                              m_rank.align.toAligned(item.end)};
+        return;
+    }
+    bool selected =
+        ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, m_rank.rank, first.seq};
+    dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + kLaneHeight - 1), phaseColor(first.phase));
+    if (first.reconciles)
+        dl->AddRect(ImVec2(x0, y + 1), ImVec2(x1, y + kLaneHeight - 1),
+                    markColor(MarkKind::Promoted), 0, 0, 2.0f);
+    if (selected) dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + kLaneHeight), kSelected, 0, 0, 2.5f);
+    clippedText(dl, x0 + 2, x1 - 1, y + 1, IM_COL32(255, 255, 255, 255),
+                shortOpName(m_rank.string(first.name)));
+    if (!ctx.hover && ctx.mouseIn(x0, y, x1 + 1, y + kLaneHeight)) {
+        std::vector<std::string> lines = {
+            m_rank.string(first.name),
+            fmt::format("{} on rank {}, {}", formatDuration(double(first.end - first.start)),
+                        m_rank.rank, m_rank.threadName(lane.thread)),
+            fmt::format("{} phase, op #{}", toString(first.phase), first.seq)};
+        if (first.reconciles) lines.push_back("promoted op: it reconciled a mixed-tensor incident");
+        ctx.hover = Hover{{TimelineSelection::Kind::Op, m_rank.rank, first.seq},
+                          lines,
+                          m_rank.align.toAligned(first.start),
+                          m_rank.align.toAligned(first.end)};
+    }
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<Track>> makeRankTracks(const RankTimeline& rank) {
+    std::vector<std::unique_ptr<Track>> tracks;
+    tracks.push_back(std::make_unique<RankHeaderTrack>(rank));
+    tracks.push_back(std::make_unique<IncidentTrack>(rank));
+    if (!rank.collectives.empty()) tracks.push_back(std::make_unique<CollectiveTrack>(rank));
+    for (size_t lane : rank.laneOrder())
+        tracks.push_back(std::make_unique<OpLaneTrack>(rank, lane));
+    return tracks;
+}
+
+ImU32 markColor(MarkKind kind) {
+    switch (kind) {
+        case MarkKind::Raised:
+            return IM_COL32(198, 40, 40, 255);
+        case MarkKind::Promoted:
+            return IM_COL32(46, 125, 50, 255);
+        case MarkKind::Invalid:
+            return IM_COL32(173, 20, 87, 255);
+    }
+    return kText;
+}
+
+ImU32 phaseColor(Phase phase) {
+    switch (phase) {
+        case Phase::Forward:
+            return IM_COL32(30, 136, 229, 255);
+        case Phase::Backward:
+            return IM_COL32(245, 124, 0, 255);
+        case Phase::Optimizer:
+            return IM_COL32(126, 87, 194, 255);
+        case Phase::Data:
+            return IM_COL32(0, 150, 136, 255);
+        case Phase::Other:
+            break;
+    }
+    return IM_COL32(120, 144, 156, 255);
+}
+
+std::string formatDuration(double ns) {
+    double a = std::fabs(ns);
+    if (a < 1e3) return fmt::format("{:.0f} ns", ns);
+    if (a < 1e6) return fmt::format("{:.2f} us", ns / 1e3);
+    if (a < 1e9) return fmt::format("{:.2f} ms", ns / 1e6);
+    return fmt::format("{:.3f} s", ns / 1e9);
+}
+
+std::string formatBytes(int64_t bytes) {
+    if (bytes < 1024) return fmt::format("{} B", bytes);
+    if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", double(bytes) / 1024);
+    if (bytes < int64_t(1) << 30) return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20));
+    return fmt::format("{:.2f} GiB", double(bytes) / double(int64_t(1) << 30));
+}
+
+}  // namespace meshscope::ui

@@ -1,0 +1,74 @@
+#pragma once
+
+// The small track types the timeline canvas stacks vertically (Tracy's
+// TimelineItem idea): a rank header with its step bands, an incident lane,
+// a collective lane and one op lane per thread and depth. Each knows its
+// height and draws itself with ImGui's draw list into a DrawContext, noting
+// what lies under the mouse. The canvas owns layout, input and selection.
+
+#include <imgui.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ui/timeline/timeline_data.h"
+#include "ui/timeline/timeline_view.h"
+
+namespace meshscope::ui {
+
+struct TimelineSelection {
+    enum class Kind : uint8_t { None, Op, Incident, Collective };
+    Kind kind = Kind::None;
+    int rank = -1;
+    int64_t seq = 0;
+    bool operator==(const TimelineSelection&) const = default;
+};
+
+// What is under the mouse after a frame: a selectable item and its tooltip.
+struct Hover {
+    TimelineSelection item;
+    std::vector<std::string> lines;
+    double zoomStart = 0, zoomEnd = 0;  // aligned range a double-click zooms to
+};
+
+struct DrawContext {
+    ImDrawList* draw = nullptr;
+    const TimelineView* view = nullptr;
+    float left = 0;    // x of the time axis' pixel 0
+    float gutter = 0;  // label column width (x in [0, gutter))
+    ImVec2 mouse{-1, -1};
+    TimelineSelection selection;
+    std::optional<double> cursor;  // replay cursor, aligned ns
+    std::optional<Hover> hover;
+    std::vector<DrawItem> scratch;  // reused between lanes
+    int64_t itemsDrawn = 0;
+    bool mouseIn(float x0, float y0, float x1, float y1) const {
+        return mouse.x >= x0 && mouse.x < x1 && mouse.y >= y0 && mouse.y < y1;
+    }
+    Projection projection(const RankTimeline& rank) const {
+        return {&rank.align, view->start(), view->pxPerNs()};
+    }
+};
+
+class Track {
+  public:
+    virtual ~Track() = default;
+    virtual float height() const = 0;
+    virtual void draw(DrawContext& ctx, float y) = 0;
+};
+
+// Builds the tracks of one rank (header, incidents, collectives, op lanes).
+std::vector<std::unique_ptr<Track>> makeRankTracks(const RankTimeline& rank);
+
+// Colours shared with the legend and the tests.
+ImU32 markColor(MarkKind kind);
+ImU32 phaseColor(Phase phase);
+
+// Human-readable duration ("1.25 ms") and byte counts ("4.0 MiB").
+std::string formatDuration(double ns);
+std::string formatBytes(int64_t bytes);
+
+}  // namespace meshscope::ui
