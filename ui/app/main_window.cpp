@@ -224,9 +224,14 @@ void MainWindow::connectSession() {
     connect(s, &RunSession::analysisReady, this, &MainWindow::onAnalysisReady);
     connect(s, &RunSession::loadFailed, this, [this](const QString& message) {
         closeProgress();
-        QMessageBox::warning(this, "meshscope",
-                             QStringLiteral("Cannot open the run:\n%1").arg(message));
         updateStatus();
+        m_statusRun->setText(QStringLiteral("Cannot open the run: %1").arg(message));
+        // Window-modal but not blocking: live follow and tests keep running.
+        auto* box = new QMessageBox(QMessageBox::Warning, "meshscope",
+                                    QStringLiteral("Cannot open the run:\n%1").arg(message),
+                                    QMessageBox::Ok, this);
+        box->setAttribute(Qt::WA_DeleteOnClose);
+        box->open();
     });
     connect(s, &RunSession::cancelled, this, [this] {
         closeProgress();

@@ -58,13 +58,25 @@ void TimelineCanvas::dataChanged() {
 void TimelineCanvas::relayout() {
     m_tracks.clear();
     m_rankEnds.clear();
+    m_incidentY.clear();
+    m_laneY.clear();
     m_density.clear();
     m_densityBins = 0;
     m_contentHeight = 0;
     m_laneCount = 0;
     if (!m_data) return;
     for (const RankTimeline& r : m_data->ranks) {
-        for (auto& t : makeRankTracks(r)) {
+        auto tracks = makeRankTracks(r);
+        // makeRankTracks order: header, incidents, [collectives], lanes in laneOrder().
+        m_incidentY[r.rank] = m_contentHeight + tracks[0]->height();
+        float laneY = m_contentHeight;
+        for (size_t i = 0; i + r.lanes.size() < tracks.size(); ++i)
+            laneY += tracks[i]->height();
+        for (size_t lane : r.laneOrder()) {
+            m_laneY[{r.rank, lane}] = laneY;
+            laneY += tracks[tracks.size() - r.lanes.size()]->height();
+        }
+        for (auto& t : tracks) {
             m_contentHeight += t->height();
             m_tracks.push_back(std::move(t));
         }
@@ -89,11 +101,15 @@ void TimelineCanvas::zoomToRange(double start, double end) {
 
 void TimelineCanvas::setSelection(const TimelineSelection& selection, bool centre) {
     m_selection = selection;
-    if (centre)
+    if (centre) {
         if (auto t = timeOf(selection); t && (*t < m_view.start() || *t > m_view.end())) {
             m_view.centreOn(*t);
             userMovedView();
         }
+        // And scroll its rank into view.
+        if (auto p = positionOf(selection); p && (p->y() < kMinimap + kRuler || p->y() > height()))
+            scrollBy(float(p->y() - (kMinimap + kRuler) - 40));
+    }
     update();
 }
 
@@ -139,6 +155,30 @@ std::optional<double> TimelineCanvas::timeOf(const TimelineSelection& item) cons
             break;
         case TimelineSelection::Kind::None:
             break;
+    }
+    return std::nullopt;
+}
+
+std::optional<QPointF> TimelineCanvas::positionOf(const TimelineSelection& item) const {
+    auto t = timeOf(item);
+    if (!t || !m_data) return std::nullopt;
+    float top = kMinimap + kRuler - m_scrollY;
+    double x = kGutter + m_view.toPx(*t) + 1;
+    if (item.kind == TimelineSelection::Kind::Incident) {
+        auto it = m_incidentY.find(item.rank);
+        if (it == m_incidentY.end()) return std::nullopt;
+        return QPointF(x, top + it->second + 8);
+    }
+    if (item.kind != TimelineSelection::Kind::Op) return std::nullopt;
+    for (const RankTimeline& r : m_data->ranks) {
+        if (r.rank != item.rank) continue;
+        for (size_t i = 0; i < r.lanes.size(); ++i) {
+            const auto& spans = r.lanes[i].spans;
+            auto s = std::lower_bound(spans.begin(), spans.end(), item.seq,
+                                      [](const Span& a, int64_t v) { return a.seq < v; });
+            if (s != spans.end() && s->seq == item.seq)
+                return QPointF(x, top + m_laneY.at({r.rank, i}) + 8);
+        }
     }
     return std::nullopt;
 }

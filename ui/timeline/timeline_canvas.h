@@ -7,6 +7,7 @@
 // cursor and following a live run. It reads TimelineData and never writes it.
 
 #include <QPointF>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -43,6 +44,8 @@ class TimelineCanvas : public ImGuiCanvas {
 
     // Aligned time of an incident or op of a rank, when loaded.
     std::optional<double> timeOf(const TimelineSelection& item) const;
+    // Where an incident marker or op span is drawn now, in widget pixels.
+    std::optional<QPointF> positionOf(const TimelineSelection& item) const;
     // Items drawn in the last frame, and spans overlapping the view now.
     int64_t itemsDrawn() const { return m_itemsDrawn; }
     int64_t spansInView() const;
@@ -78,6 +81,9 @@ class TimelineCanvas : public ImGuiCanvas {
     std::shared_ptr<TimelineData> m_data;
     std::vector<std::unique_ptr<Track>> m_tracks;
     std::set<size_t> m_rankEnds;  // indices of the last track of each rank
+    // Content y (before scrolling) of each rank's incident track and op lanes.
+    std::map<int, float> m_incidentY;
+    std::map<std::pair<int, size_t>, float> m_laneY;
     TimelineView m_view;
     TimelineSelection m_selection;
     std::optional<double> m_cursor;

@@ -1,0 +1,234 @@
+// meshscope-gui's main window under Xvfb, used as a person would: open a
+// run, pick incidents in the table and on the timeline, replay, zoom, export,
+// save the timeline, settings that persist, a damaged run, a cancelled load.
+// Screenshots go to UI_SCREENSHOTS.
+
+#include <QAction>
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTableView>
+#include <QtTest>
+#include <filesystem>
+
+#include "core/synth/synthetic_run.h"
+#include "ui/app/main_window.h"
+#include "ui/app/shortcuts_dialog.h"
+#include "ui/inspector/inspector_widget.h"
+#include "ui/models/incident_filter_model.h"
+#include "ui/models/incident_table_model.h"
+#include "ui/timeline/timeline_canvas.h"
+
+using namespace meshscope;
+using namespace meshscope::ui;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kWaitMs = 120000;  // a generous wait for background loading, not a speed check
+
+QString shot(const QString& name) {
+    QDir().mkpath(UI_SCREENSHOTS);
+    return QString(UI_SCREENSHOTS) + "/" + name;
+}
+
+QAction* actionNamed(QWidget& w, const QString& text) {
+    for (QAction* a : w.findChildren<QAction*>())
+        if (a->text().remove('&') == text) return a;
+    return nullptr;
+}
+
+bool openAndWait(MainWindow& w, const fs::path& run) {
+    QSignalSpy ready(&w.session(), &RunSession::analysisReady);
+    w.openRun(QString::fromStdString(run.string()));
+    return ready.wait(kWaitMs) || ready.count() > 0;
+}
+
+}  // namespace
+
+class WindowTest : public QObject {
+    Q_OBJECT
+  private slots:
+    void initTestCase() {
+        QStandardPaths::setTestModeEnabled(true);  // QSettings in a scratch location
+        QSettings().clear();
+        m_dir = fs::temp_directory_path() / ("meshscope-window-" + std::to_string(getpid()));
+        fs::remove_all(m_dir);
+        SyntheticRunSpec spec;
+        spec.ranks = 2;
+        spec.steps = 10;
+        spec.layers = 2;
+        spec.incidentsPerStep = 3;
+        writeSyntheticRun(m_dir / "run", spec);
+    }
+    void cleanupTestCase() { fs::remove_all(m_dir); }
+
+    void tableAndTimelineSelectEachOther() {
+        MainWindow w;
+        w.resize(1400, 900);
+        w.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&w));
+        QVERIFY(openAndWait(w, m_dir / "run"));
+        auto analysis = w.session().analysis();
+        QVERIFY(analysis);
+        QCOMPARE(w.incidentModel().rowCount(), int(analysis->incidents.size()));
+        QVERIFY(w.statusText().contains("2 rank(s)"));
+
+        // Table -> timeline and inspector.
+        QTableView& table = w.incidentTable();
+        table.selectRow(3);
+        QModelIndex row = table.currentIndex();
+        int rank = row.data(IncidentTableModel::RankRole).toInt();
+        qint64 seq = row.data(IncidentTableModel::SeqRole).toLongLong();
+        TimelineSelection picked = w.canvas().selection();
+        QCOMPARE(picked, (TimelineSelection{TimelineSelection::Kind::Incident, rank, seq}));
+        QString op = w.incidentFilter().index(row.row(), IncidentTableModel::Op).data().toString();
+        QVERIFY2(w.inspector().plainText().contains(op), qPrintable(w.inspector().plainText()));
+        QVERIFY(w.inspector().plainText().contains("Fix"));
+
+        // Timeline -> table: click another incident's marker.
+        const IncidentRef& other = analysis->incidents.back();
+        TimelineSelection target{TimelineSelection::Kind::Incident, other.rank, other.seq.value()};
+        w.canvas().zoomToRange(*w.canvas().timeOf(target) - 2e5, *w.canvas().timeOf(target) + 2e5);
+        auto pos = w.canvas().positionOf(target);
+        QVERIFY(pos);
+        QTest::mouseMove(&w.canvas(), pos->toPoint());
+        QTRY_VERIFY(w.canvas().framesRendered() > 0);
+        w.canvas().renderFrameNow();  // hover is computed while drawing
+        QTest::mouseClick(&w.canvas(), Qt::LeftButton, {}, pos->toPoint());
+        QCOMPARE(w.canvas().selection(), target);
+        QModelIndex current = w.incidentTable().currentIndex();
+        QCOMPARE(current.data(IncidentTableModel::RankRole).toInt(), other.rank);
+        QCOMPARE(current.data(IncidentTableModel::SeqRole).toLongLong(), other.seq.value());
+        QVERIFY(w.inspector().plainText().contains(QString("Incident #%1").arg(other.seq.value())));
+        QVERIFY(w.grab().save(shot("window-synthetic.png")));
+    }
+
+    void replayStepsAcrossRanksAndTheInspectorFollows() {
+        MainWindow w;
+        w.show();
+        QVERIFY(openAndWait(w, m_dir / "run"));
+        w.replay().stepIncident(1);
+        TimelineSelection first = w.canvas().selection();
+        QCOMPARE(first.kind, TimelineSelection::Kind::Incident);
+        QVERIFY(w.canvas().replayCursor());
+        QVERIFY(w.inspector().plainText().startsWith("\nIncident") ||
+                w.inspector().plainText().contains("Incident #"));
+        w.replay().stepIncident(1);
+        QVERIFY(!(w.canvas().selection() == first));
+        w.replay().stepIncident(-1);
+        QCOMPARE(w.canvas().selection(), first);
+        double before = *w.canvas().replayCursor();
+        w.replay().stepOp(1);
+        QCOMPARE(w.canvas().selection().kind, TimelineSelection::Kind::Op);
+        QVERIFY(*w.canvas().replayCursor() >= before);
+        QVERIFY(w.inspector().plainText().contains("Op #"));
+        // Playing stops at the next incident.
+        QSignalSpy moved(&w.replay(), &ReplayController::cursorMoved);
+        w.replay().setSpeed(64);
+        w.replay().play();
+        QTRY_VERIFY_WITH_TIMEOUT(w.canvas().selection().kind == TimelineSelection::Kind::Incident,
+                                 kWaitMs);
+        w.replay().pause();
+        QVERIFY(moved.count() > 0);
+    }
+
+    void zoomPanKeysAndAlignment() {
+        MainWindow w;
+        w.show();
+        QVERIFY(openAndWait(w, m_dir / "run"));
+        TimelineCanvas& c = w.canvas();
+        double full = c.view().range();
+        QWheelEvent wheel(QPointF(400, 200), c.mapToGlobal(QPointF(400, 200)), {}, QPoint(0, 360),
+                          Qt::NoButton, Qt::NoModifier, Qt::NoScrollPhase, false);
+        QApplication::sendEvent(&c, &wheel);
+        QVERIFY(c.view().range() < full / 1.5);
+        double start = c.view().start();
+        QTest::keyClick(&c, Qt::Key_Right);
+        QVERIFY(c.view().start() > start);
+        QTest::keyClick(&c, Qt::Key_Home);
+        QVERIFY(std::abs(c.view().range() - full) < full * 1e-6);
+        QAction* byStep = actionNamed(w, "Align ranks by step");
+        QVERIFY(byStep);
+        byStep->trigger();
+        QCOMPARE(w.session().timeline()->alignMode, AlignMode::Step);
+        QVERIFY(c.renderFrameNow() > 0);
+        QVERIFY(c.itemsDrawn() > 0);
+        w.close();  // saves settings
+        MainWindow again;
+        QVERIFY(actionNamed(again, "Align ranks by step")->isChecked());
+        byStep = actionNamed(again, "Align ranks by step");
+        byStep->setChecked(false);
+        again.close();
+    }
+
+    void exportsAndScreenshots() {
+        MainWindow w;
+        w.show();
+        QVERIFY(openAndWait(w, m_dir / "run"));
+        QString html = QString::fromStdString((m_dir / "r.html").string());
+        QString sarif = QString::fromStdString((m_dir / "r.sarif").string());
+        QString trace = QString::fromStdString((m_dir / "t.json").string());
+        QCOMPARE(w.exportReportBlocking(html, "html"), QString());
+        QCOMPARE(w.exportReportBlocking(sarif, "sarif"), QString());
+        QCOMPARE(w.exportTraceBlocking(trace), QString());
+        QVERIFY(QFileInfo(html).size() > 1000);
+        for (const QString& json : {sarif, trace}) {
+            QFile f(json);
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            QJsonParseError error;
+            QJsonDocument::fromJson(f.readAll(), &error);
+            QCOMPARE(error.error, QJsonParseError::NoError);
+        }
+        QVERIFY(!w.exportReportBlocking("/proc/nowhere/r.md", "md").isEmpty());
+        QString png = shot("timeline.png");
+        QVERIFY(w.saveTimelinePng(png));
+        QImage image(png);
+        QVERIFY(!image.isNull());
+        QSet<QRgb> colours;
+        for (int y = 0; y < image.height(); y += 7)
+            for (int x = 0; x < image.width(); x += 7)
+                colours.insert(image.pixel(x, y));
+        QVERIFY2(colours.size() > 8, "the timeline image looks blank");
+        ShortcutsDialog help(w.actions(), &w);
+        QVERIFY(help.rowCount() > 20);
+    }
+
+    void damagedRankOpensWhatIsReadable() {
+        fs::path broken = m_dir / "broken";
+        fs::remove_all(broken);
+        fs::copy(m_dir / "run", broken, fs::copy_options::recursive);
+        fs::path rank1 = broken / "rank-00001.msdb";
+        QVERIFY(fs::exists(rank1));
+        fs::resize_file(rank1, 100);
+        MainWindow w;
+        w.show();
+        QVERIFY(openAndWait(w, broken));
+        QCOMPARE(int(w.session().timeline()->ranks.size()), 1);
+        QVERIFY(!w.session().problems().isEmpty());
+        QVERIFY2(w.statusText().contains("problem"), qPrintable(w.statusText()));
+        QVERIFY(w.incidentModel().rowCount() > 0);
+    }
+
+    void missingRunSaysWhyAndCancelStopsALoad() {
+        MainWindow w;
+        QSignalSpy failed(&w.session(), &RunSession::loadFailed);
+        w.session().open("/no/such/run");
+        QVERIFY(failed.wait(kWaitMs) || failed.count() == 1);
+        QVERIFY(failed.first().first().toString().contains("/no/such/run"));
+        QSignalSpy cancelled(&w.session(), &RunSession::cancelled);
+        QSignalSpy ready(&w.session(), &RunSession::timelineReady);
+        w.session().open(QString::fromStdString((m_dir / "run").string()));
+        w.session().cancel();
+        QTRY_VERIFY_WITH_TIMEOUT(cancelled.count() == 1, kWaitMs);
+        QCOMPARE(ready.count(), 0);
+    }
+
+  private:
+    fs::path m_dir;
+};
+
+QTEST_MAIN(WindowTest)
+#include "window_test.moc"
