@@ -28,14 +28,28 @@ void writeIteration(RankWriter& w, MeshId mesh, int64_t it) {
         w.submit(std::move(op));
     }
     if (it % 5 == 0) {
-        TensorRecord plain{w.newTensorId(), w.intern("torch.float32"), w.intern("[8, 4]"),
-                           w.intern("[8, 4]"),  w.intern("cpu"),         MeshId{},
-                           StringId{},          w.intern("batch"),       StackId{},
-                           32,                  false};
-        TensorRecord weight{w.newTensorId(), w.intern("torch.float32"), w.intern("[8, 4]"),
-                            w.intern("[4, 4]"), w.intern("cpu"),        mesh,
-                            w.intern("[Shard(0)]"), w.intern("fc.weight"), StackId{},
-                            16,                 true};
+        TensorRecord plain{w.newTensorId(),
+                           w.intern("torch.float32"),
+                           w.intern("[8, 4]"),
+                           w.intern("[8, 4]"),
+                           w.intern("cpu"),
+                           MeshId{},
+                           StringId{},
+                           w.intern("batch"),
+                           StackId{},
+                           32,
+                           false};
+        TensorRecord weight{w.newTensorId(),
+                            w.intern("torch.float32"),
+                            w.intern("[8, 4]"),
+                            w.intern("[4, 4]"),
+                            w.intern("cpu"),
+                            mesh,
+                            w.intern("[Shard(0)]"),
+                            w.intern("fc.weight"),
+                            StackId{},
+                            16,
+                            true};
         w.submit(Record{plain});
         w.submit(Record{weight});
         IncidentRecord inc;
@@ -50,14 +64,14 @@ void writeIteration(RankWriter& w, MeshId mesh, int64_t it) {
         inc.outcome = Outcome::Reconciled;
         inc.promotedPlacements = w.intern("[Shard(0)]");
         inc.stack = w.internStack(std::array{Frame{w.intern("train.py"), 73, w.intern("step")}});
-        inc.operands = {{0, OperandRole::Input, OperandKind::Tensor, plain.id, 0, StringId{}},
-                        {1, OperandRole::Input, OperandKind::Tensor, weight.id, 0,
-                         w.intern("[Shard(0)]")}};
+        inc.operands = {
+            {0, OperandRole::Input, OperandKind::Tensor, plain.id, 0, StringId{}},
+            {1, OperandRole::Input, OperandKind::Tensor, weight.id, 0, w.intern("[Shard(0)]")}};
         w.submit(std::move(inc));
     }
     if (it % 10 == 9)
-        w.submit(Record{OptimizerStepRecord{it / 10, w.intern("torch.optim.Adam"), t + 40000,
-                                            t + 45000, 4}});
+        w.submit(Record{
+            OptimizerStepRecord{it / 10, w.intern("torch.optim.Adam"), t + 40000, t + 45000, 4}});
 }
 
 }  // namespace
