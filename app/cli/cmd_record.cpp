@@ -1,9 +1,14 @@
+#include <spawn.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 
 #include "app/cli/cli.h"
 #include "core/analysis/run_summary.h"
@@ -49,12 +54,47 @@ std::vector<std::string> agentPythonPath() {
     return {found + "/meshscope/_loader", found};
 }
 
+// The GUI beside this executable, started detached (it outlives the
+// recording) once the run directory has its manifest, so it opens the run
+// and follows it live.
+std::jthread startGuiWhenRunAppears(const std::filesystem::path& runDir) {
+    if (!std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY")) {
+        std::cerr << "meshscope: --gui: no display here; open the run afterwards with "
+                     "meshscope-gui "
+                  << runDir.string() << "\n";
+        return {};
+    }
+    std::error_code ec;
+    std::filesystem::path gui =
+        std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "meshscope-gui";
+    if (ec || !std::filesystem::exists(gui)) {
+        std::cerr << "meshscope: --gui: meshscope-gui is not installed beside meshscope "
+                     "(build with -DMESHSCOPE_BUILD_UI=ON)\n";
+        return {};
+    }
+    return std::jthread([gui, runDir](std::stop_token stop) {
+        while (!stop.stop_requested() && !std::filesystem::exists(runDir / "manifest.json"))
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (stop.stop_requested() && !std::filesystem::exists(runDir / "manifest.json")) return;
+        std::string exe = gui.string(), dir = std::filesystem::absolute(runDir).string();
+        char* argv[] = {exe.data(), dir.data(), nullptr};
+        posix_spawnattr_t attr;
+        posix_spawnattr_init(&attr);
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);  // survives the recording
+        pid_t pid = 0;
+        if (posix_spawn(&pid, exe.c_str(), nullptr, &attr, argv, environ) != 0)
+            std::cerr << "meshscope: --gui: cannot start " << exe << "\n";
+        posix_spawnattr_destroy(&attr);
+    });
+}
+
 }  // namespace
 
 Command addRecord(CLI::App& app) {
     struct Options {
         RecordOptions rec;
         std::string runDir;
+        bool gui = false;
     };
     auto o = std::make_shared<Options>();
     auto* sub = app.add_subcommand(
@@ -71,6 +111,7 @@ Command addRecord(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("-n,--nproc", o->rec.nproc, "Start N local ranks (no torchrun needed)")
         ->check(CLI::Range(1, 256));
+    sub->add_flag("--gui", o->gui, "Open the run in meshscope-gui and follow it live");
     sub->add_option("command", o->rec.command, "Training command, after --")
         ->required()
         ->expected(-1);
@@ -78,6 +119,11 @@ Command addRecord(CLI::App& app) {
                 RecordOptions options = o->rec;
                 options.runDir = o->runDir;
                 options.pythonPath = agentPythonPath();
+                std::jthread gui;
+                if (o->gui) {
+                    if (options.runDir.empty()) options.runDir = defaultRunDir();
+                    gui = startGuiWhenRunAppears(options.runDir);
+                }
                 RecordResult result = record(options, std::cerr);
                 std::cerr << "meshscope: run recorded in " << result.runDir.string() << "\n";
                 try {

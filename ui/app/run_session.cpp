@@ -118,8 +118,8 @@ void RunSession::open(const QString& path) {
                     }
                 }
             };
-            size_t threads =
-                std::clamp<size_t>(std::thread::hardware_concurrency(), 1, ranks.size());
+            size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1,
+                                                std::max<size_t>(ranks.size(), 1));
             std::vector<std::thread> pool;
             for (size_t t = 1; t < threads; ++t)
                 pool.emplace_back(worker);

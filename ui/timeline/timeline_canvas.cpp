@@ -262,8 +262,17 @@ void TimelineCanvas::drawMinimap(ImDrawList* dl, float width) {
     int bins = std::max(1, int(width - kGutter));
     if (bins != m_densityBins || lo != m_densityStart || hi != m_densityEnd) {
         m_density.clear();
-        for (const RankTimeline& r : m_data->ranks)
+        m_minimapTicks.clear();
+        std::set<std::pair<int, ImU32>> ticks;
+        for (const RankTimeline& r : m_data->ranks) {
             m_density.push_back(density(r, lo, hi, bins));
+            for (const IncidentMark& m : r.incidents) {
+                int x = int((r.align.toAligned(m.time) - lo) / (hi - lo) * bins);
+                ticks.insert({x, markColor(markKind(m))});
+            }
+        }
+        for (const auto& [x, color] : ticks)
+            m_minimapTicks.emplace_back(kGutter + float(x) + 0.5f, color);
         m_densityBins = bins;
         m_densityStart = lo;
         m_densityEnd = hi;
@@ -275,25 +284,28 @@ void TimelineCanvas::drawMinimap(ImDrawList* dl, float width) {
         uint32_t peak =
             std::max<uint32_t>(1, *std::max_element(m_density[r].begin(), m_density[r].end()));
         float y1 = 3 + rowH * float(r + 1);
+        // Neighbouring bins of the same pixel height become one rectangle.
+        int runStart = 0;
+        float runH = 0;
+        auto flush = [&](int end) {
+            if (runH > 0)
+                dl->AddRectFilled(ImVec2(kGutter + float(runStart), y1 - runH),
+                                  ImVec2(kGutter + float(end), y1), IM_COL32(96, 125, 139, 255));
+        };
         for (int b = 0; b < bins; ++b) {
             uint32_t n = m_density[r][size_t(b)];
-            if (n == 0) continue;
-            float h = std::max(1.0f, (rowH - 1) * float(n) / float(peak));
-            dl->AddRectFilled(ImVec2(kGutter + float(b), y1 - h),
-                              ImVec2(kGutter + float(b) + 1, y1), IM_COL32(96, 125, 139, 255));
+            float h = n == 0 ? 0 : std::round(std::max(1.0f, (rowH - 1) * float(n) / float(peak)));
+            if (h == runH) continue;
+            flush(b);
+            runStart = b;
+            runH = h;
         }
+        flush(bins);
     }
-    // Incident ticks across the whole strip, and the visible window.
+    // Incident ticks across the whole strip (one per pixel and colour).
+    for (const auto& [x, color] : m_minimapTicks)
+        dl->AddLine(ImVec2(x, kMinimap - 8), ImVec2(x, kMinimap - 1), color);
     double scale = double(bins) / (hi - lo);
-    for (const RankTimeline& r : m_data->ranks) {
-        float last = -1;
-        for (const IncidentMark& m : r.incidents) {
-            float x = kGutter + float((r.align.toAligned(m.time) - lo) * scale);
-            if (x - last < 1) continue;
-            last = x;
-            dl->AddLine(ImVec2(x, kMinimap - 8), ImVec2(x, kMinimap - 1), markColor(markKind(m)));
-        }
-    }
     float v0 = kGutter + float((m_view.start() - lo) * scale);
     float v1 = kGutter + float((m_view.end() - lo) * scale);
     v0 = std::clamp(v0, kGutter, width);

@@ -87,8 +87,9 @@ class TimelineCanvas : public ImGuiCanvas {
     TimelineView m_view;
     TimelineSelection m_selection;
     std::optional<double> m_cursor;
-    std::optional<Hover> m_hover;                  // from the last frame
-    std::vector<std::vector<uint32_t>> m_density;  // minimap, per rank
+    std::optional<Hover> m_hover;                         // from the last frame
+    std::vector<std::vector<uint32_t>> m_density;         // minimap, per rank
+    std::vector<std::pair<float, ImU32>> m_minimapTicks;  // incident ticks: x, colour
     double m_densityStart = 0, m_densityEnd = 0;
     int m_densityBins = 0;
     float m_scrollY = 0, m_contentHeight = 0;

@@ -170,7 +170,9 @@ class OpLaneTrack : public Track {
     void draw(DrawContext& ctx, float y) override;
 
   private:
-    void drawItem(DrawContext& ctx, const Lane& lane, const DrawItem& item, float y);
+    // Draws a single span; returns the pixel extent of any item.
+    std::pair<float, float> drawItem(DrawContext& ctx, const Lane& lane, const DrawItem& item,
+                                     float y);
     const RankTimeline& m_rank;
     size_t m_lane;
 };
@@ -182,11 +184,32 @@ void OpLaneTrack::draw(DrawContext& ctx, float y) {
         clippedText(ctx.draw, 16, ctx.gutter - 4, y + 1, kMuted, label);
     }
     visibleItems(lane, ctx.projection(m_rank), ctx.view->width(), kMinSpanPx, ctx.scratch);
-    for (const DrawItem& item : ctx.scratch)
-        drawItem(ctx, lane, item, y);
+    // Folded items that touch are drawn as one bar: a dense lane costs a few
+    // rectangles, not one per 3 px (software GL pays per primitive).
+    float runX0 = 0, runX1 = -1;
+    auto flush = [&] {
+        if (runX1 >= runX0)
+            ctx.draw->AddRectFilled(ImVec2(runX0, y + 1), ImVec2(runX1, y + kLaneHeight - 1),
+                                    IM_COL32(158, 158, 158, 255));
+        runX1 = -1;
+    };
+    for (const DrawItem& item : ctx.scratch) {
+        auto [x0, x1] = drawItem(ctx, lane, item, y);
+        if (item.count == 1) {
+            flush();
+        } else if (runX1 >= runX0 && x0 <= runX1 + 1) {
+            runX1 = std::max(runX1, x1);
+        } else {
+            flush();
+            runX0 = x0;
+            runX1 = x1;
+        }
+    }
+    flush();
 }
 
-void OpLaneTrack::drawItem(DrawContext& ctx, const Lane& lane, const DrawItem& item, float y) {
+std::pair<float, float> OpLaneTrack::drawItem(DrawContext& ctx, const Lane& lane,
+                                              const DrawItem& item, float y) {
     ImDrawList* dl = ctx.draw;
     Projection p = ctx.projection(m_rank);
     float x0 = ctx.left + float(p.toPx(item.start)), x1 = ctx.left + float(p.toPx(item.end));
@@ -194,16 +217,14 @@ void OpLaneTrack::drawItem(DrawContext& ctx, const Lane& lane, const DrawItem& i
     x1 = std::min(std::max(x1, x0 + 1), ctx.left + float(ctx.view->width()) + 2);
     const Span& first = lane.spans[item.first];
     ++ctx.itemsDrawn;
-    if (item.count > 1) {  // folded: a grey bar with the count
-        dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + kLaneHeight - 1),
-                          IM_COL32(158, 158, 158, 255));
+    if (item.count > 1) {  // folded: a grey bar (drawn by the caller) with the count
         if (!ctx.hover && ctx.mouseIn(x0, y, x1 + 1, y + kLaneHeight))
             ctx.hover = Hover{{},
                               {fmt::format("{} ops folded (zoom in to see them)", item.count),
                                formatDuration(double(item.end - item.start))},
                               m_rank.align.toAligned(item.start),
                               m_rank.align.toAligned(item.end)};
-        return;
+        return {x0, x1};
     }
     bool selected =
         ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, m_rank.rank, first.seq};
@@ -226,6 +247,7 @@ void OpLaneTrack::drawItem(DrawContext& ctx, const Lane& lane, const DrawItem& i
                           m_rank.align.toAligned(first.start),
                           m_rank.align.toAligned(first.end)};
     }
+    return {x0, x1};
 }
 
 }  // namespace

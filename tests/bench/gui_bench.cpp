@@ -1,0 +1,115 @@
+// GUI benchmark (offscreen rendering under Xvfb, Mesa llvmpipe):
+//  - time to first frame: from openRun() until the canvas has drawn the
+//    run's timeline (all ops loaded), measured with the event loop running;
+//  - frame time with about N spans in view (default 1 million): the view is
+//    narrowed by bisection until that many spans overlap it, then frames are
+//    rendered back to back (draw lists + GL + glFinish), median and p90.
+//   ui_bench RUN [--spans 1000000] [--frames 60]
+
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QStandardPaths>
+#include <QSurfaceFormat>
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "ui/app/main_window.h"
+#include "ui/timeline/timeline_canvas.h"
+
+using namespace meshscope::ui;
+
+namespace {
+
+struct FrameStats {
+    double median = 0, p90 = 0;
+    int64_t spans = 0, items = 0;
+    double drawMedian = 0;  // CPU: building draw lists (drawFrame + ImGui::Render)
+};
+
+FrameStats measureFrames(TimelineCanvas& canvas, int frames) {
+    std::vector<double> ms, draw;
+    canvas.renderFrameNow();  // warm: font atlas, buffers
+    for (int i = 0; i < frames; ++i) {
+        ms.push_back(canvas.renderFrameNow());
+        draw.push_back(canvas.lastDrawMs());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::sort(draw.begin(), draw.end());
+    return {ms[ms.size() / 2], ms[ms.size() * 9 / 10], canvas.spansInView(), canvas.itemsDrawn(),
+            draw[draw.size() / 2]};
+}
+
+// Narrows the view around the middle of the run until about `target` spans overlap it.
+void viewAbout(TimelineCanvas& canvas, int64_t target) {
+    auto [lo, hi] = canvas.data()->alignedRange();
+    double mid = (lo + hi) / 2, a = 0, b = hi - lo;
+    for (int i = 0; i < 60; ++i) {
+        double half = (a + b) / 2;
+        canvas.view().setRange(mid - half / 2, mid + half / 2);
+        (canvas.spansInView() > target ? b : a) = half;
+    }
+    canvas.view().setRange(mid - b / 2, mid + b / 2);
+}
+
+void print(const char* what, const FrameStats& s) {
+    std::printf("%-34s %10lld %8lld %10.2f %8.2f %10.2f\n", what, (long long)s.spans,
+                (long long)s.items, s.median, s.p90, s.drawMedian);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    QStandardPaths::setTestModeEnabled(true);
+    QSurfaceFormat format;
+    format.setSwapInterval(0);
+    QSurfaceFormat::setDefaultFormat(format);
+    QApplication app(argc, argv);
+    QStringList args = app.arguments();
+    if (args.size() < 2) {
+        std::fprintf(stderr, "usage: ui_bench RUN [--spans N] [--frames N]\n");
+        return 2;
+    }
+    int64_t spans = 1'000'000;
+    int frames = 60;
+    for (int i = 2; i + 1 < args.size(); i += 2) {
+        if (args[i] == "--spans") spans = args[i + 1].toLongLong();
+        if (args[i] == "--frames") frames = args[i + 1].toInt();
+    }
+    MainWindow w;
+    w.resize(1600, 1000);
+    w.show();
+    QElapsedTimer clock;
+    double loadedMs = -1, firstFrameMs = -1, analysisMs = -1;
+    QObject::connect(&w.session(), &RunSession::timelineReady, [&] { loadedMs = clock.elapsed(); });
+    QObject::connect(&w.canvas(), &ImGuiCanvas::frameRendered, [&] {
+        if (loadedMs >= 0 && firstFrameMs < 0) firstFrameMs = clock.nsecsElapsed() / 1e6;
+    });
+    QObject::connect(&w.session(), &RunSession::analysisReady,
+                     [&] { analysisMs = clock.elapsed(); });
+    QObject::connect(&w.session(), &RunSession::loadFailed, [&](const QString& e) {
+        std::fprintf(stderr, "ui_bench: %s\n", qPrintable(e));
+        app.exit(3);
+    });
+    clock.start();
+    w.openRun(args[1]);
+    while (firstFrameMs < 0 || analysisMs < 0)
+        QApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
+    TimelineCanvas& canvas = w.canvas();
+    std::printf("run: %s\n%lld ops, %zu ranks, canvas %dx%d px\n", qPrintable(args[1]),
+                (long long)canvas.data()->totalOps(), canvas.data()->ranks.size(), canvas.width(),
+                canvas.height());
+    std::printf(
+        "time to first frame (open -> timeline drawn): %.0f ms (timeline loaded at %.0f ms)\n",
+        firstFrameMs, loadedMs);
+    std::printf("analysis ready (incidents table filled):      %.0f ms\n", analysisMs);
+    std::printf("\n%-34s %10s %8s %10s %8s %10s\n", "view", "spans", "drawn", "frame ms", "p90 ms",
+                "CPU draw");
+    canvas.fitAll();
+    print("whole run", measureFrames(canvas, frames));
+    viewAbout(canvas, spans);
+    print("about --spans in view", measureFrames(canvas, frames));
+    canvas.view().zoomAt(canvas.view().width() / 2, 1000);
+    print("zoomed in (labels, few spans)", measureFrames(canvas, frames));
+    return 0;
+}
