@@ -5,10 +5,15 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPushButton>
+#include <QResizeEvent>
 #include <QScrollArea>
+#include <QScrollBar>
+#include <QShowEvent>
 #include <QSplitter>
 #include <QTextBrowser>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <map>
 
 #include "core/analysis/fix_suggestion.h"
 #include "ui/inspector/mesh_view.h"
@@ -18,9 +23,8 @@ namespace meshscope::ui {
 
 namespace {
 
-QString esc(const std::string& s) {
-    return QString::fromStdString(s).toHtmlEscaped();
-}
+// Recorded strings may hold any bytes: fromStdString() turns invalid UTF-8
+// into U+FFFD, and everything is escaped where it meets HTML (Doc).
 QString qs(const std::string& s) {
     return QString::fromStdString(s);
 }
@@ -28,22 +32,39 @@ QString qs(std::string_view s) {
     return QString::fromUtf8(s.data(), qsizetype(s.size()));
 }
 
-// Builds the same content twice: HTML for the browser, text for Copy.
+// Text for the browser: a damaged file may hold strings of any length, and
+// QTextDocument lays out a long unbreakable word in a table cell in seconds.
+// Copy keeps the whole string.
+QString clip(const QString& text) {
+    constexpr qsizetype kLongest = 2000;
+    if (text.size() <= kLongest) return text;
+    return text.left(kLongest) +
+           QStringLiteral("… (%1 more characters; Copy has them all)").arg(text.size() - kLongest);
+}
+
+QString hex(uint64_t value) {
+    return QStringLiteral("%1").arg(qulonglong(value), 16, 16, QChar('0'));
+}
+
+// Builds the same content twice: HTML for the browser, text for Copy. Every
+// argument is text; only Doc writes markup.
 class Doc {
   public:
     void heading(const QString& text) {
-        m_html += "<h3>" + text.toHtmlEscaped() + "</h3>";
+        m_html += "<h3>" + clip(text).toHtmlEscaped() + "</h3>";
         m_plain += "\n" + text + "\n";
     }
-    void line(const QString& htmlLine, const QString& plainLine) {
-        m_html += "<div>" + htmlLine + "</div>";
-        m_plain += plainLine + "\n";
+    void line(const QString& text) {
+        m_html += "<p>" + clip(text).toHtmlEscaped() + "</p>";
+        m_plain += text + "\n";
     }
     void field(const QString& key, const QString& value) {
-        line("<b>" + key.toHtmlEscaped() + ":</b> " + value.toHtmlEscaped(), key + ": " + value);
+        m_html +=
+            "<div><b>" + key.toHtmlEscaped() + ":</b> " + clip(value).toHtmlEscaped() + "</div>";
+        m_plain += key + ": " + value + "\n";
     }
     void pre(const QString& text) {
-        m_html += "<pre>" + text.toHtmlEscaped() + "</pre>";
+        m_html += "<pre>" + clip(text).toHtmlEscaped() + "</pre>";
         m_plain += text + "\n";
     }
     void table(const QStringList& header, const std::vector<QStringList>& rows) {
@@ -55,11 +76,15 @@ class Doc {
         for (const QStringList& row : rows) {
             m_html += "<tr>";
             for (const QString& c : row)
-                m_html += "<td>" + c.toHtmlEscaped() + "</td>";
+                m_html += "<td>" + clip(c).toHtmlEscaped() + "</td>";
             m_html += "</tr>";
             m_plain += row.join(" | ") + "\n";
         }
         m_html += "</table>";
+    }
+    // The mesh drawing is already on screen; only Copy needs it as text.
+    void plainOnly(const QString& heading, const QString& text) {
+        if (!text.isEmpty()) m_plain += "\n" + heading + "\n" + text;
     }
     QString html() const { return m_html; }
     QString plain() const { return m_plain.trimmed() + "\n"; }
@@ -68,53 +93,176 @@ class Doc {
     QString m_html, m_plain;
 };
 
-void operandTable(Doc& doc, const std::vector<OperandDetail>& operands) {
+const OperandDetail* plainOperand(const std::vector<OperandDetail>& operands) {
+    auto it = std::find_if(operands.begin(), operands.end(),
+                           [](const OperandDetail& o) { return o.plain; });
+    return it == operands.end() ? nullptr : &*it;
+}
+
+// "operand 0 batch torch.float32 [16, 32]"
+QString describePlain(const OperandDetail* plain) {
+    if (!plain) return QStringLiteral("the plain operand (not recorded)");
+    QStringList parts = {QStringLiteral("operand %1").arg(plain->index)};
+    for (const std::string* s : {&plain->label, &plain->dtype, &plain->shape})
+        if (!s->empty()) parts << qs(*s);
+    return parts.join(' ');
+}
+
+QString operandKind(const OperandDetail& o) {
+    if (o.scalar) return QStringLiteral("scalar %1").arg(o.scalarValue);
+    if (o.plain) return "PLAIN tensor";
+    return o.placements.empty() ? "tensor" : "DTensor";
+}
+
+void operandsSection(Doc& doc, const std::vector<OperandDetail>& operands) {
+    doc.heading("Operands");
     std::vector<QStringList> rows;
-    for (const OperandDetail& o : operands) {
-        QString kind = o.scalar               ? QStringLiteral("scalar %1").arg(o.scalarValue)
-                       : o.plain              ? "PLAIN tensor"
-                       : o.placements.empty() ? "tensor"
-                                              : "DTensor";
-        rows.push_back({QString::number(o.index), o.output ? "out" : "in", kind, qs(o.dtype),
-                        qs(o.shape), qs(o.localShape), qs(o.placements), qs(o.label)});
-    }
+    for (const OperandDetail& o : operands)
+        rows.push_back({QString::number(o.index), o.output ? "out" : "in", operandKind(o),
+                        qs(o.dtype), qs(o.shape), qs(o.localShape),
+                        o.placements.empty() && !o.scalar ? "none" : qs(o.placements),
+                        qs(o.label)});
     doc.table({"#", "role", "kind", "dtype", "global shape", "local shape", "placements", "label"},
               rows);
 }
 
 void stackSection(Doc& doc, const std::vector<SourceFrame>& stack) {
-    if (stack.empty()) return;
     doc.heading("Stack (innermost first)");
+    if (stack.empty()) return doc.line("No user frame recorded.");
     QString text;
     for (const SourceFrame& f : stack)
         text += qs(formatLocation(f)) + "  " + qs(f.function) + "\n";
     doc.pre(text.trimmed());
 }
 
+void incidentHeader(Doc& doc, const IncidentDetail& d) {
+    doc.heading(QStringLiteral("Incident #%1 on rank %2: ").arg(d.seq.value()).arg(d.rank) +
+                qs(d.op));
+    doc.field("op", qs(d.op));
+    doc.field("rank", QString::number(d.rank));
+    doc.field("step", QString::number(d.step));
+    doc.field("action", qs(toString(d.action)));
+    doc.field("outcome", qs(toString(d.outcome)));
+}
+
+void reconciliationSection(Doc& doc, const IncidentDetail& d) {
+    doc.heading("Reconciliation");
+    doc.field("plain operand", describePlain(plainOperand(d.operands)));
+    const QString to = qs(d.promotedPlacements), error = qs(d.error);
+    // ASCII arrow: the text is also what Copy pastes into terminals and issues.
+    if (d.outcome == Outcome::Reconciled)
+        doc.field("placements", "plain (no placement) -> " +
+                                    (to.isEmpty() ? qs(toString(d.action)) : "DTensor " + to));
+    else if (d.outcome == Outcome::Failed)
+        doc.field("raised", "promotion to " + (to.isEmpty() ? "?" : to) +
+                                " failed: " + (error.isEmpty() ? "no error text recorded" : error));
+    else
+        doc.field("raised", error.isEmpty() ? "no error text recorded" : error);
+    if (!d.policyRule.empty()) doc.field("policy rule", qs(d.policyRule));
+    if (d.fingerprint) doc.field("fingerprint here", hex(*d.fingerprint));
+}
+
 QString verdictText(Verdict v) {
+    const QString name = qs(toString(v));
     switch (v) {
         case Verdict::Verified:
-            return "verified: the same content on every rank that promoted it";
+            return name + ": the same content on every rank that promoted it";
         case Verdict::Invalid:
-            return "INVALID: ranks promoted different content as if it were replicated";
+            return name + ": ranks promoted different content as if it were the same";
         case Verdict::Unverified:
-            return "unverified: only one rank recorded it, or no fingerprint";
+            return name + ": only one rank recorded it, or no fingerprint";
         case Verdict::NotChecked:
             break;
     }
-    return "not checked (not a promotion that must agree across ranks)";
+    return name + ": not a promotion that must agree across ranks";
 }
 
-void crossRankSection(Doc& doc, const IncidentRef* ref, const PromotionCheck* check) {
+// The fingerprint most ranks have (ties go to `here`'s): the others differ.
+std::optional<uint64_t> majority(const PromotionCheck& check, int here) {
+    std::map<uint64_t, int> count;
+    for (const auto& [rank, fp] : check.fingerprints)
+        if (fp) ++count[*fp];
+    if (count.size() < 2) return std::nullopt;
+    auto it = check.fingerprints.find(here);
+    const bool hasMine = it != check.fingerprints.end() && it->second.has_value();
+    const uint64_t mine = hasMine ? *it->second : 0;
+    std::optional<uint64_t> best;
+    int bestCount = 0;
+    for (const auto& [fp, n] : count) {
+        if (n > bestCount || (n == bestCount && hasMine && fp == mine)) {
+            best = fp;
+            bestCount = n;
+        }
+    }
+    return best;
+}
+
+void crossRankSection(Doc& doc, const IncidentDetail& d, const IncidentRef* ref,
+                      const PromotionCheck* check) {
     doc.heading("Cross-rank check");
-    doc.field("verdict", ref ? verdictText(ref->verdict) : "analysis not ready yet");
+    if (!ref && !check)
+        return doc.field("verdict", "not checked: no cross-rank analysis for this incident yet");
+    doc.field("verdict", verdictText(ref ? ref->verdict : check->verdict));
     if (!check) return;
+    const std::optional<uint64_t> agreed = majority(*check, d.rank);
     std::vector<QStringList> rows;
-    for (const auto& [rank, fp] : check->fingerprints)
-        rows.push_back({QString::number(rank),
-                        fp ? QStringLiteral("%1").arg(qulonglong(*fp), 16, 16, QChar('0'))
-                           : QStringLiteral("(none)")});
-    doc.table({"rank", "fingerprint"}, rows);
+    for (const auto& [rank, fp] : check->fingerprints) {
+        QStringList notes;
+        if (rank == d.rank) notes << "this incident";
+        if (!fp)
+            notes << "not recorded";
+        else if (agreed && *fp != *agreed)
+            notes << "DIFFERS";
+        rows.push_back(
+            {QString::number(rank), fp ? hex(*fp) : QStringLiteral("none"), notes.join(", ")});
+    }
+    doc.table({"rank", "fingerprint", "note"}, rows);
+}
+
+void originSection(Doc& doc, const IncidentDetail& d, const std::string& evidence) {
+    doc.heading("Origin");
+    doc.field("class", QString(QChar(char(d.origin))) + " - " + qs(describeOrigin(d.origin)));
+    const std::string& text = evidence.empty() ? d.evidence : evidence;
+    doc.field("evidence", text.empty() ? QStringLiteral("none recorded") : qs(text));
+    doc.field("plain tensor created at",
+              d.createdAt.empty() ? QStringLiteral("not recorded") : qs(d.createdAt));
+}
+
+void fixSection(Doc& doc, const IncidentDetail& d, const IncidentGroup* group) {
+    doc.heading("Fix");
+    if (group)
+        doc.field("applies to",
+                  QStringLiteral("group #%1, %2 incident(s) at ").arg(group->id).arg(group->count) +
+                      qs(formatLocation(group->site)));
+    const FixSuggestion fix = group ? group->fix : suggestFix(d.origin);
+    doc.line(qs(fix.summary));
+    if (!fix.code.empty()) doc.pre(qs(fix.code));
+}
+
+void opHeader(Doc& doc, const OpDetail& op) {
+    doc.heading(QStringLiteral("Op #%1 on rank %2: ").arg(op.seq.value()).arg(op.rank) +
+                qs(op.name));
+    doc.field("op", qs(op.name));
+    doc.field("rank", QString::number(op.rank));
+    QString thread = QStringLiteral("thread %1").arg(op.thread);
+    doc.field("thread", op.threadName.empty() ? thread : qs(op.threadName) + " (" + thread + ")");
+    doc.field("step", QString::number(op.step));
+    doc.field("phase", qs(toString(op.phase)));
+    doc.field("duration",
+              QStringLiteral("%1 µs").arg(double(op.endNs - op.startNs) / 1e3, 0, 'f', 2));
+    doc.field("nesting depth", QString::number(op.depth));
+}
+
+void promotedOpSection(Doc& doc, const OpDetail& op, const IncidentDetail* reconciled) {
+    if (!reconciled && !op.reconciles) return;
+    doc.heading("Reconciliation");
+    if (!reconciled)
+        return doc.line(QStringLiteral("promoted op of incident #%1 (incident not loaded)")
+                            .arg(op.reconciles.value()));
+    doc.line(QStringLiteral("promoted op of incident #%1: ").arg(reconciled->seq.value()) +
+             describePlain(plainOperand(reconciled->operands)) + " became " +
+             (reconciled->promotedPlacements.empty() ? qs(toString(reconciled->action))
+                                                     : qs(reconciled->promotedPlacements)));
 }
 
 }  // namespace
@@ -123,39 +271,70 @@ InspectorWidget::InspectorWidget(QWidget* parent) : QWidget(parent) {
     auto* layout = new QVBoxLayout(this);
     layout->setContentsMargins(2, 2, 2, 2);
     auto* top = new QHBoxLayout;
-    top->addWidget(new QLabel("Selection", this), 1);
+    m_title = new QLabel(this);
+    m_title->setTextFormat(Qt::PlainText);
+    top->addWidget(m_title, 1);
     m_copy = new QPushButton("Copy", this);
     m_copy->setObjectName("copyButton");
     m_copy->setToolTip("Copy everything shown here as plain text");
     top->addWidget(m_copy);
     layout->addLayout(top);
-    auto* split = new QSplitter(Qt::Vertical, this);
+    m_split = new QSplitter(Qt::Vertical, this);
     m_mesh = new MeshView(this);
     m_mesh->setObjectName("meshView");
-    auto* scroll = new QScrollArea(this);
-    scroll->setObjectName("meshScroll");
-    scroll->setWidget(m_mesh);
-    scroll->setWidgetResizable(true);
-    split->addWidget(scroll);
+    m_meshScroll = new QScrollArea(this);
+    m_meshScroll->setObjectName("meshScroll");
+    m_meshScroll->setWidget(m_mesh);
+    m_meshScroll->setWidgetResizable(true);
+    m_split->addWidget(m_meshScroll);
     m_text = new QTextBrowser(this);
     m_text->setObjectName("inspectorText");
-    m_text->setOpenLinks(false);
-    split->addWidget(m_text);
-    split->setStretchFactor(1, 2);
-    layout->addWidget(split, 1);
+    m_text->setOpenLinks(false);  // recorded text never navigates anywhere
+    m_split->addWidget(m_text);
+    m_split->setStretchFactor(1, 1);
+    connect(m_split, &QSplitter::splitterMoved, this, [this] { m_userSplit = true; });
+    layout->addWidget(m_split, 1);
     connect(m_copy, &QPushButton::clicked, this,
             [this] { QApplication::clipboard()->setText(m_plain); });
     clear();
 }
 
-void InspectorWidget::setContent(const QString& html, const QString& plain) {
-    // Room for the whole mesh drawing when it is small, a scroll bar when not.
-    if (auto* scroll = findChild<QScrollArea*>("meshScroll"))
-        scroll->setMinimumHeight(std::min(m_mesh->sizeHint().height() + 6, 340));
+void InspectorWidget::setContent(const QString& title, const QString& html, const QString& plain) {
+    m_title->setText(title);
     m_html = html;
     m_plain = plain;
     m_text->setHtml(html);
     m_copy->setEnabled(!plain.trimmed().isEmpty());
+    m_fitPending = true;
+    if (isVisible()) fitMesh();
+}
+
+void InspectorWidget::resizeEvent(QResizeEvent* event) {
+    QWidget::resizeEvent(event);
+    // The drawing's height depends on the width (plain operand beside or above the mesh).
+    if (isVisible()) fitMesh();
+}
+
+// Gives the mesh pane the height its drawing needs at the current width, up
+// to a little over half the inspector, so the text below stays readable;
+// until the user drags the splitter, whose choice then stays.
+void InspectorWidget::fitMesh() {
+    m_fitPending = false;
+    if (m_userSplit) return;
+    const int total = m_split->height() - m_split->handleWidth();
+    const int frame = 2 * m_meshScroll->frameWidth();
+    const int width = m_meshScroll->width() - frame;
+    int want = m_mesh->heightForWidth(width) + frame;
+    if (m_mesh->minimumSizeHint().width() > width)
+        want += m_meshScroll->horizontalScrollBar()->sizeHint().height();
+    want = std::min(want, total * 11 / 20);
+    m_split->setSizes({want, std::max(total - want, 0)});
+}
+
+// Before the first show the splitter has no real height yet.
+void InspectorWidget::showEvent(QShowEvent* event) {
+    QWidget::showEvent(event);
+    if (m_fitPending) fitMesh();
 }
 
 void InspectorWidget::showIncident(const IncidentDetail& d, const IncidentRef* ref,
@@ -163,90 +342,41 @@ void InspectorWidget::showIncident(const IncidentDetail& d, const IncidentRef* r
                                    const std::string& evidence) {
     m_mesh->setIncident(d);
     Doc doc;
-    doc.heading(
-        QStringLiteral("Incident #%1 on rank %2: %3").arg(d.seq.value()).arg(d.rank).arg(qs(d.op)));
-    doc.field("step", QString::number(d.step));
-    doc.field("action", qs(toString(d.action)));
-    doc.field("outcome", qs(toString(d.outcome)));
-    if (!d.policyRule.empty()) doc.field("policy rule", qs(d.policyRule));
-    doc.heading("Operands");
-    operandTable(doc, d.operands);
-    doc.heading("Reconciliation");
-    const OperandDetail* plain = nullptr;
-    for (const OperandDetail& o : d.operands)
-        if (o.plain) plain = &o;
-    QString who = plain ? QStringLiteral("operand %1 (%2 %3)")
-                              .arg(plain->index)
-                              .arg(qs(plain->dtype), qs(plain->shape))
-                        : QStringLiteral("the plain operand");
-    if (d.outcome == Outcome::Reconciled)
-        doc.field("before -> after",
-                  QStringLiteral("%1: plain torch.Tensor (no placement) -> DTensor %2")
-                      .arg(who, qs(d.promotedPlacements)));
-    else
-        doc.field("raised",
-                  who + ": " +
-                      (d.error.empty() ? QStringLiteral("no error text recorded") : qs(d.error)));
-    if (d.fingerprint)
-        doc.field("fingerprint here",
-                  QStringLiteral("%1").arg(qulonglong(*d.fingerprint), 16, 16, QChar('0')));
-    crossRankSection(doc, ref, check);
-    doc.heading("Origin");
-    doc.field(
-        "class",
-        QStringLiteral("%1 - %2").arg(QChar(char(d.origin))).arg(qs(describeOrigin(d.origin))));
-    doc.field("evidence", qs(evidence.empty() ? d.evidence : evidence));
-    if (!d.createdAt.empty()) doc.field("plain tensor created at", qs(d.createdAt));
+    incidentHeader(doc, d);
+    operandsSection(doc, d.operands);
+    reconciliationSection(doc, d);
+    crossRankSection(doc, d, ref, check);
+    originSection(doc, d, evidence);
     stackSection(doc, d.stack);
-    FixSuggestion fix = group ? group->fix : suggestFix(d.origin);
-    doc.heading("Fix");
-    doc.line(esc(fix.summary), qs(fix.summary));
-    doc.pre(qs(fix.code));
-    setContent(doc.html(), doc.plain());
+    fixSection(doc, d, group);
+    doc.plainOnly("Device mesh", m_mesh->describe());
+    setContent(QStringLiteral("Incident #%1, rank %2").arg(d.seq.value()).arg(d.rank), doc.html(),
+               doc.plain());
 }
 
 void InspectorWidget::showOp(const OpDetail& op, const IncidentDetail* reconciled) {
     m_mesh->setOp(op);
     Doc doc;
-    doc.heading(
-        QStringLiteral("Op #%1 on rank %2: %3").arg(op.seq.value()).arg(op.rank).arg(qs(op.name)));
-    doc.field("thread", op.threadName.empty() ? QString::number(op.thread) : qs(op.threadName));
-    doc.field("step", QString::number(op.step));
-    doc.field("phase", qs(toString(op.phase)));
-    doc.field("duration",
-              QStringLiteral("%1 us").arg(double(op.endNs - op.startNs) / 1e3, 0, 'f', 2));
-    doc.field("nesting depth", QString::number(op.depth));
-    if (reconciled) {
-        const OperandDetail* plain = nullptr;
-        for (const OperandDetail& o : reconciled->operands)
-            if (o.plain) plain = &o;
-        doc.heading("Promoted op");
-        doc.field("reconciled", QStringLiteral("incident #%1 (%2): %3 became %4")
-                                    .arg(reconciled->seq.value())
-                                    .arg(qs(reconciled->op))
-                                    .arg(plain ? QStringLiteral("plain operand %1 %2")
-                                                     .arg(plain->index)
-                                                     .arg(qs(plain->shape))
-                                               : QStringLiteral("the plain operand"))
-                                    .arg(qs(reconciled->promotedPlacements)));
-    }
-    doc.heading("Operands");
-    operandTable(doc, op.operands);
+    opHeader(doc, op);
+    promotedOpSection(doc, op, reconciled);
+    operandsSection(doc, op.operands);
     stackSection(doc, op.stack);
-    setContent(doc.html(), doc.plain());
+    doc.plainOnly("Device mesh", m_mesh->describe());
+    setContent(QStringLiteral("Op #%1, rank %2").arg(op.seq.value()).arg(op.rank), doc.html(),
+               doc.plain());
 }
 
 void InspectorWidget::showMessage(const QString& message) {
     m_mesh->clear();
-    setContent("<p>" + message.toHtmlEscaped() + "</p>", message);
+    setContent("Selection", "<p>" + message.toHtmlEscaped() + "</p>", message);
 }
 
 void InspectorWidget::clear() {
     m_mesh->clear();
-    setContent(
-        "<p style='color:#777'>Select an incident in the table or the timeline, or step the "
-        "replay (N, period).</p>",
-        QString());
+    setContent("Selection",
+               "<p><i>Select an incident in the table or the timeline, or step the replay (N, "
+               "period).</i></p>",
+               QString());
 }
 
 }  // namespace meshscope::ui

@@ -13,8 +13,11 @@
 
 #include "core/analysis/run_analysis.h"
 
-class QTextBrowser;
+class QLabel;
 class QPushButton;
+class QScrollArea;
+class QSplitter;
+class QTextBrowser;
 
 namespace meshscope::ui {
 
@@ -27,24 +30,37 @@ class InspectorWidget : public QWidget {
     explicit InspectorWidget(QWidget* parent = nullptr);
 
     // ref, group and check may be null (analysis not ready, or none applies).
+    // `evidence` is the analysis' evidence text; the incident's own when empty.
     void showIncident(const IncidentDetail& detail, const IncidentRef* ref,
                       const IncidentGroup* group, const PromotionCheck* check,
                       const std::string& evidence);
+    // `reconciled`: the incident this op is the promoted op of, when known.
     void showOp(const OpDetail& op, const IncidentDetail* reconciled);
     void showMessage(const QString& message);
     void clear();
 
+    // What Copy puts on the clipboard: every section, the fix code included.
     QString plainText() const { return m_plain; }
     QString html() const { return m_html; }
     MeshView& meshView() { return *m_mesh; }
 
-  private:
-    void setContent(const QString& html, const QString& plain);
+  protected:
+    void showEvent(QShowEvent* event) override;
+    void resizeEvent(QResizeEvent* event) override;
 
-    QTextBrowser* m_text = nullptr;
-    MeshView* m_mesh = nullptr;
+  private:
+    void setContent(const QString& title, const QString& html, const QString& plain);
+    void fitMesh();
+
+    QLabel* m_title = nullptr;
     QPushButton* m_copy = nullptr;
+    QSplitter* m_split = nullptr;
+    QScrollArea* m_meshScroll = nullptr;
+    MeshView* m_mesh = nullptr;
+    QTextBrowser* m_text = nullptr;
     QString m_html, m_plain;
+    bool m_fitPending = false;  // content changed while hidden: fit when shown
+    bool m_userSplit = false;   // the user has sized the panes: keep their choice
 };
 
 }  // namespace meshscope::ui

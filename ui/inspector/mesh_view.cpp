@@ -1,8 +1,11 @@
 #include "ui/inspector/mesh_view.h"
 
+#include <QEvent>
 #include <QPainter>
 #include <QPainterPath>
 #include <algorithm>
+#include <cmath>
+#include <exception>
 
 #include "core/report/html_writer.h"
 #include "ui/inspector/op_detail.h"
@@ -11,21 +14,19 @@ namespace meshscope::ui {
 
 namespace {
 
-constexpr int kPad = 8;
-
 QString qs(const std::string& s) {
     return QString::fromStdString(s);
 }
 
-std::vector<int64_t> meshShapeOf(const MeshPicture& pic) {
-    if (pic.mesh && !pic.mesh->shape.empty()) return pic.mesh->shape;
-    return {};
+std::string dimName(const MeshRecord& mesh, size_t k) {
+    if (k < mesh.dimNames.size() && !mesh.dimNames[k].empty()) return mesh.dimNames[k];
+    return "dim" + std::to_string(k);
 }
 
 // Row-major coordinate of cell `c` on a mesh of `shape`.
 std::vector<int64_t> coordinateOf(size_t c, const std::vector<int64_t>& shape) {
     std::vector<int64_t> coord(shape.size());
-    int64_t rest = int64_t(c);
+    auto rest = int64_t(c);
     for (size_t k = shape.size(); k-- > 0;) {
         int64_t n = std::max<int64_t>(shape[k], 1);
         coord[k] = rest % n;
@@ -34,10 +35,83 @@ std::vector<int64_t> coordinateOf(size_t c, const std::vector<int64_t>& shape) {
     return coord;
 }
 
+// Ranks on a mesh of `shape`; saturates, since a damaged file may claim any size.
+size_t cellsOf(const std::vector<int64_t>& shape) {
+    constexpr size_t kCap = size_t(1) << 30;
+    size_t n = 1;
+    for (int64_t s : shape)
+        n = std::min(kCap, n * size_t(std::clamp<int64_t>(s, 1, int64_t(kCap))));
+    return n;
+}
+
+// describeLocalPiece() on recorded strings: those are untrusted, and a
+// number too large for int64 throws, a very long one exhausts std::regex's
+// recursion. Either way the placements themselves are still worth showing.
+std::string localPiece(const std::string& shape, const std::string& placements,
+                       const std::vector<int64_t>& meshShape, const std::vector<int64_t>& coord) {
+    constexpr size_t kLongest = 256;
+    if (shape.size() > kLongest || placements.size() > kLongest) return placements;
+    try {
+        return describeLocalPiece(shape, placements, meshShape, coord);
+    } catch (const std::exception&) {
+        return placements;
+    }
+}
+
+QColor mix(const QColor& a, const QColor& b, double t) {
+    return QColor::fromRgbF(float(a.redF() * (1 - t) + b.redF() * t),
+                            float(a.greenF() * (1 - t) + b.greenF() * t),
+                            float(a.blueF() * (1 - t) + b.blueF() * t));
+}
+
+// Green for a promotion, red for a raise: darker shades on light themes,
+// lighter ones on dark themes, so both stay readable on the Base colour.
+QColor goodColor(const QPalette& pal) {
+    return pal.color(QPalette::Base).lightness() < 128 ? QColor(0x81, 0xc7, 0x84)
+                                                       : QColor(0x2e, 0x7d, 0x32);
+}
+QColor badColor(const QPalette& pal) {
+    return pal.color(QPalette::Base).lightness() < 128 ? QColor(0xef, 0x9a, 0x9a)
+                                                       : QColor(0xc6, 0x28, 0x28);
+}
+
+// Width to reserve for `text`: elidedText() compares the fractional width,
+// so an integer advance rounded down would elide the very line it measured.
+int textWidth(const QFont& font, const QString& text) {
+    return int(std::ceil(QFontMetricsF(font).horizontalAdvance(text))) + 1;
+}
+
+QFont bold(QFont f) {
+    f.setBold(true);
+    return f;
+}
+
+// `text` cut to what a painted line can show: eliding and measuring a
+// string costs time in proportion to its length, which a damaged file
+// chooses. Only the painted copy is cut; Copy gets the whole text.
+QString shown(const QString& text) {
+    constexpr qsizetype kLongest = 200;
+    return text.size() > kLongest ? text.left(kLongest) + QChar(0x2026) : text;
+}
+QString shown(const std::string& text) {
+    return shown(QString::fromStdString(text.substr(0, 1000)));
+}
+
+QString plainLine(const OperandDetail& plain) {
+    return qs(plain.label.empty() ? plain.shape : plain.label + " " + plain.shape);
+}
+
+QString plainNote(const OperandDetail& plain) {
+    return (plain.dtype.empty() ? QStringLiteral("dtype ?") : qs(plain.dtype)) +
+           QStringLiteral(", operand %1").arg(plain.index);
+}
+
 }  // namespace
 
 MeshView::MeshView(QWidget* parent) : QWidget(parent) {
-    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Minimum);
+    QSizePolicy policy(QSizePolicy::Expanding, QSizePolicy::Preferred);
+    policy.setHeightForWidth(true);
+    setSizePolicy(policy);
 }
 
 void MeshView::setIncident(const IncidentDetail& d) {
@@ -51,204 +125,400 @@ void MeshView::setIncident(const IncidentDetail& d) {
             m_picture.dtensors.push_back(o);
     }
     m_picture.promotedPlacements = d.promotedPlacements;
-    m_picture.reconciled = d.outcome == Outcome::Reconciled;
-    m_picture.action =
-        d.outcome == Outcome::Reconciled ? std::string(toString(d.action)) : "raised";
+    m_picture.outcome = d.outcome;
+    m_picture.action = d.action;
     m_empty = false;
-    setMinimumSize(sizeHint());  // larger than the dock: the scroll area scrolls
-    updateGeometry();
-    update();
+    rebuild();
 }
 
 void MeshView::setOp(const OpDetail& op) {
     m_picture = {};
     m_picture.mesh = op.mesh;
     m_picture.rank = op.rank;
+    // An op has no plain operand of an incident: every operand with
+    // placements is a DTensor and gets drawn on the mesh.
     for (const OperandDetail& o : op.operands)
         if (!o.scalar && !o.placements.empty()) m_picture.dtensors.push_back(o);
     m_empty = false;
-    setMinimumSize(sizeHint());  // larger than the dock: the scroll area scrolls
-    updateGeometry();
-    update();
+    rebuild();
 }
 
 void MeshView::clear() {
     m_picture = {};
     m_empty = true;
-    setMinimumSize(sizeHint());  // larger than the dock: the scroll area scrolls
+    rebuild();
+}
+
+void MeshView::rebuild() {
+    const MeshPicture& pic = m_picture;
+    m_arrowLabel.clear();
+    m_arrowNote.clear();
+    m_plainText.clear();
+    if (pic.plain) {
+        const QString to = shown(pic.promotedPlacements);
+        const QString action = qs(std::string(toString(pic.action)));
+        if (pic.outcome == Outcome::Reconciled) {
+            m_arrowLabel = to.isEmpty() ? action : QStringLiteral("promoted → ") + to;
+            m_arrowNote = action;
+        } else {
+            m_arrowLabel = "raised";
+            m_arrowNote = pic.outcome == Outcome::Failed && !to.isEmpty()
+                              ? "promotion to " + to + " failed"
+                              : action;
+        }
+        m_plainText = {"plain tensor", shown(plainLine(*pic.plain)), shown(plainNote(*pic.plain))};
+    }
+    rebuildCells();
+    measure();
+    relayout();
+}
+
+void MeshView::rebuildCells() {
+    m_cells.clear();
+    m_cellText.clear();
+    m_here.clear();
+    m_rowLabels.clear();
+    m_columnLabels.clear();
+    m_title.clear();
+    m_columns = 1;
+    m_meshCells = 0;
+    const MeshPicture& pic = m_picture;
+    if (!pic.mesh || pic.mesh->shape.empty()) return;
+    const MeshRecord& mesh = *pic.mesh;
+    const std::vector<int64_t>& shape = mesh.shape;
+    const auto fullColumns = size_t(std::max<int64_t>(shape.back(), 1));
+    m_meshCells = cellsOf(shape);
+    m_columns = std::min(fullColumns, kMaxCells);
+    const size_t meshRows = std::max<size_t>(m_meshCells / fullColumns, 1);
+    const size_t rows = std::clamp<size_t>(kMaxCells / m_columns, 1, meshRows);
+    for (size_t r = 0; r < rows; ++r) {
+        std::vector<int64_t> first = coordinateOf(r * fullColumns, shape);
+        QStringList leading;
+        for (size_t k = 0; k + 1 < shape.size(); ++k)
+            leading << shown(dimName(mesh, k)) + " " + QString::number(first[k]);
+        m_rowLabels << leading.join(", ");
+        for (size_t c = 0; c < m_columns; ++c) {
+            size_t cell = r * fullColumns + c;
+            int64_t rank = cell < mesh.ranks.size() ? mesh.ranks[cell] : int64_t(cell);
+            m_here.push_back(rank == pic.rank);
+            std::vector<std::string> lines = {"rank " + std::to_string(rank) +
+                                              (rank == pic.rank ? " (here)" : "")};
+            std::vector<int64_t> coord = coordinateOf(cell, shape);
+            for (const OperandDetail& o : pic.dtensors)
+                lines.push_back((o.output ? "out" : "op") + std::to_string(o.index) + " " +
+                                localPiece(o.shape, o.placements, shape, coord));
+            if (pic.plain && !pic.promotedPlacements.empty())
+                lines.push_back("op" + std::to_string(pic.plain->index) + " " +
+                                localPiece(pic.plain->shape, pic.promotedPlacements, shape, coord));
+            QStringList text;
+            for (const std::string& line : lines)
+                text << shown(line);
+            m_cellText.push_back(std::move(text));
+            m_cells.push_back(std::move(lines));
+        }
+    }
+    for (size_t c = 0; c < m_columns; ++c)
+        m_columnLabels << shown(dimName(mesh, shape.size() - 1)) + " " + QString::number(c);
+    QStringList dims;
+    for (size_t k = 0; k < shape.size(); ++k)
+        dims << shown(dimName(mesh, k)) + "=" + QString::number(shape[k]);
+    m_title = "device mesh (" + dims.join(", ") + ") on " + shown(mesh.deviceType);
+    if (m_cells.size() < m_meshCells)
+        m_title +=
+            QStringLiteral(", first %1 of %2 ranks drawn").arg(m_cells.size()).arg(m_meshCells);
+}
+
+// Every length derives from the font (padding is half a line), so the
+// drawing scales with high-DPI and user font sizes. Long texts are capped at
+// a few dozen characters and elided when painted.
+void MeshView::measure() {
+    const QFont normal = font(), heavy = bold(font());
+    const QFontMetrics fm(normal);
+    const int chars = fm.averageCharWidth();
+    Metrics& m = m_metrics;
+    m = {};
+    m.unit = std::max(4, fm.height() / 2);
+    m.lineHeight = fm.lineSpacing();
+    int cellW = textWidth(heavy, "rank 000 (here)");
+    qsizetype lines = 1;
+    for (const QStringList& cell : m_cellText) {
+        lines = std::max(lines, cell.size());
+        for (qsizetype i = 0; i < cell.size(); ++i)
+            cellW = std::max(cellW, textWidth(i ? normal : heavy, cell[i]));
+    }
+    m.cell = {std::min(cellW, 48 * chars) + 2 * m.unit, int(lines) * m.lineHeight + m.unit};
+    for (const QString& label : m_rowLabels)
+        if (!label.isEmpty())
+            m.rowHeader = std::max(m.rowHeader, textWidth(normal, label) + m.unit);
+    m.rowHeader = std::min(m.rowHeader, 24 * chars);
+    m.title = std::min(textWidth(normal, m_title), 60 * chars);
+    if (!m_plainText.isEmpty()) {
+        int w = textWidth(heavy, m_plainText[0]);
+        for (qsizetype i = 1; i < m_plainText.size(); ++i)
+            w = std::max(w, textWidth(normal, m_plainText[i]));
+        m.plain = {std::min(w, 28 * chars) + 2 * m.unit, 3 * m.lineHeight + m.unit};
+        int arrow = std::max(textWidth(normal, m_arrowLabel), textWidth(normal, m_arrowNote));
+        m.arrowLabel = std::min(arrow, 40 * chars);
+    }
+}
+
+void MeshView::relayout() {
     updateGeometry();
     update();
 }
 
-size_t MeshView::cellCount() const {
-    size_t n = 1;
-    for (int64_t s : meshShapeOf(m_picture))
-        n *= size_t(std::max<int64_t>(s, 1));
-    return m_picture.mesh ? n : 0;
+void MeshView::changeEvent(QEvent* event) {
+    // Every size derives from the font: a new font (or DPI) means a new layout.
+    if (event->type() == QEvent::FontChange) measure();
+    if (event->type() == QEvent::FontChange || event->type() == QEvent::PaletteChange) relayout();
+    QWidget::changeEvent(event);
 }
 
-std::vector<std::string> MeshView::cellLines(size_t cell) const {
-    std::vector<std::string> lines;
-    const auto shape = meshShapeOf(m_picture);
-    const auto& ranks = m_picture.mesh->ranks;
-    int64_t rank = cell < ranks.size() ? ranks[cell] : int64_t(cell);
-    lines.push_back("rank " + std::to_string(rank) + (rank == m_picture.rank ? " (here)" : ""));
-    auto coord = coordinateOf(cell, shape);
-    for (const OperandDetail& o : m_picture.dtensors)
-        lines.push_back((o.output ? "out" : "op") + std::to_string(o.index) + " " +
-                        describeLocalPiece(o.shape, o.placements, shape, coord));
-    if (m_picture.plain && !m_picture.promotedPlacements.empty())
-        lines.push_back(
-            "op" + std::to_string(m_picture.plain->index) + " " +
-            describeLocalPiece(m_picture.plain->shape, m_picture.promotedPlacements, shape, coord));
-    return lines;
-}
-
-QSize MeshView::cellSize() const {
-    QFontMetrics fm(font());
-    int w = fm.horizontalAdvance("rank 00 (here)");
-    size_t lines = 1;
-    for (size_t c = 0; c < cellCount(); ++c) {
-        auto text = cellLines(c);
-        lines = std::max(lines, text.size());
-        for (const std::string& s : text)
-            w = std::max(w, fm.horizontalAdvance(qs(s)));
+QString MeshView::describe() const {
+    if (m_cells.empty()) return m_empty ? QString() : noMeshText();
+    QString text = m_title + "\n";
+    if (m_picture.plain)
+        text += "plain tensor " + plainLine(*m_picture.plain) + " (" + plainNote(*m_picture.plain) +
+                "): " + m_arrowLabel + " (" + m_arrowNote + ")\n";
+    for (const auto& lines : m_cells) {
+        QStringList parts;
+        for (size_t i = 1; i < lines.size(); ++i)
+            parts << qs(lines[i]);
+        text += qs(lines.front()) + ": " + parts.join("; ") + "\n";
     }
-    return {w + 2 * kPad, int(lines) * fm.lineSpacing() + 2 * kPad};
+    return text;
 }
 
-int MeshView::plainWidth() const {
-    if (!m_picture.plain) return 0;
-    QFontMetrics fm(font());
-    const OperandDetail& p = *m_picture.plain;
-    int w = std::max({fm.horizontalAdvance("plain torch.Tensor"),
-                      fm.horizontalAdvance(qs(p.dtype + " " + p.shape)),
-                      fm.horizontalAdvance(qs(p.label))});
-    return std::min(w, 260) + 2 * kPad + 4;
+QString MeshView::noMeshText() const {
+    if (!m_picture.plain)
+        return QStringLiteral("No device mesh recorded for this op (no DTensor operand).");
+    return "No device mesh recorded for this incident: no DTensor operand was recorded with a "
+           "mesh. Plain operand: " +
+           m_plainText.value(1) + ", " + m_arrowLabel + ".";
 }
 
-int MeshView::arrowWidth() const {
+// ---- layout ----------------------------------------------------------------
+
+QSize MeshView::frameSize() const {
+    const Metrics& m = m_metrics;
+    const int rows = int(m_cells.size() / m_columns), cols = int(m_columns);
+    int gridW = m.rowHeader + cols * m.cell.width() + (cols - 1) * m.unit;
+    int h = m.unit / 2 + 2 * m.lineHeight + rows * m.cell.height() + (rows - 1) * m.unit + m.unit;
+    return {2 * m.unit + std::max(gridW, m.title), h};
+}
+
+// The cells inside the frame: under the title and the column labels, right
+// of the row labels.
+void MeshView::placeGrid(Layout& l) const {
+    const Metrics& m = m_metrics;
+    l.grid = l.frame.topLeft() + QPoint(m.unit + m.rowHeader, m.unit / 2 + 2 * m.lineHeight);
+}
+
+// Plain operand left of the mesh, the arrow pointing right into it.
+MeshView::Layout MeshView::besideLayout() const {
+    const Metrics& m = m_metrics;
+    const int u = m.unit;
+    Layout l;
+    const bool plain = m_picture.plain.has_value();
+    int arrowW = plain ? std::max(m.arrowLabel + 2 * u, 5 * u) : 0;
+    int frameX = plain ? u + m.plain.width() + arrowW : u;
+    l.frame = QRect(QPoint(frameX, u), frameSize());
+    placeGrid(l);
+    if (plain) {
+        // Level with the middle of the cells, not of the frame with its title.
+        int middle = (l.grid.y() + l.frame.bottom()) / 2;
+        l.plain = QRect(QPoint(u, std::max(u, middle - m.plain.height() / 2)), m.plain);
+        int y = l.plain.center().y();
+        l.arrow = QLine(l.plain.right() + 1, y, l.frame.left() - 1, y);
+        l.arrowText =
+            QRect(l.arrow.x1(), y - m.lineHeight - u / 4, arrowW, 2 * m.lineHeight + u / 2);
+    }
+    int bottom = std::max(l.frame.bottom(), plain ? l.plain.bottom() : 0);
+    l.total = QSize(l.frame.right() + 1 + u, bottom + 1 + u);
+    return l;
+}
+
+// Plain operand above the mesh, the arrow pointing down into it: for docks
+// too narrow for the side-by-side drawing.
+MeshView::Layout MeshView::stackedLayout() const {
+    const Metrics& m = m_metrics;
+    const int u = m.unit;
+    Layout l;
+    l.stacked = true;
+    l.plain = QRect(QPoint(u, u), m.plain);
+    int x = l.plain.left() + 2 * u;
+    l.arrow = QLine(x, l.plain.bottom() + 1, x, l.plain.bottom() + 2 * m.lineHeight + u);
+    l.arrowText = QRect(x + u, l.plain.bottom() + u / 2, m.arrowLabel + u, 2 * m.lineHeight);
+    l.frame = QRect(QPoint(u, l.arrow.y2() + 1), frameSize());
+    placeGrid(l);
+    int right = std::max({l.plain.right(), l.arrowText.right(), l.frame.right()});
+    l.total = QSize(right + 1 + u, l.frame.bottom() + 1 + u);
+    return l;
+}
+
+MeshView::Layout MeshView::layoutFor(int width) const {
+    Layout beside = besideLayout();
+    if (!m_picture.plain || width >= beside.total.width()) return beside;
+    return stackedLayout();
+}
+
+int MeshView::heightForWidth(int width) const {
+    const int u = m_metrics.unit;
+    if (!m_cells.empty()) return layoutFor(width).total.height();
+    if (m_empty) return 2 * u;
     QFontMetrics fm(font());
-    int label = std::max(fm.horizontalAdvance(qs(m_picture.action)),
-                         fm.horizontalAdvance(qs(m_picture.promotedPlacements)));
-    return std::clamp(label + 24, 80, 240);
+    int textW = std::max(width - 2 * u, 10 * fm.averageCharWidth());
+    return fm.boundingRect(QRect(0, 0, textW, 100000), Qt::TextWordWrap, noMeshText()).height() +
+           2 * u;
 }
 
 QSize MeshView::sizeHint() const {
-    QFontMetrics fm(font());
-    if (m_empty || !m_picture.mesh) return {300, 3 * fm.lineSpacing()};
-    auto shape = meshShapeOf(m_picture);
-    int cols = shape.empty() ? 1 : int(std::max<int64_t>(shape.back(), 1));
-    int rows = int(cellCount()) / std::max(cols, 1);
-    QSize cell = cellSize();
-    int left = m_picture.plain ? plainWidth() + arrowWidth() : 0;
-    int gridH = rows * (cell.height() + kPad);
-    int plainH = m_picture.plain ? 5 * fm.lineSpacing() : 0;
-    return {left + cols * (cell.width() + kPad) + kPad,
-            fm.lineSpacing() * 2 + std::max(gridH, plainH) + kPad};
+    if (m_cells.empty()) {
+        int w = 40 * QFontMetrics(font()).averageCharWidth();
+        return {w, heightForWidth(w)};
+    }
+    return besideLayout().total;
 }
 
 QSize MeshView::minimumSizeHint() const {
-    QFontMetrics fm(font());
-    return {200, 3 * fm.lineSpacing()};
+    const int u = m_metrics.unit;
+    if (m_cells.empty()) return {20 * QFontMetrics(font()).averageCharWidth(), 2 * u};
+    Layout narrowest = m_picture.plain ? stackedLayout() : besideLayout();
+    return {narrowest.total.width(), 2 * u};
 }
+
+// ---- painting ---------------------------------------------------------------
 
 void MeshView::paintEvent(QPaintEvent*) {
+    if (m_empty) return;
     QPainter p(this);
     p.setRenderHint(QPainter::Antialiasing);
-    QFontMetrics fm(font());
-    const QColor text = palette().color(QPalette::WindowText);
-    if (m_empty) return;
-    if (!m_picture.mesh) {
-        p.setPen(text);
-        p.drawText(rect().adjusted(kPad, kPad, -kPad, -kPad), Qt::TextWordWrap,
-                   "No device mesh recorded for this item (no DTensor operand).");
-        return;
+    if (m_cells.empty()) return paintNoMesh(p);
+    const Layout l = layoutFor(width());
+    const QSize cell = m_metrics.cell;
+    const int gap = m_metrics.unit;
+    paintFrame(p, l);
+    paintHeaders(p, l);
+    for (size_t c = 0; c < m_cells.size(); ++c) {
+        int row = int(c / m_columns), col = int(c % m_columns);
+        QPoint at = l.grid + QPoint(col * (cell.width() + gap), row * (cell.height() + gap));
+        paintCell(p, c, QRect(at, cell));
     }
-    std::string title = "device mesh (";
-    for (size_t k = 0; k < m_picture.mesh->shape.size(); ++k)
-        title += (k ? ", " : "") +
-                 (k < m_picture.mesh->dimNames.size() ? m_picture.mesh->dimNames[k]
-                                                      : "dim" + std::to_string(k)) +
-                 "=" + std::to_string(m_picture.mesh->shape[k]);
-    title += ") on " + m_picture.mesh->deviceType;
-    p.setPen(palette().color(QPalette::PlaceholderText));
-    p.drawText(kPad, fm.ascent() + 2, qs(title));
-    int top = fm.lineSpacing() + 8;
-    int gridX = kPad;
     if (m_picture.plain) {
-        paintPlain(p, top);
-        gridX = plainWidth() + arrowWidth();
-        paintArrow(p, plainWidth() + 4, gridX - 6, top + 2 * fm.lineSpacing());
-    }
-    auto shape = meshShapeOf(m_picture);
-    int cols = shape.empty() ? 1 : int(std::max<int64_t>(shape.back(), 1));
-    QSize cell = cellSize();
-    for (size_t c = 0; c < cellCount(); ++c) {
-        int row = int(c) / cols, col = int(c) % cols;
-        paintCell(p, c,
-                  QRect(gridX + col * (cell.width() + kPad), top + row * (cell.height() + kPad),
-                        cell.width(), cell.height()));
+        paintPlain(p, l);
+        paintArrow(p, l);
     }
 }
 
-void MeshView::paintPlain(QPainter& p, int top) {
-    QFontMetrics fm(font());
-    const OperandDetail& plain = *m_picture.plain;
-    QRect box(2, top, plainWidth(), 4 * fm.lineSpacing() + kPad);
-    p.setPen(QPen(QColor("#d32f2f"), 1.5, Qt::DashLine));
-    p.setBrush(QColor("#fff6f6"));
-    p.drawRoundedRect(box, 4, 4);
-    p.setPen(QColor("#1a1a1a"));
-    QStringList lines = {"plain torch.Tensor", qs(plain.dtype + " " + plain.shape), qs(plain.label),
-                         QStringLiteral("operand %1").arg(plain.index)};
-    int y = box.top() + kPad / 2 + fm.ascent();
-    for (const QString& line : lines) {
-        p.drawText(box.left() + kPad, y,
-                   fm.elidedText(line, Qt::ElideRight, box.width() - 2 * kPad));
-        y += fm.lineSpacing();
-    }
+void MeshView::paintNoMesh(QPainter& p) {
+    const int u = m_metrics.unit;
+    p.setPen(palette().color(QPalette::WindowText));
+    p.drawText(rect().adjusted(u, u, -u, -u), Qt::TextWordWrap, noMeshText());
 }
 
-void MeshView::paintArrow(QPainter& p, int x0, int x1, int y) {
-    QColor color(m_picture.reconciled ? "#2e7d32" : "#d32f2f");
-    p.setPen(QPen(color, 2));
-    p.drawLine(x0, y, x1 - 8, y);
-    QPainterPath head;
-    head.moveTo(x1, y);
-    head.lineTo(x1 - 9, y - 5);
-    head.lineTo(x1 - 9, y + 5);
-    head.closeSubpath();
-    p.fillPath(head, color);
+void MeshView::paintFrame(QPainter& p, const Layout& l) {
+    const Metrics& m = m_metrics;
     QFontMetrics fm(font());
-    QString label = qs(m_picture.action);
-    p.drawText(QRect(x0, y - fm.lineSpacing() - 2, x1 - x0, fm.lineSpacing()), Qt::AlignCenter,
-               fm.elidedText(label, Qt::ElideRight, x1 - x0));
-    if (!m_picture.promotedPlacements.empty())
-        p.drawText(QRect(x0, y + 4, x1 - x0, fm.lineSpacing()), Qt::AlignCenter,
-                   fm.elidedText(qs(m_picture.promotedPlacements), Qt::ElideRight, x1 - x0));
+    p.setPen(QPen(palette().color(QPalette::Mid), 1));
+    p.setBrush(Qt::NoBrush);
+    p.drawRoundedRect(QRectF(l.frame).adjusted(0.5, 0.5, -0.5, -0.5), m.unit / 2.0, m.unit / 2.0);
+    p.setPen(palette().color(QPalette::PlaceholderText));
+    QRect title(l.frame.left() + m.unit, l.frame.top() + m.unit / 2, l.frame.width() - 2 * m.unit,
+                m.lineHeight);
+    p.drawText(title, Qt::AlignLeft | Qt::AlignVCenter,
+               fm.elidedText(m_title, Qt::ElideRight, title.width()));
+}
+
+// Dim names with coordinates: columns along the last mesh dim, rows along
+// the others ("dp 1", or "pp 0, dp 1" on 3-D meshes).
+void MeshView::paintHeaders(QPainter& p, const Layout& l) {
+    const Metrics& m = m_metrics;
+    QFontMetrics fm(font());
+    p.setPen(palette().color(QPalette::PlaceholderText));
+    const int stepX = m.cell.width() + m.unit, stepY = m.cell.height() + m.unit;
+    for (int c = 0; c < int(m_columnLabels.size()); ++c) {
+        QRect r(l.grid.x() + c * stepX, l.grid.y() - m.lineHeight, m.cell.width(), m.lineHeight);
+        p.drawText(r, Qt::AlignCenter, fm.elidedText(m_columnLabels[c], Qt::ElideRight, r.width()));
+    }
+    if (m.rowHeader == 0) return;
+    for (int r = 0; r < int(m_rowLabels.size()); ++r) {
+        QRect box(l.grid.x() - m.rowHeader, l.grid.y() + r * stepY, m.rowHeader - m.unit,
+                  m.cell.height());
+        p.drawText(box, Qt::AlignRight | Qt::AlignVCenter,
+                   fm.elidedText(m_rowLabels[r], Qt::ElideRight, box.width()));
+    }
 }
 
 void MeshView::paintCell(QPainter& p, size_t cell, QRect r) {
-    QFontMetrics fm(font());
-    auto lines = cellLines(cell);
-    bool here = lines.front().find("(here)") != std::string::npos;
-    p.setPen(QPen(QColor("#8a94a6"), here ? 2 : 1));
-    p.setBrush(here ? QColor("#eef4ff") : QColor("#ffffff"));
-    p.drawRoundedRect(r, 4, 4);
-    int y = r.top() + kPad / 2 + fm.ascent();
-    for (size_t i = 0; i < lines.size(); ++i) {
-        bool promoted =
-            m_picture.plain && !m_picture.promotedPlacements.empty() && i + 1 == lines.size();
-        p.setPen(promoted ? QColor(m_picture.reconciled ? "#1b5e20" : "#a31515")
-                          : QColor("#1a1a1a"));
-        QFont f = font();
-        f.setBold(i == 0);
-        p.setFont(f);
-        p.drawText(r.left() + kPad, y, qs(lines[i]));
-        y += fm.lineSpacing();
+    const Metrics& m = m_metrics;
+    const QPalette& pal = palette();
+    const bool here = m_here[cell];
+    const QColor highlight = pal.color(QPalette::Highlight);
+    p.setPen(QPen(here ? highlight : pal.color(QPalette::Mid), here ? 2 : 1));
+    p.setBrush(here ? mix(pal.color(QPalette::Base), highlight, 0.18) : pal.color(QPalette::Base));
+    p.drawRoundedRect(QRectF(r).adjusted(1, 1, -1, -1), m.unit / 2.0, m.unit / 2.0);
+    const QStringList& lines = m_cellText[cell];
+    // The last line is the promoted plain operand, when there is one.
+    const bool promotedLine = m_picture.plain && !m_picture.promotedPlacements.empty();
+    const QColor promotedColor =
+        m_picture.outcome == Outcome::Reconciled ? goodColor(pal) : badColor(pal);
+    QRect line(r.left() + m.unit, r.top() + m.unit / 2, r.width() - 2 * m.unit, m.lineHeight);
+    for (qsizetype i = 0; i < lines.size(); ++i) {
+        p.setFont(i == 0 ? bold(font()) : font());
+        bool promoted = promotedLine && i + 1 == lines.size();
+        p.setPen(promoted ? promotedColor : pal.color(QPalette::Text));
+        QString text = QFontMetrics(p.font()).elidedText(lines[i], Qt::ElideRight, line.width());
+        p.drawText(line, Qt::AlignLeft | Qt::AlignVCenter, text);
+        line.translate(0, m.lineHeight);
     }
     p.setFont(font());
+}
+
+void MeshView::paintPlain(QPainter& p, const Layout& l) {
+    const Metrics& m = m_metrics;
+    const QPalette& pal = palette();
+    const QColor red = badColor(pal);
+    p.setPen(QPen(red, 1.5, Qt::DashLine));
+    p.setBrush(mix(pal.color(QPalette::Base), red, 0.07));
+    p.drawRoundedRect(QRectF(l.plain).adjusted(1, 1, -1, -1), m.unit / 2.0, m.unit / 2.0);
+    QRect line(l.plain.left() + m.unit, l.plain.top() + m.unit / 2, l.plain.width() - 2 * m.unit,
+               m.lineHeight);
+    for (qsizetype i = 0; i < m_plainText.size(); ++i) {
+        p.setFont(i == 0 ? bold(font()) : font());
+        p.setPen(pal.color(i == 2 ? QPalette::PlaceholderText : QPalette::Text));
+        p.drawText(line, Qt::AlignLeft | Qt::AlignVCenter,
+                   QFontMetrics(p.font()).elidedText(m_plainText[i], Qt::ElideRight, line.width()));
+        line.translate(0, m.lineHeight);
+    }
+    p.setFont(font());
+}
+
+void MeshView::paintArrow(QPainter& p, const Layout& l) {
+    const Metrics& m = m_metrics;
+    QFontMetrics fm(font());
+    const QColor color =
+        m_picture.outcome == Outcome::Reconciled ? goodColor(palette()) : badColor(palette());
+    // The head is a triangle pointing along the line, sized from the font.
+    const QPointF tip = l.arrow.p2(), from = l.arrow.p1();
+    const QPointF dir = l.stacked ? QPointF(0, 1) : QPointF(1, 0);
+    const QPointF side(-dir.y(), dir.x());
+    const double len = m.unit, half = m.unit / 2.0;
+    p.setPen(QPen(color, 2));
+    p.drawLine(from, tip - dir * len);
+    QPainterPath head;
+    head.moveTo(tip);
+    head.lineTo(tip - dir * len + side * half);
+    head.lineTo(tip - dir * len - side * half);
+    head.closeSubpath();
+    p.fillPath(head, color);
+    // Label above the line (beside it when stacked), the note under it.
+    const int flags = (l.stacked ? Qt::AlignLeft : Qt::AlignHCenter) | Qt::AlignVCenter;
+    QRect top = l.arrowText, bottom = l.arrowText;
+    top.setHeight(m.lineHeight);
+    bottom.setTop(bottom.bottom() - m.lineHeight + 1);
+    p.drawText(top, flags, fm.elidedText(m_arrowLabel, Qt::ElideRight, top.width()));
+    p.setPen(palette().color(QPalette::PlaceholderText));
+    p.drawText(bottom, flags, fm.elidedText(m_arrowNote, Qt::ElideRight, bottom.width()));
 }
 
 }  // namespace meshscope::ui
