@@ -1,10 +1,12 @@
 #include "core/report/html_writer.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
+#include <optional>
 #include <ostream>
-#include <regex>
 
 #include <fmt/format.h>
 
@@ -49,14 +51,36 @@ std::string origin1(OriginClass o) {
 
 // ---- placements and shapes ----
 
+// "[8, 16]" -> {8, 16}. Recorded text is untrusted: a number that does not
+// fit in int64 ends the shape (no exception, no regex over megabytes).
 std::vector<int64_t> parseShape(std::string_view shape) {
     std::vector<int64_t> out;
-    std::string s(shape);
-    std::regex number("-?[0-9]+");
-    for (auto it = std::sregex_iterator(s.begin(), s.end(), number); it != std::sregex_iterator();
-         ++it)
-        out.push_back(std::stoll(it->str()));
+    const char* p = shape.data();
+    const char* end = p + shape.size();
+    while (p < end) {
+        if (!(*p == '-' || (*p >= '0' && *p <= '9'))) {
+            ++p;
+            continue;
+        }
+        int64_t v = 0;
+        auto [next, ec] = std::from_chars(p, end, v);
+        if (ec != std::errc()) break;
+        out.push_back(v);
+        p = next == p ? p + 1 : next;
+    }
     return out;
+}
+
+// The dim of "Shard(1)" or "Shard(dim=1)"; nullopt for anything else.
+std::optional<int64_t> shardDim(std::string_view placement) {
+    constexpr std::string_view kPrefix = "Shard(";
+    if (placement.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+    std::string_view rest = placement.substr(kPrefix.size());
+    if (rest.substr(0, 4) == "dim=") rest.remove_prefix(4);
+    int64_t dim = 0;
+    auto [next, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), dim);
+    if (ec != std::errc() || next == rest.data() + rest.size() || *next != ')') return std::nullopt;
+    return dim;
 }
 
 // "[Shard(0), Replicate()]" -> {"Shard(0)", "Replicate()"}.
@@ -421,22 +445,24 @@ std::string describeLocalPiece(std::string_view shape, std::string_view placemen
     for (int64_t s : sizes)
         ranges.emplace_back(0, s);
     bool partial = false;
-    std::smatch m;
-    static const std::regex shard(R"(Shard\(dim=?(-?\d+)\)|Shard\((-?\d+)\))");
     for (size_t k = 0; k < per.size() && k < meshShape.size(); ++k) {
         if (per[k].rfind("Partial", 0) == 0) {
             partial = true;
             continue;
         }
         if (per[k].rfind("Replicate", 0) == 0) continue;
-        if (!std::regex_search(per[k], m, shard)) return std::string(placements);
-        int64_t dim = std::stoll(m[1].matched ? m[1].str() : m[2].str());
+        std::optional<int64_t> shard = shardDim(per[k]);
+        if (!shard) return std::string(placements);
+        int64_t dim = *shard;
         if (dim < 0) dim += int64_t(sizes.size());
         if (dim < 0 || dim >= int64_t(ranges.size())) return std::string(placements);
         auto& [from, to] = ranges[size_t(dim)];
         int64_t n = std::max<int64_t>(meshShape[k], 1), length = to - from;
+        // A damaged file's sizes: nothing sensible to draw, and no overflow.
+        if (from < 0 || length < 0 || length > std::numeric_limits<int64_t>::max() / 4)
+            return std::string(placements);
         int64_t chunk = (length + n - 1) / n;  // torch.chunk semantics
-        int64_t c = k < coordinate.size() ? coordinate[k] : 0;
+        int64_t c = std::clamp<int64_t>(k < coordinate.size() ? coordinate[k] : 0, 0, n - 1);
         int64_t a = std::min(from + c * chunk, to), b = std::min(from + (c + 1) * chunk, to);
         from = a, to = b;
     }

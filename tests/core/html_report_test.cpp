@@ -131,3 +131,16 @@ TEST(HtmlReport, LocalPieceOfEachPlacement) {
 
 }  // namespace
 }  // namespace meshscope
+
+TEST(DescribeLocalPiece, DamagedTextNeitherThrowsNorOverflows) {
+    using meshscope::describeLocalPiece;
+    EXPECT_EQ(describeLocalPiece("[8, 16]", "[Shard(dim=0)]", {2}, {1}), "rows 4-7 of [8, 16]");
+    EXPECT_EQ(describeLocalPiece("[8, 16]", "[Replicate(), Shard(1)]", {2, 4}, {1, 3}),
+              "cols 12-15 of [8, 16]");
+    EXPECT_NO_THROW(describeLocalPiece("[99999999999999999999999, 4]", "[Shard(0)]", {2}, {1}));
+    EXPECT_NO_THROW(describeLocalPiece("[9223372036854775807]", "[Shard(0)]", {3}, {2}));
+    EXPECT_NO_THROW(describeLocalPiece("[8]", "[Shard(99999999999999999999)]", {2}, {7}));
+    std::string huge(1 << 20, '7');
+    EXPECT_NO_THROW(describeLocalPiece("[" + huge + "]", "[Shard(" + huge + ")]", {2}, {0}));
+    EXPECT_EQ(describeLocalPiece("[8]", "[Shard(0)]", {2}, {5}), "rows 4-7 of [8]");  // clamped
+}
