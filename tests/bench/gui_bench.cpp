@@ -25,6 +25,7 @@ struct FrameStats {
     double median = 0, p90 = 0;
     int64_t spans = 0, items = 0;
     double drawMedian = 0;  // CPU: building draw lists (drawFrame + ImGui::Render)
+    int64_t vertices = 0;
 };
 
 FrameStats measureFrames(TimelineCanvas& canvas, int frames) {
@@ -36,8 +37,8 @@ FrameStats measureFrames(TimelineCanvas& canvas, int frames) {
     }
     std::sort(ms.begin(), ms.end());
     std::sort(draw.begin(), draw.end());
-    return {ms[ms.size() / 2], ms[ms.size() * 9 / 10], canvas.spansInView(), canvas.itemsDrawn(),
-            draw[draw.size() / 2]};
+    return {ms[ms.size() / 2],   ms[ms.size() * 9 / 10], canvas.spansInView(),
+            canvas.itemsDrawn(), draw[draw.size() / 2],  canvas.lastVertexCount()};
 }
 
 // Narrows the view around the middle of the run until about `target` spans overlap it.
@@ -53,8 +54,8 @@ void viewAbout(TimelineCanvas& canvas, int64_t target) {
 }
 
 void print(const char* what, const FrameStats& s) {
-    std::printf("%-34s %10lld %8lld %10.2f %8.2f %10.2f\n", what, (long long)s.spans,
-                (long long)s.items, s.median, s.p90, s.drawMedian);
+    std::printf("%-34s %10lld %8lld %10.2f %8.2f %10.2f %9lld\n", what, (long long)s.spans,
+                (long long)s.items, s.median, s.p90, s.drawMedian, (long long)s.vertices);
 }
 
 }  // namespace
@@ -103,8 +104,8 @@ int main(int argc, char** argv) {
         "time to first frame (open -> timeline drawn): %.0f ms (timeline loaded at %.0f ms)\n",
         firstFrameMs, loadedMs);
     std::printf("analysis ready (incidents table filled):      %.0f ms\n", analysisMs);
-    std::printf("\n%-34s %10s %8s %10s %8s %10s\n", "view", "spans", "drawn", "frame ms", "p90 ms",
-                "CPU draw");
+    std::printf("\n%-34s %10s %8s %10s %8s %10s %9s\n", "view", "spans", "drawn", "frame ms",
+                "p90 ms", "CPU draw", "vertices");
     canvas.fitAll();
     print("whole run", measureFrames(canvas, frames));
     viewAbout(canvas, spans);

@@ -102,6 +102,7 @@ void ImGuiCanvas::paintGL() {
     gl->glClearColor(1, 1, 1, 1);
     gl->glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    m_lastVertices = ImGui::GetDrawData()->TotalVtxCount;
     ++m_frames;
     if (m_followUp) {
         m_followUp = false;

@@ -24,6 +24,8 @@ class ImGuiCanvas : public QOpenGLWidget {
     // CPU time of the last frame's drawFrame() + ImGui::Render(), in ms.
     double lastDrawMs() const { return m_lastDrawMs; }
     int64_t framesRendered() const { return m_frames; }
+    // Vertices in the last frame's draw lists (what the GL side rasterizes).
+    int64_t lastVertexCount() const { return m_lastVertices; }
 
   signals:
     void frameRendered();
@@ -52,6 +54,7 @@ class ImGuiCanvas : public QOpenGLWidget {
     qreal m_fontScale = 0;  // device pixel ratio the font atlas was built for
     double m_lastDrawMs = 0;
     int64_t m_frames = 0;
+    int64_t m_lastVertices = 0;
     bool m_followUp = false;
     bool m_glReady = false;
 };

@@ -18,16 +18,23 @@ class IncidentFilterBar : public QWidget {
   public:
     explicit IncidentFilterBar(IncidentFilterModel* model, QWidget* parent = nullptr);
 
+    // Keeps the chosen rank when the new list still has it (a live run's
+    // reload must not drop the user's filter).
     void setRanks(const std::vector<int>& ranks);
     void clear();
 
   private:
-    void apply();
+    // One filter per widget: a keystroke re-filters the rows once, not once
+    // per field.
+    void applyRank();
+    void applySteps();
+    void applyOrigin();
+    void applyAction();
 
     IncidentFilterModel* m_model;
     QComboBox *m_rank, *m_origin, *m_action;
     QLineEdit *m_stepFrom, *m_stepTo, *m_op, *m_file, *m_text;
-    bool m_applying = false;  // clear() sets many fields: apply once at the end
+    bool m_resetting = false;  // clear()/setRanks() change widgets: apply once at the end
 };
 
 }  // namespace meshscope::ui

@@ -11,38 +11,47 @@ IncidentFilterModel::IncidentFilterModel(QObject* parent) : QSortFilterProxyMode
     setDynamicSortFilter(true);
 }
 
+// Each setter returns early on an unchanged value: the filter bar re-applies
+// fields (setRanks after a live reload) and every invalidate re-filters every row.
 void IncidentFilterModel::setRank(std::optional<int> rank) {
+    if (rank == m_rank) return;
     m_rank = rank;
     invalidateFilter();
 }
 
 void IncidentFilterModel::setStepRange(std::optional<int64_t> from, std::optional<int64_t> to) {
+    if (from == m_stepFrom && to == m_stepTo) return;
     m_stepFrom = from;
     m_stepTo = to;
     invalidateFilter();
 }
 
 void IncidentFilterModel::setOpFilter(const QString& text) {
+    if (text.trimmed() == m_op) return;
     m_op = text.trimmed();
     invalidateFilter();
 }
 
 void IncidentFilterModel::setOrigin(std::optional<OriginClass> origin) {
+    if (origin == m_origin) return;
     m_origin = origin;
     invalidateFilter();
 }
 
 void IncidentFilterModel::setAction(std::optional<Action> action) {
+    if (action == m_action) return;
     m_action = action;
     invalidateFilter();
 }
 
 void IncidentFilterModel::setFileFilter(const QString& text) {
+    if (text.trimmed() == m_file) return;
     m_file = text.trimmed();
     invalidateFilter();
 }
 
 void IncidentFilterModel::setText(const QString& text) {
+    if (text.trimmed() == m_text) return;
     m_text = text.trimmed();
     invalidateFilter();
 }

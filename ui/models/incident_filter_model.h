@@ -20,7 +20,7 @@ class IncidentFilterModel : public QSortFilterProxyModel {
     void setOpFilter(const QString& text);  // case-insensitive substring of the op
     void setOrigin(std::optional<OriginClass> origin);
     void setAction(std::optional<Action> action);
-    void setFileFilter(const QString& text);  // substring of the call-site file
+    void setFileFilter(const QString& text);  // case-insensitive substring of the call-site file
     void setText(const QString& text);        // substring of any column
     void clearFilters();
 

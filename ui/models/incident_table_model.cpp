@@ -79,8 +79,7 @@ QVariant IncidentTableModel::display(const IncidentRef& ref, int column) const {
             return g ? qs(g->op) : QString();
         case Origin:
             return g ? QStringLiteral("%1 \u2014 %2")
-                           .arg(QChar(char(g->origin)))
-                           .arg(qs(describeOrigin(g->origin)))
+                           .arg(QChar(char(g->origin)), qs(describeOrigin(g->origin)))
                      : QString();
         case Action:
             return qs(toString(ref.action));
@@ -126,6 +125,8 @@ QVariant IncidentTableModel::data(const QModelIndex& index, int role) const {
         case Qt::DecorationRole:
             return index.column() == Action ? QVariant(m_cues[cueOf(ref)]) : QVariant();
         case Qt::ForegroundRole:
+            // Only the columns the cue is about: most incidents of an
+            // observe-only run are raised, and a wholly red table says nothing.
             return index.column() == Outcome || index.column() == Verdict
                        ? QVariant(kCueColors[cueOf(ref)])
                        : QVariant();

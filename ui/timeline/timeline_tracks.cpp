@@ -53,10 +53,18 @@ void RankHeaderTrack::draw(DrawContext& ctx, float y) {
                     state);
     // Optimizer steps: the step() call as a band, labelled with its number.
     Projection p = ctx.projection(m_rank);
-    float lastLabel = -1e9f;
-    for (const StepBand& s : m_rank.steps) {
+    float lastLabel = -1e9f, lastX1 = -1e9f;
+    // Steps are in time order: start at the first one that ends in view, and
+    // draw at most one band per pixel (13,000 steps on a 1,000 px canvas).
+    int64_t t0 = p.toRaw(0);
+    auto first = std::lower_bound(m_rank.steps.begin(), m_rank.steps.end(), t0,
+                                  [](const StepBand& s, int64_t v) { return s.end < v; });
+    for (auto it = first; it != m_rank.steps.end(); ++it) {
+        const StepBand& s = *it;
         float x0 = ctx.left + float(p.toPx(s.start)), x1 = ctx.left + float(p.toPx(s.end));
-        if (x1 < ctx.left || x0 > right) continue;
+        if (x0 > right) break;
+        if (x1 < ctx.left || x1 < lastX1 + 1) continue;
+        lastX1 = x1;
         x0 = std::max(x0, ctx.left);
         dl->AddRectFilled(ImVec2(x0, y + 2), ImVec2(std::max(x1, x0 + 1), y + height() - 2),
                           IM_COL32(149, 117, 205, 200));
@@ -103,14 +111,17 @@ void IncidentTrack::draw(DrawContext& ctx, float y) {
     int64_t t0 = p.toRaw(0), t1 = p.toRaw(ctx.view->width()) + 1;
     auto it = std::lower_bound(m_rank.incidents.begin(), m_rank.incidents.end(), t0,
                                [](const IncidentMark& m, int64_t v) { return m.time < v; });
-    // At most one marker per kind per pixel column: 100k incidents stay cheap.
+    // At most one marker per kind every few pixels (they are 10 px wide), and
+    // no anti-aliased fringe: 100k incidents stay a few thousand quads.
     float lastX[3] = {-1e9f, -1e9f, -1e9f};
+    ImDrawListFlags flags = dl->Flags;
+    dl->Flags &= ~ImDrawListFlags_AntiAliasedFill;
     for (; it != m_rank.incidents.end() && it->time < t1; ++it) {
         float x = ctx.left + float(p.toPx(it->time));
         auto kind = size_t(markKind(*it));
         bool selected = ctx.selection ==
                         TimelineSelection{TimelineSelection::Kind::Incident, m_rank.rank, it->seq};
-        if (x - lastX[kind] < 1 && !selected) continue;
+        if (x - lastX[kind] < 3 && !selected) continue;
         lastX[kind] = x;
         float cy = y + height() / 2;
         ImVec2 a(x, cy - 6), b(x + 5, cy), c(x, cy + 6), d(x - 5, cy);
@@ -119,6 +130,7 @@ void IncidentTrack::draw(DrawContext& ctx, float y) {
         ++ctx.itemsDrawn;
         if (!ctx.hover && ctx.mouseIn(x - 5, y, x + 6, y + height())) hoverMark(ctx, *it);
     }
+    dl->Flags = flags;
 }
 
 class CollectiveTrack : public Track {
@@ -144,7 +156,7 @@ void CollectiveTrack::draw(DrawContext& ctx, float y) {
         if (it->end < t0) continue;
         float x0 = ctx.left + float(p.toPx(it->start)), x1 = ctx.left + float(p.toPx(it->end));
         x1 = std::max(x1, x0 + 1);
-        if (x1 < lastX + 1) continue;  // same pixel as the previous one
+        if (x1 < lastX + 2) continue;  // within the previous one's pixels
         lastX = x1;
         bool selected = ctx.selection == TimelineSelection{TimelineSelection::Kind::Collective,
                                                            m_rank.rank, it->seq};
@@ -170,9 +182,14 @@ class OpLaneTrack : public Track {
     void draw(DrawContext& ctx, float y) override;
 
   private:
-    // Draws a single span; returns the pixel extent of any item.
-    std::pair<float, float> drawItem(DrawContext& ctx, const Lane& lane, const DrawItem& item,
-                                     float y);
+    struct Piece {
+        float x0, x1;  // pixels
+        ImU32 color;
+    };
+    // Where an item goes and its colour (notes the hover); draws nothing.
+    Piece place(DrawContext& ctx, const Lane& lane, const DrawItem& item, float y);
+    // Outline of a promoted or selected op, and its name where it fits.
+    void drawOverlay(DrawContext& ctx, const Span& span, const Piece& piece, float y);
     const RankTimeline& m_rank;
     size_t m_lane;
 };
@@ -184,58 +201,56 @@ void OpLaneTrack::draw(DrawContext& ctx, float y) {
         clippedText(ctx.draw, 16, ctx.gutter - 4, y + 1, kMuted, label);
     }
     visibleItems(lane, ctx.projection(m_rank), ctx.view->width(), kMinSpanPx, ctx.scratch);
-    // Folded items that touch are drawn as one bar: a dense lane costs a few
-    // rectangles, not one per 3 px (software GL pays per primitive).
-    float runX0 = 0, runX1 = -1;
+    // Neighbouring items of one colour that touch are drawn as one bar: the
+    // same pixels, but a dense lane costs a few rectangles instead of one
+    // per 3 px (software GL pays per primitive). Outlines and labels go on
+    // top afterwards.
+    Piece run{0, -1, 0};
     auto flush = [&] {
-        if (runX1 >= runX0)
-            ctx.draw->AddRectFilled(ImVec2(runX0, y + 1), ImVec2(runX1, y + kLaneHeight - 1),
-                                    IM_COL32(158, 158, 158, 255));
-        runX1 = -1;
+        if (run.x1 >= run.x0)
+            ctx.draw->AddRectFilled(ImVec2(run.x0, y + 1), ImVec2(run.x1, y + kLaneHeight - 1),
+                                    run.color);
+        run.x1 = -1;
     };
+    std::vector<std::pair<const DrawItem*, Piece>> overlays;
     for (const DrawItem& item : ctx.scratch) {
-        auto [x0, x1] = drawItem(ctx, lane, item, y);
-        if (item.count == 1) {
-            flush();
-        } else if (runX1 >= runX0 && x0 <= runX1 + 1) {
-            runX1 = std::max(runX1, x1);
+        Piece piece = place(ctx, lane, item, y);
+        if (run.x1 >= run.x0 && piece.color == run.color && piece.x0 <= run.x1 + 1) {
+            run.x1 = std::max(run.x1, piece.x1);
         } else {
             flush();
-            runX0 = x0;
-            runX1 = x1;
+            run = piece;
         }
+        const Span& span = lane.spans[item.first];
+        bool selected =
+            ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, m_rank.rank, span.seq};
+        if (item.count == 1 && (span.reconciles || selected || piece.x1 - piece.x0 >= 14))
+            overlays.emplace_back(&item, piece);
     }
     flush();
+    for (const auto& [item, piece] : overlays)
+        drawOverlay(ctx, lane.spans[item->first], piece, y);
 }
 
-std::pair<float, float> OpLaneTrack::drawItem(DrawContext& ctx, const Lane& lane,
-                                              const DrawItem& item, float y) {
-    ImDrawList* dl = ctx.draw;
+OpLaneTrack::Piece OpLaneTrack::place(DrawContext& ctx, const Lane& lane, const DrawItem& item,
+                                      float y) {
     Projection p = ctx.projection(m_rank);
     float x0 = ctx.left + float(p.toPx(item.start)), x1 = ctx.left + float(p.toPx(item.end));
     x0 = std::max(x0, ctx.left - 2);
     x1 = std::min(std::max(x1, x0 + 1), ctx.left + float(ctx.view->width()) + 2);
     const Span& first = lane.spans[item.first];
     ++ctx.itemsDrawn;
-    if (item.count > 1) {  // folded: a grey bar (drawn by the caller) with the count
-        if (!ctx.hover && ctx.mouseIn(x0, y, x1 + 1, y + kLaneHeight))
+    bool hovered = !ctx.hover && ctx.mouseIn(x0, y, x1 + 1, y + kLaneHeight);
+    if (item.count > 1) {  // folded: a grey bar with the count
+        if (hovered)
             ctx.hover = Hover{{},
                               {fmt::format("{} ops folded (zoom in to see them)", item.count),
                                formatDuration(double(item.end - item.start))},
                               m_rank.align.toAligned(item.start),
                               m_rank.align.toAligned(item.end)};
-        return {x0, x1};
+        return {x0, x1, IM_COL32(158, 158, 158, 255)};
     }
-    bool selected =
-        ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, m_rank.rank, first.seq};
-    dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + kLaneHeight - 1), phaseColor(first.phase));
-    if (first.reconciles)
-        dl->AddRect(ImVec2(x0, y + 1), ImVec2(x1, y + kLaneHeight - 1),
-                    markColor(MarkKind::Promoted), 0, 0, 2.0f);
-    if (selected) dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + kLaneHeight), kSelected, 0, 0, 2.5f);
-    clippedText(dl, x0 + 2, x1 - 1, y + 1, IM_COL32(255, 255, 255, 255),
-                shortOpName(m_rank.string(first.name)));
-    if (!ctx.hover && ctx.mouseIn(x0, y, x1 + 1, y + kLaneHeight)) {
+    if (hovered) {
         std::vector<std::string> lines = {
             m_rank.string(first.name),
             fmt::format("{} on rank {}, {}", formatDuration(double(first.end - first.start)),
@@ -247,7 +262,19 @@ std::pair<float, float> OpLaneTrack::drawItem(DrawContext& ctx, const Lane& lane
                           m_rank.align.toAligned(first.start),
                           m_rank.align.toAligned(first.end)};
     }
-    return {x0, x1};
+    return {x0, x1, phaseColor(first.phase)};
+}
+
+void OpLaneTrack::drawOverlay(DrawContext& ctx, const Span& span, const Piece& piece, float y) {
+    ImDrawList* dl = ctx.draw;
+    float x0 = piece.x0, x1 = piece.x1;
+    if (span.reconciles)
+        dl->AddRect(ImVec2(x0, y + 1), ImVec2(x1, y + kLaneHeight - 1),
+                    markColor(MarkKind::Promoted), 0, 0, 2.0f);
+    if (ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, m_rank.rank, span.seq})
+        dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + kLaneHeight), kSelected, 0, 0, 2.5f);
+    clippedText(dl, x0 + 2, x1 - 1, y + 1, IM_COL32(255, 255, 255, 255),
+                shortOpName(m_rank.string(span.name)));
 }
 
 }  // namespace
