@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 #include <imgui.h>
 
+#include <QImage>
 #include <QKeyEvent>
 #include <QMouseEvent>
+#include <QOpenGLContext>
+#include <QOpenGLFunctions>
 #include <QWheelEvent>
 #include <algorithm>
 #include <cmath>
@@ -33,7 +36,18 @@ TimelineCanvas::TimelineCanvas(QWidget* parent) : ImGuiCanvas(parent) {
     setMinimumSize(400, 200);
 }
 
-TimelineCanvas::~TimelineCanvas() = default;
+TimelineCanvas::~TimelineCanvas() {
+    if (m_minimapTexture && context()) {
+        makeCurrent();
+        context()->functions()->glDeleteTextures(1, &m_minimapTexture);
+        doneCurrent();
+    }
+}
+
+void TimelineCanvas::initializeGL() {
+    ImGuiCanvas::initializeGL();
+    m_minimapTexture = 0;  // a new GL context: the old texture is gone with the old one
+}
 
 void TimelineCanvas::setData(std::shared_ptr<TimelineData> data) {
     m_data = std::move(data);
@@ -60,8 +74,7 @@ void TimelineCanvas::relayout() {
     m_rankEnds.clear();
     m_incidentY.clear();
     m_laneY.clear();
-    m_density.clear();
-    m_densityBins = 0;
+    m_densityBins = 0;  // the overview is repainted on the next frame
     m_contentHeight = 0;
     m_laneCount = 0;
     if (!m_data) return;
@@ -256,55 +269,59 @@ void TimelineCanvas::drawTracks(DrawContext& ctx, float top, float bottom) {
     dl->PopClipRect();
 }
 
+// The overview strip: op density per rank, incident ticks. It changes only
+// with the data, so it is painted once into an image and uploaded as one
+// texture; a frame then costs one quad for it instead of thousands.
+void TimelineCanvas::rebuildMinimap(int bins, double lo, double hi) {
+    QImage image(bins, int(kMinimap), QImage::Format_RGBA8888);
+    image.fill(QColor(245, 245, 245));
+    std::vector<std::vector<uint32_t>> rows;
+    for (const RankTimeline& r : m_data->ranks)
+        rows.push_back(density(r, lo, hi, bins));
+    float rowH = (kMinimap - 6) / float(std::max<size_t>(rows.size(), 1));
+    const QRgb bar = qRgb(96, 125, 139);
+    for (size_t r = 0; r < rows.size(); ++r) {
+        uint32_t peak = std::max<uint32_t>(1, *std::max_element(rows[r].begin(), rows[r].end()));
+        int y1 = int(3 + rowH * float(r + 1));
+        for (int b = 0; b < bins; ++b) {
+            uint32_t n = rows[r][size_t(b)];
+            if (n == 0) continue;
+            int h = int(std::round(std::max(1.0f, (rowH - 1) * float(n) / float(peak))));
+            for (int y = std::max(0, y1 - h); y < y1; ++y)
+                image.setPixel(b, y, bar);
+        }
+    }
+    for (const RankTimeline& r : m_data->ranks)
+        for (const IncidentMark& m : r.incidents) {
+            int x =
+                std::clamp(int((r.align.toAligned(m.time) - lo) / (hi - lo) * bins), 0, bins - 1);
+            ImU32 c = markColor(markKind(m));
+            for (int y = int(kMinimap) - 8; y < int(kMinimap) - 1; ++y)
+                image.setPixel(x, y, qRgb(c & 0xff, (c >> 8) & 0xff, (c >> 16) & 0xff));
+        }
+    QOpenGLFunctions* gl = context()->functions();
+    if (!m_minimapTexture) gl->glGenTextures(1, &m_minimapTexture);
+    gl->glBindTexture(GL_TEXTURE_2D, m_minimapTexture);
+    gl->glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+    gl->glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    gl->glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+    gl->glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA, bins, int(kMinimap), 0, GL_RGBA, GL_UNSIGNED_BYTE,
+                     image.constBits());
+    m_densityBins = bins;
+    m_densityStart = lo;
+    m_densityEnd = hi;
+}
+
 void TimelineCanvas::drawMinimap(ImDrawList* dl, float width) {
     auto [lo, hi] = m_data->alignedRange();
     if (hi <= lo) hi = lo + 1;
     int bins = std::max(1, int(width - kGutter));
-    if (bins != m_densityBins || lo != m_densityStart || hi != m_densityEnd) {
-        m_density.clear();
-        m_minimapTicks.clear();
-        std::set<std::pair<int, ImU32>> ticks;
-        for (const RankTimeline& r : m_data->ranks) {
-            m_density.push_back(density(r, lo, hi, bins));
-            for (const IncidentMark& m : r.incidents) {
-                int x = int((r.align.toAligned(m.time) - lo) / (hi - lo) * bins);
-                ticks.insert({x, markColor(markKind(m))});
-            }
-        }
-        for (const auto& [x, color] : ticks)
-            m_minimapTicks.emplace_back(kGutter + float(x) + 0.5f, color);
-        m_densityBins = bins;
-        m_densityStart = lo;
-        m_densityEnd = hi;
-    }
+    if (!m_minimapTexture || bins != m_densityBins || lo != m_densityStart || hi != m_densityEnd)
+        rebuildMinimap(bins, lo, hi);
     dl->AddRectFilled(ImVec2(0, 0), ImVec2(width, kMinimap), IM_COL32(245, 245, 245, 255));
     dl->AddText(ImVec2(6, 4), IM_COL32(90, 90, 90, 255), "overview");
-    float rowH = (kMinimap - 6) / float(std::max<size_t>(m_density.size(), 1));
-    for (size_t r = 0; r < m_density.size(); ++r) {
-        uint32_t peak =
-            std::max<uint32_t>(1, *std::max_element(m_density[r].begin(), m_density[r].end()));
-        float y1 = 3 + rowH * float(r + 1);
-        // Neighbouring bins of the same pixel height become one rectangle.
-        int runStart = 0;
-        float runH = 0;
-        auto flush = [&](int end) {
-            if (runH > 0)
-                dl->AddRectFilled(ImVec2(kGutter + float(runStart), y1 - runH),
-                                  ImVec2(kGutter + float(end), y1), IM_COL32(96, 125, 139, 255));
-        };
-        for (int b = 0; b < bins; ++b) {
-            uint32_t n = m_density[r][size_t(b)];
-            float h = n == 0 ? 0 : std::round(std::max(1.0f, (rowH - 1) * float(n) / float(peak)));
-            if (h == runH) continue;
-            flush(b);
-            runStart = b;
-            runH = h;
-        }
-        flush(bins);
-    }
-    // Incident ticks across the whole strip (one per pixel and colour).
-    for (const auto& [x, color] : m_minimapTicks)
-        dl->AddLine(ImVec2(x, kMinimap - 8), ImVec2(x, kMinimap - 1), color);
+    dl->AddImage(ImTextureID(intptr_t(m_minimapTexture)), ImVec2(kGutter, 0),
+                 ImVec2(kGutter + float(bins), kMinimap));
     double scale = double(bins) / (hi - lo);
     float v0 = kGutter + float((m_view.start() - lo) * scale);
     float v1 = kGutter + float((m_view.end() - lo) * scale);

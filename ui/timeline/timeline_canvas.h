@@ -58,6 +58,7 @@ class TimelineCanvas : public ImGuiCanvas {
 
   protected:
     void drawFrame() override;
+    void initializeGL() override;
     void resizeGL(int w, int h) override;
     void mousePressEvent(QMouseEvent* event) override;
     void mouseMoveEvent(QMouseEvent* event) override;
@@ -69,6 +70,7 @@ class TimelineCanvas : public ImGuiCanvas {
   private:
     void relayout();
     void drawMinimap(ImDrawList* dl, float width);
+    void rebuildMinimap(int bins, double lo, double hi);
     void drawRuler(ImDrawList* dl, float y, float width);
     void drawTracks(DrawContext& ctx, float top, float bottom);
     void drawCursor(ImDrawList* dl, float top, float bottom);
@@ -87,9 +89,8 @@ class TimelineCanvas : public ImGuiCanvas {
     TimelineView m_view;
     TimelineSelection m_selection;
     std::optional<double> m_cursor;
-    std::optional<Hover> m_hover;                         // from the last frame
-    std::vector<std::vector<uint32_t>> m_density;         // minimap, per rank
-    std::vector<std::pair<float, ImU32>> m_minimapTicks;  // incident ticks: x, colour
+    std::optional<Hover> m_hover;   // from the last frame
+    unsigned m_minimapTexture = 0;  // GL texture of the overview strip, 0 = none yet
     double m_densityStart = 0, m_densityEnd = 0;
     int m_densityBins = 0;
     float m_scrollY = 0, m_contentHeight = 0;
