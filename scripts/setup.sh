@@ -17,7 +17,7 @@ apt_packages=(
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
   qt6-base-dev qt6-base-dev-tools libqt6opengl6-dev libgl-dev
   libimgui-dev
-  xvfb xauth libgl1-mesa-dri libglx-mesa0
+  xvfb xauth libgl1-mesa-dri libglx-mesa0 fonts-dejavu-core
   python3-venv clang-format
   chromium time
 )
