@@ -121,7 +121,7 @@ void IncidentTrack::draw(DrawContext& ctx, float y) {
         auto kind = size_t(markKind(*it));
         bool selected = ctx.selection ==
                         TimelineSelection{TimelineSelection::Kind::Incident, m_rank.rank, it->seq};
-        if (x - lastX[kind] < 3 && !selected) continue;
+        if (x - lastX[kind] < 6 && !selected) continue;
         lastX[kind] = x;
         float cy = y + height() / 2;
         ImVec2 a(x, cy - 6), b(x + 5, cy), c(x, cy + 6), d(x - 5, cy);
