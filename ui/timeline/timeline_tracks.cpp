@@ -59,6 +59,15 @@ void RankHeaderTrack::draw(DrawContext& ctx, float y) {
     int64_t t0 = p.toRaw(0);
     auto first = std::lower_bound(m_rank.steps.begin(), m_rank.steps.end(), t0,
                                   [](const StepBand& s, int64_t v) { return s.end < v; });
+    // Touching bands are drawn as one bar (dense steps cost one rectangle);
+    // labels go on top afterwards.
+    float runX0 = 0, runX1 = -1;
+    auto flush = [&] {
+        if (runX1 >= runX0)
+            dl->AddRectFilled(ImVec2(runX0, y + 2), ImVec2(runX1, y + height() - 2),
+                              IM_COL32(149, 117, 205, 200));
+    };
+    std::vector<std::pair<float, int64_t>> labels;
     for (auto it = first; it != m_rank.steps.end(); ++it) {
         const StepBand& s = *it;
         float x0 = ctx.left + float(p.toPx(s.start)), x1 = ctx.left + float(p.toPx(s.end));
@@ -66,19 +75,29 @@ void RankHeaderTrack::draw(DrawContext& ctx, float y) {
         if (x1 < ctx.left || x1 < lastX1 + 1) continue;
         lastX1 = x1;
         x0 = std::max(x0, ctx.left);
-        dl->AddRectFilled(ImVec2(x0, y + 2), ImVec2(std::max(x1, x0 + 1), y + height() - 2),
-                          IM_COL32(149, 117, 205, 200));
+        x1 = std::max(x1, x0 + 1);
+        if (runX1 >= runX0 && x0 <= runX1 + 1) {
+            runX1 = std::max(runX1, x1);
+        } else {
+            flush();
+            runX0 = x0;
+            runX1 = x1;
+        }
         if (x0 - lastLabel > 60) {
-            std::string text = fmt::format("step {}", s.step);
-            dl->AddText(ImVec2(x0 + 3, y + 3), IM_COL32(69, 39, 160, 255), text.c_str());
+            labels.emplace_back(x0, s.step);
             lastLabel = x0;
         }
-        if (!ctx.hover && ctx.mouseIn(x0 - 1, y, std::max(x1, x0 + 2) + 1, y + height()))
+        if (!ctx.hover && ctx.mouseIn(x0 - 1, y, x1 + 1, y + height()))
             ctx.hover = Hover{{},
                               {fmt::format("rank {} optimizer step {}", m_rank.rank, s.step),
                                formatDuration(double(s.end - s.start))},
                               m_rank.align.toAligned(s.start),
                               m_rank.align.toAligned(s.end)};
+    }
+    flush();
+    for (const auto& [x, step] : labels) {
+        std::string text = fmt::format("step {}", step);
+        dl->AddText(ImVec2(x + 3, y + 3), IM_COL32(69, 39, 160, 255), text.c_str());
     }
 }
 
