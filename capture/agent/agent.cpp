@@ -124,7 +124,7 @@ uint32_t Agent::threadIndex() {
             bool main = ::getpid() == static_cast<pid_t>(::syscall(SYS_gettid));
             if (main || pthread_getname_np(pthread_self(), name, sizeof name) != 0 || !name[0])
                 std::snprintf(name, sizeof name, "%s", main ? "MainThread" : "thread");
-            agent->writer().submit(Record{MetaRecord{"thread." + std::to_string(i), name}});
+            agent->writer().submit(Record{MetaRecord{threadMetaKey(uint32_t(i)), name}});
         }
         return i;
     }();

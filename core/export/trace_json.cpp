@@ -181,7 +181,7 @@ class RankExporter {
         };
         m_threads.insert(0);  // counters live on thread 0
         for (uint32_t t : m_threads) {
-            auto named = info.meta.find(fmt::format("thread.{}", t));
+            auto named = info.meta.find(threadMetaKey(t));
             thread(int(t), named != info.meta.end() ? named->second : fmt::format("thread {}", t));
         }
         for (uint32_t t : m_collectiveThreads)

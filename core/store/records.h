@@ -62,6 +62,13 @@ struct Frame {
     bool operator==(const Frame&) const = default;
 };
 
+// Meta key naming a thread of a rank ("thread.3" = "pt_autograd_0"); the
+// writer records it on the thread's first op, readers use it for labels.
+inline constexpr std::string_view kThreadMetaPrefix = "thread.";
+inline std::string threadMetaKey(uint32_t thread) {
+    return std::string(kThreadMetaPrefix) + std::to_string(thread);
+}
+
 struct MetaRecord {
     std::string key;
     std::string value;

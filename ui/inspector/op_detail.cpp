@@ -14,8 +14,7 @@ std::optional<OpDetail> describeOp(const RankReader& rank, OpSeq seq) {
     d.startNs = op.startNs;
     d.endNs = op.endNs;
     d.thread = op.thread;
-    if (auto it = rank.info().meta.find("thread." + std::to_string(op.thread));
-        it != rank.info().meta.end())
+    if (auto it = rank.info().meta.find(threadMetaKey(op.thread)); it != rank.info().meta.end())
         d.threadName = it->second;
     d.step = op.step;
     d.phase = op.phase;

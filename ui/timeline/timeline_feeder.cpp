@@ -15,7 +15,7 @@ void resolveString(const RankReader& reader, RankTimeline& track, StringId id) {
 }
 
 void readThreadNames(const RankInfo& info, RankTimeline& track) {
-    const std::string prefix = "thread.";
+    const std::string prefix(kThreadMetaPrefix);
     for (auto it = info.meta.lower_bound(prefix);
          it != info.meta.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
         track.threadNames[uint32_t(std::strtoul(it->first.c_str() + prefix.size(), nullptr, 10))] =
