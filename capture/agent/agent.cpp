@@ -91,6 +91,11 @@ Phase Agent::phase() const {
     return t_phase;
 }
 
+int64_t Agent::advanceStep() {
+    m_tensors.sweep();
+    return m_step.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 Phase Agent::setThreadPhase(Phase phase, std::string label) {
     Phase previous = t_phase;
     t_phase = phase;

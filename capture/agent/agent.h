@@ -19,6 +19,7 @@
 #include "capture/agent/frames.h"
 #include "capture/agent/py_torch.h"
 #include "capture/agent/reconciler.h"
+#include "capture/agent/tensor_descriptions.h"
 #include "capture/agent/tensor_table.h"
 #include "core/policy/policy.h"
 #include "core/store/rank_writer.h"
@@ -64,13 +65,16 @@ class Agent {
     const AgentConfig& config() const { return m_config; }
     PyTorch& py() { return m_py; }
     TensorTable& tensors() { return m_tensors; }
+    TensorDescriptions& descriptions() { return m_descriptions; }
     FrameCache& frames() { return m_frames; }
     PromotionCache& promotions() { return m_promotions; }
 
     // Optimizer steps completed so far (the step new records belong to).
     int64_t step() const { return m_step.load(std::memory_order_relaxed); }
     void setStep(int64_t step) { m_step.store(step, std::memory_order_relaxed); }
-    int64_t advanceStep() { return m_step.fetch_add(1, std::memory_order_relaxed) + 1; }
+    // Ends a step: also releases the dead tensors the step left in the table.
+    // Requires the GIL.
+    int64_t advanceStep();
 
     // Phase of the calling thread: Backward inside an autograd graph task,
     // otherwise what the Python adapters last set on this thread.
@@ -107,6 +111,7 @@ class Agent {
     std::unique_ptr<RankWriter> m_writer;
     PyTorch m_py;
     TensorTable m_tensors;
+    TensorDescriptions m_descriptions;
     FrameCache m_frames;
     PromotionCache m_promotions;
     std::atomic<int64_t> m_step{0};

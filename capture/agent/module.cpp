@@ -144,6 +144,7 @@ py::dict stats() {
     out["reconciled"] = agent.counters().reconciled.load();
     out["agent_errors"] = agent.counters().agentErrors.load();
     out["tensor_table"] = agent.tensors().size();
+    out["tensor_descriptions"] = agent.descriptions().size();
     out["rank_file"] = agent.writer().path().string();
     return out;
 }

@@ -327,20 +327,44 @@ void OpCall::propagate(const std::vector<Operand>& outs) {
             m_agent.tensors().setProvenance(op.tensor(), derived);
 }
 
-TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts) {
+TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts, bool identity) {
     const at::Tensor& t = op.tensor();
+    TensorTable::Entry* entry = m_agent.tensors().find(t);
+    if (!entry && !identity) return describedId(op, facts);
     bool isNew = false;
-    TensorTable::Entry& entry = m_agent.tensors().get(t, isNew);
-    if (entry.recorded) return entry.id;
-    entry.recorded = true;
+    if (!entry) entry = &m_agent.tensors().get(t, isNew);
+    if (!entry->recorded) {
+        entry->recorded = true;
+        recordTensor(op, facts, entry->id, entry->provenance ? &*entry->provenance : nullptr);
+    }
+    return entry->id;
+}
+
+TensorId OpCall::describedId(const Operand& op, const DTensorFacts* facts) {
+    const at::Tensor& t = op.tensor();
+    DTensorFacts own = op.dtensor && !facts ? m_py.dtensorFacts(op.obj, m_writer) : DTensorFacts{};
+    const DTensorFacts& f = facts ? *facts : own;
+    TensorDescriptions::Key key{t.scalar_type(), t.device(),   op.dtensor,
+                                f.mesh,          f.placements, t.sizes()};
+    TensorDescriptions& descriptions = m_agent.descriptions();
+    if (TensorId id = descriptions.find(key)) return id;
+    TensorId id = m_writer.newTensorId();
+    recordTensor(op, &f, id, nullptr);
+    descriptions.add(key, id);
+    return id;
+}
+
+void OpCall::recordTensor(const Operand& op, const DTensorFacts* facts, TensorId id,
+                          const Provenance* provenance) {
+    const at::Tensor& t = op.tensor();
     TensorRecord rec;
-    rec.id = entry.id;
+    rec.id = id;
     rec.dtype = m_py.dtypeId(t.scalar_type(), m_writer);
     rec.globalShape = m_writer.intern(shapeText(t.sizes().data(), t.sizes().size()));
     rec.device = m_py.deviceId(t.device(), m_writer);
     rec.numel = t.numel();
     rec.isDTensor = op.dtensor;
-    if (entry.provenance) rec.createdAt = entry.provenance->createdAt;
+    if (provenance) rec.createdAt = provenance->createdAt;
     rec.localShape = rec.globalShape;
     if (op.dtensor) {
         DTensorFacts own = facts ? DTensorFacts{} : m_py.dtensorFacts(op.obj, m_writer);
@@ -357,7 +381,6 @@ TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts) {
         }
     }
     m_writer.submit(Record{std::move(rec)});
-    return entry.id;
 }
 
 void OpCall::addOperands(std::vector<OperandRecord>& out, const std::vector<Operand>& ops,
@@ -502,7 +525,7 @@ PyObject* OpCall::incident() {
     inc.thread = Agent::threadIndex();
     inc.op = m_info->name;
     inc.operandIndex = plain->index;
-    inc.plainTensor = tensorId(*plain, nullptr);
+    inc.plainTensor = tensorId(*plain, nullptr, /*identity=*/true);
     inc.origin = cls.origin;
     inc.evidence = m_writer.intern(cls.evidence);
     inc.action = decision.action;

@@ -100,7 +100,13 @@ class OpCall {
     void propagate(const std::vector<Operand>& outputs);
     bool tagsFactory() const;
     std::vector<Operand> scanResult(PyObject* result) const;
-    TensorId tensorId(const Operand& op, const DTensorFacts* facts);
+    // The operand's TensorId: its own when the tensor table knows it (a
+    // provenance) or `identity` asks for one (an incident's plain operand),
+    // else the id shared by tensors of the same description.
+    TensorId tensorId(const Operand& op, const DTensorFacts* facts, bool identity = false);
+    TensorId describedId(const Operand& op, const DTensorFacts* facts);
+    void recordTensor(const Operand& op, const DTensorFacts* facts, TensorId id,
+                      const Provenance* provenance);
     void addOperands(std::vector<OperandRecord>& out, const std::vector<Operand>& ops,
                      OperandRole role);
     OpSeq recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,

@@ -54,7 +54,7 @@ void TensorTable::sweep() {
         m_cleared += m_entries.size();
         clear();
     }
-    m_sweepAt = std::max<size_t>(1 << 14, m_entries.size() * 2);
+    m_sweepAt = std::max<size_t>(kSweepFloor, m_entries.size() * 2);
 }
 
 void TensorTable::clear() {

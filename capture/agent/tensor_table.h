@@ -35,6 +35,10 @@ class TensorTable {
     explicit TensorTable(std::function<TensorId()> newId) : m_newId(std::move(newId)) {}
 
     static constexpr size_t kMaxEntries = size_t(1) << 20;
+    // Dead entries pin their TensorImpl (a small object amid the large tensor
+    // buffers, which fragments the heap): sweep them once the table doubles
+    // past this floor.
+    static constexpr size_t kSweepFloor = size_t(1) << 10;
 
     struct Entry {
         c10::weak_intrusive_ptr<c10::TensorImpl> weak;
@@ -56,13 +60,14 @@ class TensorTable {
     size_t size() const { return m_entries.size(); }
     uint64_t clearedEntries() const { return m_cleared; }
     void clear();
-
-  private:
+    // Drops the entries of dead tensors (the agent calls it at every step's
+    // end, when a step's temporaries have died).
     void sweep();
 
+  private:
     std::function<TensorId()> m_newId;
     std::unordered_map<const c10::TensorImpl*, Entry> m_entries;
-    size_t m_sweepAt = 1 << 14;
+    size_t m_sweepAt = kSweepFloor;
     std::atomic<size_t> m_withProvenance{0};
     uint64_t m_cleared = 0;
 };

@@ -243,6 +243,42 @@ def test_level_dtensor_records_backward_dtensor_ops(mesh, run_dir):
     assert sum(rank["op_names"].values()) < 20  # DTensor-level only: no local aten ops
 
 
+def test_a_long_training_loop_keeps_the_agent_bounded(mesh, run_dir):
+    """Every step makes new activations, gradients and optimizer temporaries.
+    The agent must not keep one identity (a table entry pinning the tensor's
+    TensorImpl, one TensorRecord row) per tensor it ever saw: that grew the
+    table and the rank file with every step and fragmented the heap. After
+    warm-up, a step adds op records only and leaves the tables as they were."""
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    model = parallelize_module(
+        torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16)),
+        mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = DTensor.from_local(torch.randn(8, 16), mesh, [Replicate()])
+    y = torch.randn(8, 16)
+
+    def step():
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+
+    meshscope.attach(run_dir)
+    for _ in range(3):
+        step()
+    warm = meshscope.stats()
+    for _ in range(40):
+        step()
+    late = meshscope.stats()
+    ops = late["ops"] - warm["ops"]
+    assert ops >= 40 * 20
+    # op records plus a few per step (optimizer step, thread names), no tensor rows
+    assert late["submitted"] - warm["submitted"] - ops <= 40 * 2, (warm, late)
+    assert late["tensor_descriptions"] == warm["tensor_descriptions"]
+    assert late["tensor_table"] <= warm["tensor_table"] + 64, (warm, late)
+
+
 @pytest.mark.parametrize("hook", ["dispatcher", "mode"])
 def test_both_hooks_reconcile_the_same_incident(mesh, run_dir, monkeypatch, hook):
     """MESHSCOPE_HOOK=mode selects the TorchDispatchMode that attach() falls
