@@ -133,6 +133,7 @@ void PyTorch::load() {
 }
 
 void PyTorch::clear() {
+    m_specs.clear();
     m_ops.clear();
     m_schemaOps.clear();
     m_dtypeIds.clear();
@@ -254,14 +255,24 @@ PyTorch::MeshEntry& PyTorch::mesh(PyObject* meshObj, RankWriter& writer) {
 }
 
 DTensorFacts PyTorch::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
-    DTensorFacts facts;
     PyRef spec = PyRef::steal(PyObject_GetAttr(dtensor, m_specName.get()));
     if (!spec) {
         PyErr_Clear();
-        return facts;
+        return {};
     }
-    PyRef meshObj = PyRef::steal(PyObject_GetAttr(spec.get(), m_meshName.get()));
-    PyRef placements = PyRef::steal(PyObject_GetAttr(spec.get(), m_placementsName.get()));
+    auto cached = m_specs.find(spec.get());
+    if (cached != m_specs.end()) return cached->second.facts;
+    DTensorFacts facts = specFacts(spec.get(), writer);
+    if (!facts.mesh) return facts;
+    if (m_specs.size() > 4096) m_specs.clear();
+    m_specs.emplace(spec.get(), SpecEntry{PyRef::borrow(spec.get()), facts});
+    return facts;
+}
+
+DTensorFacts PyTorch::specFacts(PyObject* spec, RankWriter& writer) {
+    DTensorFacts facts;
+    PyRef meshObj = PyRef::steal(PyObject_GetAttr(spec, m_meshName.get()));
+    PyRef placements = PyRef::steal(PyObject_GetAttr(spec, m_placementsName.get()));
     if (!meshObj || !placements || !PyTuple_Check(placements.get())) {
         PyErr_Clear();
         return facts;

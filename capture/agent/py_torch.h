@@ -104,6 +104,8 @@ class PyTorch {
     PyObject* shardType() const { return m_shard.get(); }
 
   private:
+    // Facts of a DTensorSpec (uncached).
+    DTensorFacts specFacts(PyObject* spec, RankWriter& writer);
     struct MeshEntry {
         PyRef obj;
         MeshId id;
@@ -129,6 +131,13 @@ class PyTorch {
         std::string text;
     };
     std::unordered_map<PyObject*, PlacementsEntry> m_placementTuples;
+    // DTensor's sharding propagation hands out the same DTensorSpec objects
+    // again and again: their facts are read once per spec object.
+    struct SpecEntry {
+        PyRef spec;  // keeps the key alive
+        DTensorFacts facts;
+    };
+    std::unordered_map<PyObject*, SpecEntry> m_specs;
 };
 
 // "aten::sub.Tensor", "aten::mm" (the default overload has no suffix), as

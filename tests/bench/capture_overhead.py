@@ -1,23 +1,31 @@
 """Capture overhead on a DTensor training loop, measured side by side in one run.
 
-    .venv/bin/python tests/bench/capture_overhead.py [--rounds 15] [--steps 8]
-        [--dim 256 --hidden 1024 --batch 32]
+    .venv/bin/python tests/bench/capture_overhead.py [--rounds 30] [--steps 6]
+        [--warm 2 --settle 2] [--dim 256 --hidden 1024 --batch 32] [--pin]
 
 Starts 2 ranks (gloo, CPU). Each rank trains a tensor-parallel MLP (Colwise
 then Rowwise Linear layers, Adam) under five configurations, interleaved in
-rounds so machine noise hits all of them alike: no instrumentation,
+rotating rounds so machine noise hits all of them alike: no instrumentation,
 CommDebugMode, torch.profiler(record_shapes=True), meshscope observe at level
-dtensor, meshscope observe at level all. Prints the median step time of each
-and its ratio to the uninstrumented loop (rank 0), in wall time and in the
-process's CPU time (all its threads: the agent's writer thread counts; time
-spent waiting for the other rank does not, so it is the less noisy of the two
-on a shared machine)."""
+dtensor, meshscope observe at level all. Each block enters its configuration
+(meshscope: attach(), so a new run file), runs --warm untimed steps, times
+--steps steps, leaves it and runs --settle untimed steps: entering and leaving
+happen once per training run, not per step, and their side effects (detach()
+returning memory the next steps fault in again) would otherwise land on
+whichever configuration comes next. For each it prints the median step
+time and its ratio to the uninstrumented loop (rank 0): the median over rounds
+of (block time / uninstrumented block time of the same round), so slow drift
+cancels, with a 95 % bootstrap confidence interval of that median. Two
+clocks: wall time, and the process's CPU time over all its threads (the
+agent's writer thread counts; time spent waiting for the other rank does not,
+so it is the less noisy of the two on a shared machine)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -28,13 +36,19 @@ import time
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--steps", type=int, default=8, help="steps per configuration per round")
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--steps", type=int, default=6, help="steps per configuration per round")
     p.add_argument("--dim", type=int, default=256)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--layers", type=int, default=2, help="Colwise/Rowwise pairs")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--world", type=int, default=2)
+    p.add_argument("--warm", type=int, default=2,
+                   help="untimed steps after entering a configuration")
+    p.add_argument("--settle", type=int, default=2,
+                   help="untimed steps after leaving one (e.g. detach() returning memory)")
+    p.add_argument("--pin", action="store_true",
+                   help="pin rank r to CPU core r (fewer migrations; needs as many cores as ranks)")
     p.add_argument("--only", default="", help="comma-separated configuration numbers "
                    "(0 = no instrumentation, always run), e.g. --only 3,4")
     return p.parse_args()
@@ -67,6 +81,8 @@ def rank_main(args: argparse.Namespace) -> None:
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
+    if args.pin:
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
     mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("model",))
     torch.manual_seed(0)
     layers, plan = [], {}
@@ -127,33 +143,39 @@ def rank_main(args: argparse.Namespace) -> None:
             outer = contextlib.nullcontext if per_step else make
             inner = make if per_step else contextlib.nullcontext
             with outer():
-                with inner():
-                    step()  # warm the configuration (first-step costs are not per-step)
+                for _ in range(args.warm):  # first-step costs are not per-step
+                    with inner():
+                        step()
                 dist.barrier()
-                start, start_cpu = time.perf_counter(), time.thread_time()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 for _ in range(args.steps):
                     with inner():
                         step()
-                cpu[name].append((time.thread_time() - start_cpu) / args.steps)
+                cpu[name].append((time.process_time() - start_cpu) / args.steps)
                 dist.barrier()
                 times[name].append((time.perf_counter() - start) / args.steps)
+            for _ in range(args.settle):  # what leaving it costs lands here, untimed
+                step()
     if rank == 0:
         base, base_cpu = times["no instrumentation"], cpu["no instrumentation"]
 
         def paired(values: list[float], against: list[float]) -> tuple[float, float, float]:
-            # ratio to the uninstrumented block of the same round (drift cancels),
-            # median and interquartile range over rounds
-            ratios = sorted(v / b for v, b in zip(values, against))
-            q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
-            return statistics.median(ratios), q[0], q[-1]
+            # ratio to the uninstrumented block of the same round (drift
+            # cancels); median over rounds with a 95 % bootstrap interval
+            ratios = [v / b for v, b in zip(values, against)]
+            rng = random.Random(0)
+            boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
+                          for _ in range(2000))
+            return statistics.median(ratios), boot[49], boot[1949]
 
         print(f"DTensor MLP: {args.layers}x(Colwise {args.dim}->{args.hidden}, Rowwise "
               f"{args.hidden}->{args.dim}), batch {args.batch}, Adam, {dist.get_world_size()} "
-              f"ranks gloo; {args.rounds} rounds x {args.steps} steps")
+              f"ranks gloo{', pinned' if args.pin else ''}; {args.rounds} rounds x "
+              f"{args.steps} steps")
         print("ratio: median over rounds of (step time / uninstrumented step time of the same "
-              "round), [interquartile range]; cpu: the training thread's CPU time")
-        print(f"{'configuration':36s} {'ms/step':>8s} {'ratio':>7s} {'IQR':>13s} "
-              f"{'cpu ms':>7s} {'ratio':>7s} {'IQR':>13s}")
+              "round) [95% bootstrap CI]; cpu: the process's CPU time, all threads")
+        print(f"{'configuration':36s} {'ms/step':>8s} {'ratio':>7s} {'95% CI':>13s} "
+              f"{'cpu ms':>7s} {'ratio':>7s} {'95% CI':>13s}")
         for name in names:
             wall, wall_lo, wall_hi = paired(times[name], base)
             c, c_lo, c_hi = paired(cpu[name], base_cpu)
