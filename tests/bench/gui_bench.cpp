@@ -12,6 +12,7 @@
 #include <QSurfaceFormat>
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 #include "ui/app/main_window.h"
@@ -28,6 +29,14 @@ struct FrameStats {
     int64_t vertices = 0;
 };
 
+FrameStats summarize(std::vector<double> ms, std::vector<double> draw,
+                     const TimelineCanvas& canvas) {
+    std::sort(ms.begin(), ms.end());
+    std::sort(draw.begin(), draw.end());
+    return {ms[ms.size() / 2],   ms[ms.size() * 9 / 10], canvas.spansInView(),
+            canvas.itemsDrawn(), draw[draw.size() / 2],  canvas.lastVertexCount()};
+}
+
 FrameStats measureFrames(TimelineCanvas& canvas, int frames) {
     std::vector<double> ms, draw;
     canvas.renderFrameNow();  // warm: font atlas, buffers
@@ -35,10 +44,24 @@ FrameStats measureFrames(TimelineCanvas& canvas, int frames) {
         ms.push_back(canvas.renderFrameNow());
         draw.push_back(canvas.lastDrawMs());
     }
-    std::sort(ms.begin(), ms.end());
-    std::sort(draw.begin(), draw.end());
-    return {ms[ms.size() / 2],   ms[ms.size() * 9 / 10], canvas.spansInView(),
-            canvas.itemsDrawn(), draw[draw.size() / 2],  canvas.lastVertexCount()};
+    return summarize(std::move(ms), std::move(draw), canvas);
+}
+
+// Frames with the opaque layer on and off, alternating frame by frame so
+// machine noise hits both alike.
+std::pair<FrameStats, FrameStats> measureOpaqueLayer(TimelineCanvas& canvas, int frames) {
+    std::vector<double> ms[2], draw[2];
+    FrameStats stats[2];
+    canvas.renderFrameNow();
+    for (int i = 0; i < 2 * frames; ++i) {
+        int on = i % 2;
+        canvas.setOpaqueLayerEnabled(on);
+        ms[on].push_back(canvas.renderFrameNow());
+        draw[on].push_back(canvas.lastDrawMs());
+    }
+    for (int on = 0; on < 2; ++on)
+        stats[on] = summarize(std::move(ms[on]), std::move(draw[on]), canvas);
+    return {stats[1], stats[0]};
 }
 
 // Narrows the view around the middle of the run until about `target` spans overlap it.
@@ -109,7 +132,9 @@ int main(int argc, char** argv) {
     canvas.fitAll();
     print("whole run", measureFrames(canvas, frames));
     viewAbout(canvas, spans);
-    print("about --spans in view", measureFrames(canvas, frames));
+    auto [with, without] = measureOpaqueLayer(canvas, frames);
+    print("about --spans in view", with);
+    print("  same, opaque layer off", without);
     canvas.view().zoomAt(canvas.view().width() / 2, 1000);
     print("zoomed in (labels, few spans)", measureFrames(canvas, frames));
     return 0;

@@ -10,6 +10,7 @@
 #include <QTimer>
 #include <QWheelEvent>
 #include <chrono>
+#include <utility>
 
 #include "ui/canvas/imgui_qt_input.h"
 
@@ -52,6 +53,7 @@ ImGuiCanvas::~ImGuiCanvas() {
         makeCurrent();
         ContextScope scope(m_context);
         ImGui_ImplOpenGL3_Shutdown();
+        if (m_opaqueProgram) context()->functions()->glDeleteProgram(m_opaqueProgram);
         doneCurrent();
     }
     ImGui::DestroyContext(m_context);
@@ -60,7 +62,10 @@ ImGuiCanvas::~ImGuiCanvas() {
 void ImGuiCanvas::initializeGL() {
     ContextScope scope(m_context);
     if (m_glReady) ImGui_ImplOpenGL3_Shutdown();  // re-parented: a new GL context
-    ImGui_ImplOpenGL3_Init(context()->isOpenGLES() ? "#version 300 es" : "#version 130");
+    m_glES = context()->isOpenGLES();
+    ImGui_ImplOpenGL3_Init(m_glES ? "#version 300 es" : "#version 130");
+    m_opaqueProgram = 0;  // belonged to the old context
+    m_opaqueFailed = false;
     m_fontScale = 0;
     m_glReady = true;
 }
@@ -109,6 +114,72 @@ void ImGuiCanvas::paintGL() {
         QTimer::singleShot(16, this, qOverload<>(&QWidget::update));
     }
     emit frameRendered();
+}
+
+void ImGuiCanvas::beginOpaqueLayer(ImDrawList* list) {
+    list->AddCallback(&ImGuiCanvas::useOpaqueProgram, this);
+}
+
+void ImGuiCanvas::endOpaqueLayer(ImDrawList* list) {
+    list->AddCallback(ImDrawCallback_ResetRenderState, nullptr);
+}
+
+// Runs inside ImGui_ImplOpenGL3_RenderDrawData with ImGui's program bound:
+// the opaque program takes ImGui's attribute slots and projection, so the
+// following draw commands of the list use it until the reset callback.
+void ImGuiCanvas::useOpaqueProgram(const ImDrawList*, const ImDrawCmd* cmd) {
+    auto* self = static_cast<ImGuiCanvas*>(cmd->UserCallbackData);
+    if (self->m_opaqueFailed || !self->m_opaqueEnabled) return;
+    QOpenGLFunctions* gl = QOpenGLContext::currentContext()->functions();
+    GLint imguiProgram = 0;
+    gl->glGetIntegerv(GL_CURRENT_PROGRAM, &imguiProgram);
+    if (!self->m_opaqueProgram) self->m_opaqueProgram = self->buildOpaqueProgram(imguiProgram);
+    if (!self->m_opaqueProgram) return;
+    GLfloat projection[16];
+    gl->glGetUniformfv(imguiProgram, gl->glGetUniformLocation(imguiProgram, "ProjMtx"), projection);
+    gl->glUseProgram(self->m_opaqueProgram);
+    gl->glUniformMatrix4fv(gl->glGetUniformLocation(self->m_opaqueProgram, "ProjMtx"), 1, GL_FALSE,
+                           projection);
+    gl->glDisable(GL_BLEND);
+}
+
+unsigned ImGuiCanvas::buildOpaqueProgram(unsigned imguiProgram) {
+    QOpenGLFunctions* gl = QOpenGLContext::currentContext()->functions();
+    const char* version = m_glES ? "#version 300 es\nprecision mediump float;\n" : "#version 130\n";
+    const char* vertex =
+        "uniform mat4 ProjMtx;\nin vec2 Position;\nin vec2 UV;\nin vec4 Color;\n"
+        "out vec4 Frag_Color;\nvoid main() {\n  Frag_Color = Color;\n"
+        "  gl_Position = ProjMtx * vec4(Position.xy, 0.0, 1.0);\n}\n";
+    const char* fragment =
+        "in vec4 Frag_Color;\nout vec4 Out_Color;\nvoid main() { Out_Color = Frag_Color; }\n";
+    auto compile = [&](GLenum kind, const char* body) {
+        GLuint shader = gl->glCreateShader(kind);
+        const char* parts[] = {version, body};
+        gl->glShaderSource(shader, 2, parts, nullptr);
+        gl->glCompileShader(shader);
+        GLint ok = 0;
+        gl->glGetShaderiv(shader, GL_COMPILE_STATUS, &ok);
+        return std::pair{shader, ok != 0};
+    };
+    auto [vs, vsOk] = compile(GL_VERTEX_SHADER, vertex);
+    auto [fs, fsOk] = compile(GL_FRAGMENT_SHADER, fragment);
+    GLuint program = gl->glCreateProgram();
+    gl->glAttachShader(program, vs);
+    gl->glAttachShader(program, fs);
+    for (const char* name : {"Position", "UV", "Color"}) {
+        GLint slot = gl->glGetAttribLocation(imguiProgram, name);
+        if (slot >= 0) gl->glBindAttribLocation(program, GLuint(slot), name);
+    }
+    gl->glLinkProgram(program);
+    GLint linked = 0;
+    gl->glGetProgramiv(program, GL_LINK_STATUS, &linked);
+    gl->glDeleteShader(vs);
+    gl->glDeleteShader(fs);
+    if (vsOk && fsOk && linked) return program;
+    gl->glDeleteProgram(program);
+    m_opaqueFailed = true;
+    qWarning("meshscope-gui: the opaque-layer shader did not build; drawing bars as usual");
+    return 0;
 }
 
 double ImGuiCanvas::renderFrameNow() {

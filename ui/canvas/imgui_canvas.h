@@ -9,6 +9,8 @@
 #include <QOpenGLWidget>
 
 struct ImGuiContext;
+struct ImDrawList;
+struct ImDrawCmd;
 
 namespace meshscope::ui {
 
@@ -26,6 +28,9 @@ class ImGuiCanvas : public QOpenGLWidget {
     int64_t framesRendered() const { return m_frames; }
     // Vertices in the last frame's draw lists (what the GL side rasterizes).
     int64_t lastVertexCount() const { return m_lastVertices; }
+    // The opaque layer on (default) or off (everything blended and textured,
+    // as ImGui draws it): benchmarks compare the two in one run.
+    void setOpaqueLayerEnabled(bool on) { m_opaqueEnabled = on; }
 
   signals:
     void frameRendered();
@@ -35,6 +40,12 @@ class ImGuiCanvas : public QOpenGLWidget {
     // Asks for one more frame after this one (ImGui settles hover state a
     // frame late).
     void requestFollowUpFrame() { m_followUp = true; }
+    // What `list` gets between these two calls is drawn as opaque solid
+    // colour: no blending, no texture lookup (text would lose its glyphs).
+    // Software GL (Mesa llvmpipe) pays for both on every pixel, and a
+    // timeline's bars cover most of the canvas.
+    void beginOpaqueLayer(ImDrawList* list);
+    void endOpaqueLayer(ImDrawList* list);
 
     void initializeGL() override;
     void paintGL() override;
@@ -48,6 +59,8 @@ class ImGuiCanvas : public QOpenGLWidget {
 
   private:
     void ensureFonts();
+    static void useOpaqueProgram(const ImDrawList* list, const ImDrawCmd* cmd);
+    unsigned buildOpaqueProgram(unsigned imguiProgram);
 
     ImGuiContext* m_context = nullptr;
     QElapsedTimer m_clock;
@@ -57,6 +70,10 @@ class ImGuiCanvas : public QOpenGLWidget {
     int64_t m_lastVertices = 0;
     bool m_followUp = false;
     bool m_glReady = false;
+    bool m_glES = false;
+    unsigned m_opaqueProgram = 0;  // GL program; 0: not built yet
+    bool m_opaqueFailed = false;   // shader did not build: draw those items as usual
+    bool m_opaqueEnabled = true;
 };
 
 }  // namespace meshscope::ui

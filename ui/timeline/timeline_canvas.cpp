@@ -256,6 +256,11 @@ void TimelineCanvas::drawFrame() {
 void TimelineCanvas::drawTracks(DrawContext& ctx, float top, float bottom) {
     ImDrawList* dl = ctx.draw;
     dl->PushClipRect(ImVec2(0, top), ImVec2(ctx.left + float(m_view.width()), bottom));
+    dl->ChannelsSplit(2);  // 0: opaque bars, drawn first; 1: the rest
+    dl->ChannelsSetCurrent(0);
+    beginOpaqueLayer(dl);
+    dl->ChannelsSetCurrent(1);
+    ctx.layered = true;
     float y = top - m_scrollY;
     for (size_t i = 0; i < m_tracks.size(); ++i) {
         Track& t = *m_tracks[i];
@@ -263,6 +268,10 @@ void TimelineCanvas::drawTracks(DrawContext& ctx, float top, float bottom) {
         y += t.height();
         if (m_rankEnds.count(i)) y += kRankGap;
     }
+    ctx.layered = false;
+    dl->ChannelsSetCurrent(0);
+    endOpaqueLayer(dl);
+    dl->ChannelsMerge();
     // Gutter separator.
     dl->AddLine(ImVec2(kGutter - 1, top), ImVec2(kGutter - 1, bottom),
                 IM_COL32(200, 200, 200, 255));

@@ -40,7 +40,7 @@ class RankHeaderTrack : public Track {
 void RankHeaderTrack::draw(DrawContext& ctx, float y) {
     ImDrawList* dl = ctx.draw;
     float right = ctx.left + float(ctx.view->width());
-    dl->AddRectFilled(ImVec2(0, y), ImVec2(right, y + height()), IM_COL32(232, 236, 241, 255));
+    ctx.opaqueRect(ImVec2(0, y), ImVec2(right, y + height()), IM_COL32(232, 236, 241, 255));
     std::string label = fmt::format("rank {}", m_rank.rank);
     dl->AddText(ImVec2(6, y + 3), kText, label.c_str());
     const char* state = m_rank.state == RankState::Live       ? "live"
@@ -179,8 +179,7 @@ void CollectiveTrack::draw(DrawContext& ctx, float y) {
         lastX = x1;
         bool selected = ctx.selection == TimelineSelection{TimelineSelection::Kind::Collective,
                                                            m_rank.rank, it->seq};
-        dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + height() - 1),
-                          IM_COL32(0, 137, 123, 255));
+        ctx.opaqueRect(ImVec2(x0, y + 1), ImVec2(x1, y + height() - 1), IM_COL32(0, 137, 123, 255));
         if (selected) dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + height()), kSelected, 0, 0, 2.0f);
         ++ctx.itemsDrawn;
         if (!ctx.hover && ctx.mouseIn(x0 - 1, y, x1 + 1, y + height()))
@@ -227,8 +226,7 @@ void OpLaneTrack::draw(DrawContext& ctx, float y) {
     Piece run{0, -1, 0};
     auto flush = [&] {
         if (run.x1 >= run.x0)
-            ctx.draw->AddRectFilled(ImVec2(run.x0, y + 1), ImVec2(run.x1, y + kLaneHeight - 1),
-                                    run.color);
+            ctx.opaqueRect(ImVec2(run.x0, y + 1), ImVec2(run.x1, y + kLaneHeight - 1), run.color);
         run.x1 = -1;
     };
     std::vector<std::pair<const DrawItem*, Piece>> overlays;

@@ -51,6 +51,17 @@ struct DrawContext {
     Projection projection(const RankTimeline& rank) const {
         return {&rank.align, view->start(), view->pxPerNs()};
     }
+    // With `layered`, opaque rectangles go to channel 0 of `draw`, which the
+    // canvas draws first as solid colour (ImGuiCanvas::beginOpaqueLayer), and
+    // everything else to channel 1 on top. Tracks do not overlap, so only
+    // the order inside one track changes: its bars go under its labels.
+    bool layered = false;
+    void opaqueRect(ImVec2 a, ImVec2 b, ImU32 color) {
+        bool opaque = (color >> IM_COL32_A_SHIFT & 0xFF) == 0xFF;
+        if (layered && opaque) draw->ChannelsSetCurrent(0);
+        draw->AddRectFilled(a, b, color);
+        if (layered && opaque) draw->ChannelsSetCurrent(1);
+    }
 };
 
 class Track {
