@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/agent/fingerprint.h"
 #include "core/analysis/fix_suggestion.h"
 #include "core/util/content_hash.h"
 
