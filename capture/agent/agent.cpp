@@ -35,7 +35,12 @@ Agent& Agent::attach(AgentConfig config) {
 }
 
 void Agent::detach() {
-    Agent* agent = s_current.exchange(nullptr, std::memory_order_acq_rel);
+    Agent* agent = nullptr;
+    {
+        // Waits out the plugin calls (NCCL's threads) that are using the agent.
+        std::unique_lock lock(CollectiveBridge::lifetime());
+        agent = s_current.exchange(nullptr, std::memory_order_acq_rel);
+    }
     delete agent;  // flushes and closes the rank file
 }
 
@@ -56,6 +61,7 @@ Agent::Agent(AgentConfig config)
 
 Agent::~Agent() {
     if (m_writer) {
+        m_collectives.flush();
         m_writer->submit(Record{
             MetaRecord{"agent.counters",
                        "ops=" + std::to_string(m_counters.ops.load()) +

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/agent/collective_bridge.h"
 #include "capture/agent/frames.h"
 #include "capture/agent/py_torch.h"
 #include "capture/agent/reconciler.h"
@@ -66,6 +67,7 @@ class Agent {
     TensorTable& tensors() { return m_tensors; }
     FrameCache& frames() { return m_frames; }
     PromotionCache& promotions() { return m_promotions; }
+    CollectiveBridge& collectives() { return m_collectives; }
 
     // Optimizer steps completed so far (the step new records belong to).
     int64_t step() const { return m_step.load(std::memory_order_relaxed); }
@@ -109,6 +111,7 @@ class Agent {
     TensorTable m_tensors;
     FrameCache m_frames;
     PromotionCache m_promotions;
+    CollectiveBridge m_collectives{*this};
     std::atomic<int64_t> m_step{0};
     uint64_t m_generation = 0;
     Counters m_counters;

@@ -231,6 +231,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     }
 
     RankWriter& writer = agent->writer();
+    CurrentOp current;  // ties what a collective plugin sees inside to this op
     int64_t start = writer.nowNs();
     ++Agent::threadDepth();
     auto record = [&](bool ran) {
@@ -241,8 +242,9 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         try {
             std::vector<Operand> outputs;
             if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            OpCall(*agent, agent->py().opInfo(op, writer), std::move(inputs))
-                .recordDTensorOp(start, end, outputs);
+            OpSeq seq = OpCall(*agent, agent->py().opInfo(op, writer), std::move(inputs))
+                            .recordDTensorOp(start, end, outputs);
+            current.recorded(agent->collectives(), seq);
         } catch (const std::exception& e) {
             agent->counters().agentErrors.fetch_add(1);
             agent->warnOnce("record", std::string("could not record an op: ") + e.what());

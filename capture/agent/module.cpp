@@ -70,6 +70,7 @@ py::dict attach(const py::dict& c) {
         throw std::runtime_error(std::string("meshscope: cannot record: ") + e.what());
     }
     agent->frames().setInternalPrefixes(std::move(internal));
+    exposeCollectiveSink();  // for the NCCL profiler plugin (plugins/nccl_profiler)
     if (agent->config().level == Level::All) installObserver();
     py::dict out;
     out["rank_file"] = agent->writer().path().string();

@@ -83,7 +83,7 @@ class OpCall {
     PyObject* run();
     // Dispatcher hook: records a DTensor op that has run (outputs empty when
     // it raised).
-    void recordDTensorOp(int64_t start, int64_t end, const std::vector<Operand>& outputs);
+    OpSeq recordDTensorOp(int64_t start, int64_t end, const std::vector<Operand>& outputs);
     // Dispatcher hook: tags or propagates provenance after a plain op ran.
     void afterPlainOp(const std::vector<Operand>& outputs);
     // Phases whose factory ops tag the tensors they create (B, E, D).
