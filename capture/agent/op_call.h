@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,14 @@ struct Operand {
 // tensors and wrapped numbers itself).
 inline bool isPlainMixedCandidate(const at::Tensor& t) {
     return !t.unsafeGetTensorImpl()->is_wrapped_number() && t.numel() != 1;
+}
+
+// The device whose events time an op on the GPU: its first operand off the
+// host; none for host ops.
+inline std::optional<c10::Device> timedDevice(const std::vector<Operand>& operands) {
+    for (const Operand& o : operands)
+        if (o.t.defined() && !o.t.device().is_cpu() && !o.t.is_meta()) return o.t.device();
+    return std::nullopt;
 }
 
 // Holds the pending Python exception (if any) aside while the agent calls
