@@ -49,6 +49,27 @@ enum EventState : int {
 using DebugLogger = void (*)(int level, unsigned long flags, const char* file, int line,
                              const char* fmt, ...);
 
+// Descriptor members that v4 and v5 lay out alike.
+struct ProxyOpDescr {
+    pid_t pid;
+    uint8_t channelId;
+    int peer;
+    int nSteps;
+    int chunkSize;
+    int isSend;
+};
+struct ProxyStepDescr {
+    int step;
+};
+struct KernelChDescr {
+    uint8_t channelId;
+    uint64_t pTimer;  // GPU globaltimer ns at the channel's start
+};
+struct NetPluginDescr {
+    int64_t id;
+    void* data;
+};
+
 // Event descriptor of ABI v5 (NCCL 2.28).
 struct EventDescrV5 {
     uint64_t type;    // one EventType
@@ -100,25 +121,10 @@ struct EventDescrV5 {
             uint8_t nChannels;
             void* parentGroup;
         } p2p;
-        struct {
-            pid_t pid;
-            uint8_t channelId;
-            int peer;
-            int nSteps;
-            int chunkSize;
-            int isSend;
-        } proxyOp;
-        struct {
-            int step;
-        } proxyStep;
-        struct {
-            uint8_t channelId;
-            uint64_t pTimer;  // GPU globaltimer ns at the channel's start
-        } kernelCh;
-        struct {
-            int64_t id;
-            void* data;
-        } netPlugin;
+        ProxyOpDescr proxyOp;
+        ProxyStepDescr proxyStep;
+        KernelChDescr kernelCh;
+        NetPluginDescr netPlugin;
     };
 };
 
@@ -149,25 +155,10 @@ struct EventDescrV4 {
             int peer;
             uint8_t nChannels;
         } p2p;
-        struct {
-            pid_t pid;
-            uint8_t channelId;
-            int peer;
-            int nSteps;
-            int chunkSize;
-            int isSend;
-        } proxyOp;
-        struct {
-            int step;
-        } proxyStep;
-        struct {
-            uint8_t channelId;
-            uint64_t pTimer;
-        } kernelCh;
-        struct {
-            int64_t id;
-            void* data;
-        } netPlugin;
+        ProxyOpDescr proxyOp;
+        ProxyStepDescr proxyStep;
+        KernelChDescr kernelCh;
+        NetPluginDescr netPlugin;
     };
 };
 
