@@ -125,7 +125,7 @@ unit_tests() {
         return
     fi
     if ctest --test-dir "$build" -j "$jobs" --output-on-failure \
-        -R '^(plugins\.|RoundTrip\.|capture\.fingerprint|capture\.agent)' >"$logs/unit.log" 2>&1; then
+        -R '^(plugins\.|RoundTrip\.|capture\.DeviceTimerTest|capture\.fingerprint|capture\.agent)' >"$logs/unit.log" 2>&1; then
         report unit passed "$(grep -E 'tests passed' "$logs/unit.log")"
     else
         report unit FAILED "$(grep -E 'tests passed|tests failed' "$logs/unit.log")"
@@ -145,9 +145,9 @@ record() {
         "$python" "$scenarios/$scenario.py") >"$logs/runs/$name/$scenario.log" 2>&1
 }
 
-# check_run RUN NCCL: the recorded run's incidents were reconciled and
-# fingerprinted; with NCCL=1 NCCL collectives came through the plugin, tied
-# to ops, with GPU times.
+# check_run RUN GPU: the recorded run's incidents were reconciled and
+# fingerprinted; with GPU=1 NCCL collectives came through the plugin, tied
+# to ops, with GPU times, and ops have GPU durations.
 check_run() {
     PYTHONPATH="$build/python" "$python" - "$1" "$2" <<'EOF'
 import sys
@@ -164,7 +164,7 @@ for rank in run["rank_details"]:
     comms = [k for k in rank["meta"] if k.startswith("comm.")]
     kinds = {k: v for k, v in rank["collectives"].items() if k[:1].isupper()}  # NCCL's names
     print(f"rank {rank['rank']}: {len(incidents)} incidents, communicators {comms}, "
-          f"NCCL collectives {kinds}")
+          f"NCCL collectives {kinds}, ops timed on the GPU {rank.get('op_device_times')}")
     if nccl and not comms:
         problems.append(f"rank {rank['rank']}: the plugin announced no communicator")
     if nccl and not kinds:
@@ -173,6 +173,8 @@ for rank in run["rank_details"]:
         problems.append(f"rank {rank['rank']}: no NCCL collective with a GPU time")
     if nccl and kinds and not any(v.get("ops") for v in kinds.values()):
         problems.append(f"rank {rank['rank']}: no NCCL collective tied to an op")
+    if nccl and not rank.get("op_device_times"):
+        problems.append(f"rank {rank['rank']}: no op with a GPU duration")
 print("\n".join(problems) or "ok")
 sys.exit(1 if problems else 0)
 EOF

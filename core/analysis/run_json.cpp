@@ -97,6 +97,15 @@ nlohmann::json collectivesToJson(const RankReader& rank) {
     return out;
 }
 
+// Ops timed on their GPU: how many, and their summed duration; null if none.
+nlohmann::json opDeviceTimesToJson(const RankReader& rank) {
+    int64_t count = 0, totalNs = 0;
+    for (const DeviceTimeRecord& d : rank.deviceTimes())
+        if (std::holds_alternative<OpSeq>(d.subject)) ++count, totalNs += d.durationNs;
+    if (count == 0) return nullptr;
+    return {{"count", count}, {"total_ns", totalNs}};
+}
+
 }  // namespace
 
 nlohmann::json incidentToJson(const RankReader& rank, const IncidentRecord& inc) {
@@ -143,6 +152,8 @@ nlohmann::json runToJson(const RunReader& run, const RunJsonOptions& options) {
                              {"params", s.paramCount}});
         r["optimizer_steps"] = std::move(steps);
         r["collectives"] = collectivesToJson(rank);
+        if (nlohmann::json gpu = opDeviceTimesToJson(rank); !gpu.is_null())
+            r["op_device_times"] = std::move(gpu);
         if (options.opNameCounts) {
             std::map<std::string, int64_t> names;
             std::map<std::string, int64_t> phases;

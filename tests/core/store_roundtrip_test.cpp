@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <nlohmann/json.hpp>
+
 #include <array>
 
+#include "core/analysis/run_json.h"
 #include "core/store/rank_reader.h"
 #include "core/store/rank_writer.h"
 #include "core/store/schema.h"
@@ -175,6 +178,10 @@ TEST_F(RoundTrip, DeviceTimesOfOpsAndCollectives) {
     EXPECT_EQ(std::get<CollectiveSeq>(times[1].subject), coll);
     EXPECT_EQ(times[1].durationNs, 7500);
     EXPECT_EQ(times[1].deviceStartNs, int64_t(1) << 60);
+
+    nlohmann::json rank = runToJson(RunReader::open(m_dir / "rank-00000.msdb"))["rank_details"][0];
+    EXPECT_EQ(rank["op_device_times"], nlohmann::json({{"count", 1}, {"total_ns", 1200}}));
+    EXPECT_EQ(rank["collectives"]["AllReduce"]["device_ns"], 7500);
 }
 
 TEST_F(RoundTrip, FileFromBeforeDeviceTimesReadsAsNone) {
