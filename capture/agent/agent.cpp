@@ -20,6 +20,8 @@ thread_local Phase t_phase = Phase::Other;
 thread_local std::string t_phaseLabel;
 thread_local int t_loadStateDict = 0;
 thread_local uint16_t t_depth = 0;
+// Longest detach waits for the GPU to finish the ops it still times.
+constexpr std::chrono::milliseconds kDrainDeviceTimes{2000};
 std::atomic<uint32_t> g_nextThread{0};
 std::atomic<uint64_t> g_generation{0};
 
@@ -35,7 +37,12 @@ Agent& Agent::attach(AgentConfig config) {
 }
 
 void Agent::detach() {
-    Agent* agent = s_current.exchange(nullptr, std::memory_order_acq_rel);
+    Agent* agent = nullptr;
+    {
+        // Waits out the plugin calls (NCCL's threads) that are using the agent.
+        std::unique_lock lock(CollectiveBridge::lifetime());
+        agent = s_current.exchange(nullptr, std::memory_order_acq_rel);
+    }
     delete agent;  // flushes and closes the rank file
 }
 
@@ -49,6 +56,8 @@ Agent::Agent(AgentConfig config)
     initial.command = m_config.command;
     initial.torchVersion = m_config.torchVersion;
     m_writer = createRankWriter(m_config.runDir, initial, m_config.rank, m_config.writer);
+    m_deviceTimes = std::make_unique<DeviceTimer>(
+        *m_writer, [this](const std::string& why) { warnOnce("device-timer", why); });
     m_generation = ++g_generation;
     m_py.load();
     recordMeta();
@@ -56,6 +65,10 @@ Agent::Agent(AgentConfig config)
 
 Agent::~Agent() {
     if (m_writer) {
+        m_collectives.flush();
+        m_deviceTimes->drain(kDrainDeviceTimes);
+        if (uint64_t lost = m_deviceTimes->dropped())
+            m_writer->submit(Record{MetaRecord{"device_timer.dropped", std::to_string(lost)}});
         m_writer->submit(Record{
             MetaRecord{"agent.counters",
                        "ops=" + std::to_string(m_counters.ops.load()) +

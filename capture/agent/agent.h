@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "capture/agent/collective_bridge.h"
+#include "capture/agent/device_timer.h"
 #include "capture/agent/frames.h"
 #include "capture/agent/py_torch.h"
 #include "capture/agent/reconciler.h"
@@ -68,6 +70,8 @@ class Agent {
     TensorDescriptions& descriptions() { return m_descriptions; }
     FrameCache& frames() { return m_frames; }
     PromotionCache& promotions() { return m_promotions; }
+    CollectiveBridge& collectives() { return m_collectives; }
+    DeviceTimer& deviceTimes() { return *m_deviceTimes; }
 
     // Optimizer steps completed so far (the step new records belong to).
     int64_t step() const { return m_step.load(std::memory_order_relaxed); }
@@ -114,6 +118,8 @@ class Agent {
     TensorDescriptions m_descriptions;
     FrameCache m_frames;
     PromotionCache m_promotions;
+    CollectiveBridge m_collectives{*this};
+    std::unique_ptr<DeviceTimer> m_deviceTimes;  // needs m_writer
     std::atomic<int64_t> m_step{0};
     uint64_t m_generation = 0;
     Counters m_counters;

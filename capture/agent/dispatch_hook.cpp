@@ -231,6 +231,8 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     }
 
     RankWriter& writer = agent->writer();
+    CurrentOp current;  // ties what a collective plugin sees inside to this op
+    DeviceTimer::Span gpu(agent->deviceTimes(), timedDevice(inputs));  // beside host times
     int64_t start = writer.nowNs();
     ++Agent::threadDepth();
     auto record = [&](bool ran) {
@@ -241,8 +243,10 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         try {
             std::vector<Operand> outputs;
             if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            OpCall(*agent, agent->py().opInfo(op, writer), std::move(inputs))
-                .recordDTensorOp(start, end, outputs);
+            OpSeq seq = OpCall(*agent, agent->py().opInfo(op, writer), std::move(inputs))
+                            .recordDTensorOp(start, end, outputs);
+            current.recorded(agent->collectives(), seq);
+            gpu.stop(seq);
         } catch (const std::exception& e) {
             agent->counters().agentErrors.fetch_add(1);
             agent->warnOnce("record", std::string("could not record an op: ") + e.what());
@@ -257,6 +261,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     try {
         redispatch(op, ks, stack);
     } catch (const std::exception& e) {
+        gpu.end();
         --Agent::threadDepth();
         if (!saved.empty() && retryReplicated(*agent, op, inputs, saved, *stack, base, e)) {
             record(true);
@@ -265,6 +270,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         record(false);
         throw;
     }
+    gpu.end();
     --Agent::threadDepth();
     agent->counters().ops.fetch_add(1, std::memory_order_relaxed);
     record(true);

@@ -10,6 +10,7 @@
 #include "capture/agent/agent.h"
 #include "capture/agent/classifier.h"
 #include "capture/agent/dispatch_hook.h"
+#include "capture/agent/fingerprint.h"
 #include "capture/agent/observer.h"
 #include "capture/agent/op_call.h"
 #include "core/analysis/run_json.h"
@@ -69,6 +70,7 @@ py::dict attach(const py::dict& c) {
         throw std::runtime_error(std::string("meshscope: cannot record: ") + e.what());
     }
     agent->frames().setInternalPrefixes(std::move(internal));
+    exposeCollectiveSink();  // for the NCCL profiler plugin (plugins/nccl_profiler)
     if (agent->config().level == Level::All) installObserver();
     py::dict out;
     out["rank_file"] = agent->writer().path().string();
@@ -191,6 +193,9 @@ PYBIND11_MODULE(_capture, m) {
         if (Agent* a = Agent::current()) a->writer().submit(Record{MetaRecord{key, value}});
     });
     m.def("provenance", &provenance);
+    // The content fingerprint promotions record, computed on the tensor's
+    // device (for checking by hand that a tensor is equal on every rank).
+    m.def("fingerprint", [](const at::Tensor& tensor) { return fingerprintTensor(tensor); });
     m.def("set_parameter_lookup",
           [](py::object fn) { setParameterLookup(fn.is_none() ? nullptr : fn.ptr()); });
     m.def("set_strict_error_type", [](py::object t) { setStrictErrorType(t.ptr()); });

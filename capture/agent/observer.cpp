@@ -17,6 +17,7 @@ std::optional<at::CallbackHandle> g_handle;
 struct OpContext : at::ObserverContext {
     int64_t startNs = 0;
     uint16_t depth = 0;
+    uint64_t token = 0, previousToken = 0;  // CurrentOp's, for collective plugins
 };
 
 // Op names are mostly the dispatcher's own long-lived strings: cached per
@@ -48,14 +49,16 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     auto ctx = std::make_unique<OpContext>();
     ctx->startNs = agent->writer().nowNs();
     ctx->depth = Agent::threadDepth()++;
+    ctx->token = CurrentOp::enter(ctx->previousToken);
     return ctx;
 }
 
 void onEnd(const at::RecordFunction& fn, at::ObserverContext* base) {
-    Agent* agent = Agent::current();
-    if (!agent || !base) return;
-    RankWriter& w = agent->writer();
     auto* op = static_cast<OpContext*>(base);
+    if (op) CurrentOp::leave(op->token, op->previousToken);
+    Agent* agent = Agent::current();
+    if (!agent || !op) return;
+    RankWriter& w = agent->writer();
     uint16_t& depth = Agent::threadDepth();
     if (depth > 0) --depth;
     OpRecord rec;
@@ -66,7 +69,8 @@ void onEnd(const at::RecordFunction& fn, at::ObserverContext* base) {
     rec.phase = fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? Phase::Backward : agent->phase();
     rec.step = agent->step();
     rec.depth = op->depth;
-    w.submit(std::move(rec));
+    OpSeq seq = w.submit(std::move(rec));
+    if (op->token && seq) agent->collectives().opRecorded(op->token, seq);
 }
 
 }  // namespace

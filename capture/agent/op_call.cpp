@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/agent/fingerprint.h"
 #include "core/analysis/fix_suggestion.h"
 #include "core/util/content_hash.h"
 
@@ -235,9 +236,9 @@ void OpCall::findReference() {
         }
 }
 
-void OpCall::recordDTensorOp(int64_t start, int64_t end, const std::vector<Operand>& outputs) {
+OpSeq OpCall::recordDTensorOp(int64_t start, int64_t end, const std::vector<Operand>& outputs) {
     findReference();
-    recordOp(start, end, outputs, IncidentSeq{}, *m_info);
+    return recordOp(start, end, outputs, IncidentSeq{}, *m_info);
 }
 
 std::vector<Operand> OpCall::scanResult(PyObject* result) const {
@@ -425,15 +426,20 @@ OpSeq OpCall::recordOp(int64_t start, int64_t end, const std::vector<Operand>& o
 }
 
 PyObject* OpCall::dtensorOp() {
+    CurrentOp current;
+    DeviceTimer::Span gpu(m_agent.deviceTimes(), timedDevice(m_inputs));
     int64_t start = m_writer.nowNs();
     ++Agent::threadDepth();
     PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
+    gpu.end();
     --Agent::threadDepth();
     int64_t end = m_writer.nowNs();
     m_agent.counters().ops.fetch_add(1, std::memory_order_relaxed);
     PendingError pending;  // the op's own exception survives our bookkeeping
     try {
-        recordOp(start, end, result, IncidentSeq{}, *m_info);
+        OpSeq seq = recordOp(start, end, result, IncidentSeq{}, *m_info);
+        current.recorded(m_agent.collectives(), seq);
+        gpu.stop(seq);
     } catch (const std::exception& e) {
         m_agent.counters().agentErrors.fetch_add(1);
         m_agent.warnOnce("record", std::string("could not record an op: ") + e.what());
@@ -723,6 +729,8 @@ PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const Use
     if (plans.size() > 1) inc.fingerprint = combined.digest();
     inc.promotedPlacements = m_writer.intern(placements);
 
+    CurrentOp current;  // the promoted op's redistributions are its collectives
+    DeviceTimer::Span gpu(m_agent.deviceTimes(), timedDevice(m_inputs));
     int64_t start = m_writer.nowNs();
     PyObject* result = nullptr;
     ++Agent::threadDepth();
@@ -735,6 +743,7 @@ PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const Use
         if (!result && !sharded.empty())
             result = retryReplicated(editor, *callInfo, sharded, target, rule);
     }
+    gpu.end();
     --Agent::threadDepth();
     inc.policyRule = m_writer.intern(rule);
     int64_t end = m_writer.nowNs();
@@ -745,7 +754,9 @@ PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const Use
     PyErr_Fetch(&type, &value, &trace);  // the op's exception, kept while we record
     Action action = inc.action;
     IncidentSeq seq = m_writer.submit(std::move(inc));
-    recordOp(start, end, result, seq, *callInfo);
+    OpSeq opSeq = recordOp(start, end, result, seq, *callInfo);
+    current.recorded(m_agent.collectives(), opSeq);
+    gpu.stop(opSeq);
     if (result && error.empty()) {
         m_agent.counters().reconciled.fetch_add(1, std::memory_order_relaxed);
         return result;

@@ -12,6 +12,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,14 @@ struct Operand {
 // tensors and wrapped numbers itself).
 inline bool isPlainMixedCandidate(const at::Tensor& t) {
     return !t.unsafeGetTensorImpl()->is_wrapped_number() && t.numel() != 1;
+}
+
+// The device whose events time an op on the GPU: its first operand off the
+// host; none for host ops.
+inline std::optional<c10::Device> timedDevice(const std::vector<Operand>& operands) {
+    for (const Operand& o : operands)
+        if (o.t.defined() && !o.t.device().is_cpu() && !o.t.is_meta()) return o.t.device();
+    return std::nullopt;
 }
 
 // Holds the pending Python exception (if any) aside while the agent calls
@@ -83,7 +92,7 @@ class OpCall {
     PyObject* run();
     // Dispatcher hook: records a DTensor op that has run (outputs empty when
     // it raised).
-    void recordDTensorOp(int64_t start, int64_t end, const std::vector<Operand>& outputs);
+    OpSeq recordDTensorOp(int64_t start, int64_t end, const std::vector<Operand>& outputs);
     // Dispatcher hook: tags or propagates provenance after a plain op ran.
     void afterPlainOp(const std::vector<Operand>& outputs);
     // Phases whose factory ops tag the tensors they create (B, E, D).

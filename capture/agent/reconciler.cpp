@@ -1,11 +1,6 @@
 #include "capture/agent/reconciler.h"
 
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/python_variable.h>
-
-#include <ATen/ATen.h>
-
-#include "core/util/content_hash.h"
 
 namespace meshscope::capture {
 namespace {
@@ -27,23 +22,6 @@ std::string pythonError() {
 }
 
 }  // namespace
-
-uint64_t fingerprintTensor(const at::Tensor& tensor) {
-    // Fake and meta tensors (while torch.compile traces) have no content.
-    if (tensor.is_meta() || tensor.key_set().has(c10::DispatchKey::Python)) return 0;
-    // Plain tensor ops only: no dispatch mode (a FakeTensorMode while Dynamo
-    // traces) may intercept the copies below.
-    c10::impl::ExcludeDispatchKeyGuard noModes(
-        c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
-    at::Tensor host = tensor.detach();
-    if (!host.device().is_cpu()) host = host.to(at::kCPU);
-    host = host.contiguous();
-    ContentHash hash;
-    hash.update(std::string_view(c10::toString(host.scalar_type())));
-    hash.update(host.sizes().data(), host.sizes().size() * sizeof(int64_t));
-    hash.update(host.data_ptr(), host.numel() * host.element_size());
-    return hash.digest();
-}
 
 Promotion promoteToDTensor(PyTorch& py, PyObject* plain, Action action,
                            const PromotionTarget& target) {

@@ -5,7 +5,7 @@
 // Shard(batch dim) on the mesh's batch dim), or Python scalars. The promoted
 // op then runs through DTensor's own dispatch, so redistributions and
 // collectives happen as PyTorch decides. Every promoted tensor is
-// fingerprinted (content hash) so offline analysis can prove a Replicate()
+// fingerprinted (capture/agent/fingerprint.h) so offline analysis can prove a Replicate()
 // promotion valid across ranks. Requires the GIL.
 
 #include <Python.h>
@@ -22,12 +22,6 @@
 #include "core/store/records.h"
 
 namespace meshscope::capture {
-
-// Content hash of a tensor's values, dtype and shape; equal on every rank
-// that holds equal content. (CPU: hashes the bytes; other devices: copies
-// to the host first.) 0 for tensors without content: fake and meta tensors
-// while torch.compile traces.
-uint64_t fingerprintTensor(const at::Tensor& tensor);
 
 struct Promotion {
     PyRef value;             // replaces the plain operand; null on failure

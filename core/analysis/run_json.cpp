@@ -1,6 +1,8 @@
 #include "core/analysis/run_json.h"
 
 #include <map>
+#include <set>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -57,6 +59,53 @@ nlohmann::json meshesToJson(const RankReader& rank) {
     return out;
 }
 
+// Names of the ops with the given seqs, in one pass over the ops.
+std::map<int64_t, std::string> opNames(const RankReader& rank, const std::set<int64_t>& seqs) {
+    std::map<int64_t, std::string> names;
+    if (seqs.empty()) return names;
+    rank.scanOps(OpSeq{*seqs.begin() - 1}, kNoLimit, [&](const OpRecord& op) {
+        if (seqs.count(op.seq.value())) names[op.seq.value()] = rank.string(op.name);
+    });
+    return names;
+}
+
+// Per kind: count and bytes; where known, the GPU time (device_ns) and the
+// ops that issued them (ops: name -> count).
+nlohmann::json collectivesToJson(const RankReader& rank) {
+    std::map<int64_t, int64_t> deviceNs;  // collective seq -> GPU ns
+    for (const DeviceTimeRecord& d : rank.deviceTimes())
+        if (auto* seq = std::get_if<CollectiveSeq>(&d.subject))
+            deviceNs[seq->value()] = d.durationNs;
+    std::vector<CollectiveRecord> all = rank.collectivesInTimeRange(INT64_MIN, INT64_MAX);
+    std::set<int64_t> opSeqs;
+    for (const CollectiveRecord& c : all)
+        if (c.op) opSeqs.insert(c.op.value());
+    std::map<int64_t, std::string> ops = opNames(rank, opSeqs);
+    nlohmann::json out = nlohmann::json::object();
+    for (const CollectiveRecord& c : all) {
+        auto& entry = out[rank.string(c.kind)];
+        if (entry.is_null()) entry = {{"count", 0}, {"bytes", int64_t(0)}};
+        entry["count"] = entry["count"].get<int64_t>() + 1;
+        entry["bytes"] = entry["bytes"].get<int64_t>() + c.bytes;
+        if (auto it = deviceNs.find(c.seq.value()); it != deviceNs.end())
+            entry["device_ns"] = entry.value("device_ns", int64_t(0)) + it->second;
+        if (auto it = ops.find(c.op.value()); c.op && it != ops.end()) {
+            nlohmann::json& byOp = entry["ops"];
+            byOp[it->second] = byOp.is_null() ? 1 : byOp.value(it->second, int64_t(0)) + 1;
+        }
+    }
+    return out;
+}
+
+// Ops timed on their GPU: how many, and their summed duration; null if none.
+nlohmann::json opDeviceTimesToJson(const RankReader& rank) {
+    int64_t count = 0, totalNs = 0;
+    for (const DeviceTimeRecord& d : rank.deviceTimes())
+        if (std::holds_alternative<OpSeq>(d.subject)) ++count, totalNs += d.durationNs;
+    if (count == 0) return nullptr;
+    return {{"count", count}, {"total_ns", totalNs}};
+}
+
 }  // namespace
 
 nlohmann::json incidentToJson(const RankReader& rank, const IncidentRecord& inc) {
@@ -102,14 +151,9 @@ nlohmann::json runToJson(const RunReader& run, const RunJsonOptions& options) {
                              {"end_ns", s.endNs},
                              {"params", s.paramCount}});
         r["optimizer_steps"] = std::move(steps);
-        nlohmann::json collectives = nlohmann::json::object();
-        for (const CollectiveRecord& c : rank.collectivesInTimeRange(INT64_MIN, INT64_MAX)) {
-            auto& entry = collectives[rank.string(c.kind)];
-            if (entry.is_null()) entry = {{"count", 0}, {"bytes", int64_t(0)}};
-            entry["count"] = entry["count"].get<int64_t>() + 1;
-            entry["bytes"] = entry["bytes"].get<int64_t>() + c.bytes;
-        }
-        r["collectives"] = std::move(collectives);
+        r["collectives"] = collectivesToJson(rank);
+        if (nlohmann::json gpu = opDeviceTimesToJson(rank); !gpu.is_null())
+            r["op_device_times"] = std::move(gpu);
         if (options.opNameCounts) {
             std::map<std::string, int64_t> names;
             std::map<std::string, int64_t> phases;

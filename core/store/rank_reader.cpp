@@ -201,6 +201,8 @@ void RankReader::validate() {
             throw StoreError(m_path.string(),
                              "corrupt rank file: table '" + std::string(name) + "' is missing");
     }
+    tables.bind(1, schema::kDeviceTimesTable);
+    m_hasDeviceTimes = tables.step();
     refreshInfo();
 }
 
@@ -431,6 +433,25 @@ std::vector<CollectiveRecord> RankReader::collectivesAfter(CollectiveSeq after,
                     "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
         s.bind(1, after.value()).bind(2, limit);
         return collect<CollectiveRecord>(s, collectiveFrom);
+    });
+}
+
+std::vector<DeviceTimeRecord> RankReader::deviceTimes() const {
+    if (!m_hasDeviceTimes) return {};
+    return guarded([&] {
+        sql::Stmt s(*m_db,
+                    "SELECT subject, seq, duration_ns, device_start_ns FROM device_times "
+                    "ORDER BY subject, seq");
+        return collect<DeviceTimeRecord>(s, [](const sql::Stmt& row) {
+            DeviceTimeRecord r;
+            if (row.int64(0) == 1)
+                r.subject = row.id<CollectiveSeq>(1);
+            else
+                r.subject = row.id<OpSeq>(1);
+            r.durationNs = row.int64(2);
+            if (!row.isNull(3)) r.deviceStartNs = row.int64(3);
+            return r;
+        });
     });
 }
 

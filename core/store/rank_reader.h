@@ -90,6 +90,9 @@ class RankReader {
     // Collectives with seq > after, ordered by seq: polling a live run.
     std::vector<CollectiveRecord> collectivesAfter(CollectiveSeq after,
                                                    int64_t limit = kNoLimit) const;
+    // GPU times of ops and collectives, ops first, each by seq; none for
+    // files written before device times existed.
+    std::vector<DeviceTimeRecord> deviceTimes() const;
     std::vector<OptimizerStepRecord> optimizerSteps() const;
     // Optimizer steps numbered above `afterStep`, ordered by step.
     std::vector<OptimizerStepRecord> optimizerStepsAfter(int64_t afterStep) const;
@@ -114,6 +117,7 @@ class RankReader {
     std::unique_ptr<sql::Db> m_db;
     RankInfo m_info;
     mutable std::vector<std::string> m_strings;  // index = StringId - 1
+    bool m_hasDeviceTimes = false;               // the optional table exists
 };
 
 }  // namespace meshscope

@@ -44,6 +44,7 @@ RecordInserter::RecordInserter(sql::Db& db)
       m_incident(db,
                  "INSERT INTO incidents VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
                  "?13, ?14, ?15, ?16)"),
+      m_deviceTime(db, "INSERT OR REPLACE INTO device_times VALUES (?1, ?2, ?3, ?4)"),
       m_drop(db,
              "INSERT INTO drops VALUES (?1, ?2) ON CONFLICT (reason) DO UPDATE SET "
              "count=excluded.count") {}
@@ -109,6 +110,17 @@ void RecordInserter::insertRow(const CollectiveRecord& r) {
 void RecordInserter::insertRow(const OptimizerStepRecord& r) {
     m_optimizerStep.bind(1, r.step).bindId(2, r.optimizer).bind(3, r.startNs).bind(4, r.endNs);
     m_optimizerStep.bind(5, r.paramCount).run();
+}
+
+void RecordInserter::insertRow(const DeviceTimeRecord& r) {
+    bool collective = std::holds_alternative<CollectiveSeq>(r.subject);
+    int64_t seq = std::visit([](auto id) { return id.value(); }, r.subject);
+    m_deviceTime.bind(1, int64_t(collective)).bind(2, seq).bind(3, r.durationNs);
+    if (r.deviceStartNs)
+        m_deviceTime.bind(4, *r.deviceStartNs);
+    else
+        m_deviceTime.bindNull(4);
+    m_deviceTime.run();
 }
 
 void RecordInserter::insertRow(const IncidentRecord& r) {

@@ -134,6 +134,16 @@ struct CollectiveRecord {
     int64_t step = -1;
 };
 
+// Time an op or a collective took on its GPU, beside the host times of its
+// own record. A record of its own because the device time is known only
+// after the host record: CUDA events are resolved later, without
+// synchronizing; NCCL reports kernel times once the kernel ran.
+struct DeviceTimeRecord {
+    std::variant<OpSeq, CollectiveSeq> subject;
+    int64_t durationNs = 0;
+    std::optional<int64_t> deviceStartNs;  // device clock (GPU globaltimer); none from CUDA events
+};
+
 struct OptimizerStepRecord {
     int64_t step = 0;
     StringId optimizer;  // "torch.optim.Adam"
@@ -165,7 +175,7 @@ struct IncidentRecord {
 // A record queued for the writer thread. Strings and stacks are not records:
 // they are interned on the producer side and never dropped.
 using Record = std::variant<MetaRecord, MeshRecord, TensorRecord, OpRecord, CollectiveRecord,
-                            OptimizerStepRecord, IncidentRecord>;
+                            OptimizerStepRecord, IncidentRecord, DeviceTimeRecord>;
 
 // Why a record did not reach the file.
 enum class DropReason : uint8_t {

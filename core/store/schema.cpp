@@ -49,6 +49,12 @@ CREATE TABLE incidents (
 CREATE INDEX incidents_by_time ON incidents (time_ns);
 CREATE INDEX incidents_by_step ON incidents (step);
 CREATE TABLE drops (reason TEXT PRIMARY KEY, count INTEGER NOT NULL) WITHOUT ROWID;
+-- GPU time of ops (subject 0, seq = op seq) and collectives (subject 1,
+-- seq = collectives.seq); device_start_ns on the device's own clock, NULL
+-- when only the duration is known. Optional (kDeviceTimesTable).
+CREATE TABLE device_times (
+  subject INTEGER NOT NULL, seq INTEGER NOT NULL, duration_ns INTEGER NOT NULL,
+  device_start_ns INTEGER, PRIMARY KEY (subject, seq)) WITHOUT ROWID;
 )sql";
 
 }  // namespace meshscope::schema

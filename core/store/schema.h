@@ -31,6 +31,10 @@ inline constexpr std::array<std::string_view, 11> kRequiredTables = {
     "incidents", "incident_operands", "drops",
 };
 
+// A table added to v1 without changing its version: earlier readers ignore
+// it, and this build reads a file without it as having no device times.
+inline constexpr std::string_view kDeviceTimesTable = "device_times";
+
 // Meta keys the writer maintains so readers can bound index range scans: the
 // largest (max_end_ns - min_start_ns) and (max_step - min_step) of any op chunk.
 inline constexpr std::string_view kMetaChunkTimeReach = "max_chunk_time_reach_ns";

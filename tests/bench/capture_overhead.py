@@ -2,8 +2,10 @@
 
     .venv/bin/python tests/bench/capture_overhead.py [--rounds 30] [--steps 6]
         [--warm 2 --settle 2] [--dim 256 --hidden 1024 --batch 32] [--pin]
+        [--device cuda --world 1]
 
-Starts 2 ranks (gloo, CPU). Each rank trains a tensor-parallel MLP (Colwise
+Starts 2 ranks (gloo, CPU; --device cuda: NCCL, rank i on GPU i % GPUs, step
+times taken after a device synchronize). Each rank trains a tensor-parallel MLP (Colwise
 then Rowwise Linear layers, Adam) under five configurations, interleaved in
 rotating rounds so machine noise hits all of them alike: no instrumentation,
 CommDebugMode, torch.profiler(record_shapes=True), meshscope observe at level
@@ -49,6 +51,8 @@ def parse() -> argparse.Namespace:
                    help="untimed steps after leaving one (e.g. detach() returning memory)")
     p.add_argument("--pin", action="store_true",
                    help="pin rank r to CPU core r (fewer migrations; needs as many cores as ranks)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: NCCL, one GPU per rank (NCCL refuses two ranks on one GPU)")
     p.add_argument("--only", default="", help="comma-separated configuration numbers "
                    "(0 = no instrumentation, always run), e.g. --only 3,4")
     return p.parse_args()
@@ -79,11 +83,15 @@ def rank_main(args: argparse.Namespace) -> None:
 
     import meshscope
 
-    dist.init_process_group("gloo")
+    cuda = args.device == "cuda"
+    if cuda:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+    backend = "nccl" if cuda else "gloo"
+    dist.init_process_group(backend)
     rank = dist.get_rank()
     if args.pin:
         os.sched_setaffinity(0, {rank % os.cpu_count()})
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("model",))
+    mesh = init_device_mesh(args.device, (dist.get_world_size(),), mesh_dim_names=("model",))
     torch.manual_seed(0)
     layers, plan = [], {}
     for i in range(args.layers):
@@ -92,8 +100,13 @@ def rank_main(args: argparse.Namespace) -> None:
         plan[str(3 * i + 2)] = RowwiseParallel()
     model = parallelize_module(nn.Sequential(*layers), mesh, plan)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = DTensor.from_local(torch.randn(args.batch, args.dim), mesh, [Replicate()])
-    y = torch.randn(args.batch, args.dim)
+    x = DTensor.from_local(torch.randn(args.batch, args.dim, device=args.device), mesh,
+                           [Replicate()])
+    y = torch.randn(args.batch, args.dim, device=args.device)
+
+    def sync() -> None:  # a GPU step's time is when its kernels are done
+        if cuda:
+            torch.cuda.synchronize()
 
     def step() -> None:
         opt.zero_grad()
@@ -116,7 +129,8 @@ def rank_main(args: argparse.Namespace) -> None:
     def profiler():
         from torch.profiler import ProfilerActivity, profile
 
-        return profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        return profile(activities=activities, record_shapes=True)
 
     # name -> (context factory, entered per step?). CommDebugMode's module
     # tracker handles one forward per context (torch 2.11 raises IndexError
@@ -146,11 +160,13 @@ def rank_main(args: argparse.Namespace) -> None:
                 for _ in range(args.warm):  # first-step costs are not per-step
                     with inner():
                         step()
+                sync()
                 dist.barrier()
                 start, start_cpu = time.perf_counter(), time.process_time()
                 for _ in range(args.steps):
                     with inner():
                         step()
+                sync()
                 cpu[name].append((time.process_time() - start_cpu) / args.steps)
                 dist.barrier()
                 times[name].append((time.perf_counter() - start) / args.steps)
@@ -170,7 +186,8 @@ def rank_main(args: argparse.Namespace) -> None:
 
         print(f"DTensor MLP: {args.layers}x(Colwise {args.dim}->{args.hidden}, Rowwise "
               f"{args.hidden}->{args.dim}), batch {args.batch}, Adam, {dist.get_world_size()} "
-              f"ranks gloo{', pinned' if args.pin else ''}; {args.rounds} rounds x "
+              f"ranks {backend} on {args.device}{', pinned' if args.pin else ''}; "
+              f"{args.rounds} rounds x "
               f"{args.steps} steps")
         print("ratio: median over rounds of (step time / uninstrumented step time of the same "
               "round) [95% bootstrap CI]; cpu: the process's CPU time, all threads")
@@ -187,6 +204,12 @@ def rank_main(args: argparse.Namespace) -> None:
 
 def main() -> int:
     args = parse()
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            sys.exit("capture_overhead.py: --device cuda needs a CUDA GPU "
+                     "(torch.cuda.is_available() is False here)")
     if "RANK" not in os.environ:
         return launch(args)
     rank_main(args)

@@ -2,9 +2,13 @@
 // unchanged; ordering, interning and ids behave as documented.
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <nlohmann/json.hpp>
 
 #include <array>
 
+#include "core/analysis/run_json.h"
 #include "core/store/rank_reader.h"
 #include "core/store/rank_writer.h"
 #include "core/store/schema.h"
@@ -155,6 +159,43 @@ TEST_F(RoundTrip, CollectivesAndOptimizerSteps) {
     EXPECT_EQ(steps[0].step, 3);
     EXPECT_EQ(r.string(steps[0].optimizer), "torch.optim.AdamW");
     EXPECT_EQ(steps[0].paramCount, 12);
+}
+
+TEST_F(RoundTrip, DeviceTimesOfOpsAndCollectives) {
+    auto w = open();
+    CollectiveRecord c;
+    c.kind = w->intern("AllReduce");
+    CollectiveSeq coll = w->submit(c);
+    w->submit(Record{DeviceTimeRecord{coll, 7500, int64_t(1) << 60}});
+    w->submit(Record{DeviceTimeRecord{OpSeq{9}, 1200, std::nullopt}});
+    w->close();
+
+    auto times = reopen().deviceTimes();
+    ASSERT_EQ(times.size(), 2u);  // ops first
+    EXPECT_EQ(std::get<OpSeq>(times[0].subject), OpSeq{9});
+    EXPECT_EQ(times[0].durationNs, 1200);
+    EXPECT_FALSE(times[0].deviceStartNs);
+    EXPECT_EQ(std::get<CollectiveSeq>(times[1].subject), coll);
+    EXPECT_EQ(times[1].durationNs, 7500);
+    EXPECT_EQ(times[1].deviceStartNs, int64_t(1) << 60);
+
+    nlohmann::json rank = runToJson(RunReader::open(m_dir / "rank-00000.msdb"))["rank_details"][0];
+    EXPECT_EQ(rank["op_device_times"], nlohmann::json({{"count", 1}, {"total_ns", 1200}}));
+    EXPECT_EQ(rank["collectives"]["AllReduce"]["device_ns"], 7500);
+}
+
+TEST_F(RoundTrip, FileFromBeforeDeviceTimesReadsAsNone) {
+    auto w = open();
+    w->submit(CollectiveRecord{});
+    w->close();
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open((m_dir / "rank-00000.msdb").c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, "DROP TABLE device_times", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+
+    RankReader r = reopen();
+    EXPECT_TRUE(r.deviceTimes().empty());
+    EXPECT_EQ(r.collectivesInTimeRange(INT64_MIN, INT64_MAX).size(), 1u);
 }
 
 TEST_F(RoundTrip, IncidentWithEveryField) {

@@ -23,6 +23,7 @@ inline void exerciseRankFile(const std::filesystem::path& file) {
     r.opsInTimeRange(0, kNoLimit, 200);
     r.opsInStepRange(0, 3, 200);
     r.collectivesInTimeRange(0, kNoLimit);
+    r.deviceTimes();
     for (const auto& in : r.incidentsAfter(IncidentSeq{}, 50)) {
         r.tensor(in.plainTensor);
         r.string(in.evidence);

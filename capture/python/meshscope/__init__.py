@@ -16,6 +16,7 @@ from meshscope._attach import (
     attached,
     capture,
     detach,
+    fingerprint,
     mark_step,
     stats,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "attached",
     "capture",
     "detach",
+    "fingerprint",
     "load_run",
     "mark_step",
     "stats",

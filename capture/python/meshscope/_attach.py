@@ -247,6 +247,13 @@ def stats() -> dict[str, Any]:
     return _capture.stats()
 
 
+def fingerprint(tensor: torch.Tensor) -> int:
+    """The content fingerprint meshscope records for a promoted tensor,
+    computed on the tensor's own device: equal on every rank (and on CPU and
+    GPU) exactly when dtype, shape and values are equal. Works unattached."""
+    return _capture.fingerprint(tensor)
+
+
 @contextlib.contextmanager
 def capture(run_dir: str | os.PathLike[str] | None = None, policy: str = "observe",
             level: str = "dtensor") -> Iterator[Session]:

@@ -34,19 +34,19 @@ def setup() -> tuple[int, int, Any]:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=120))
+    dist.init_process_group(_backend(), timeout=datetime.timedelta(seconds=120))
     # One data-parallel dim: each rank reads its own batch, and the weights are
     # sharded over the same ranks (FSDP-style; Keras ModelParallel with a
     # batch axis). Mixed incidents of input data are per-rank shards.
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("dp",))
+    mesh = init_device_mesh(_use_device(), (dist.get_world_size(),), mesh_dim_names=("dp",))
     return dist.get_rank(), dist.get_world_size(), mesh
 
 
 def rank_slice(step: int, rank: int, rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(7919 * step + 104729 * rank + 13)
-    x = torch.randn(rows, cols, generator=g)
-    y = x.sum(dim=1, keepdim=True) * 0.1 + torch.randn(rows, 1, generator=g) * 0.01
-    return x, y
+    x = torch.randn(rows, cols, generator=g, device="cpu")
+    y = x.sum(dim=1, keepdim=True) * 0.1 + torch.randn(rows, 1, generator=g, device="cpu") * 0.01
+    return _to_default_device(x, y)
 
 
 def batch(step: int, rank: int, rows: int, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -123,3 +123,30 @@ def train(rank: int, steps: int, rows: int, dim: int, step_fn: Any, prepare: Any
             x, y = prepare(x, y)
         losses.append(scalar(step_fn(x, y)))
     finish(rank, losses)
+
+
+# scripts/gpu_check.sh runs the scenarios on a GPU. (Kept at the end of the
+# file: the golden reports name lines above.)
+
+
+def _backend() -> str:
+    """MESHSCOPE_SCENARIO_BACKEND: gloo (default), nccl, "cpu:gloo,cuda:nccl"."""
+    return os.environ.get("MESHSCOPE_SCENARIO_BACKEND", "gloo")
+
+
+def _to_default_device(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    device = torch.get_default_device()
+    return tensors if device.type == "cpu" else tuple(t.to(device) for t in tensors)
+
+
+def _use_device() -> str:
+    """MESHSCOPE_SCENARIO_DEVICE: cpu (default) or cuda. With cuda, GPU
+    LOCAL_RANK % GPUs becomes the default device of new tensors, so models and
+    state land there; the data is still drawn on the CPU (the same values)."""
+    device = os.environ.get("MESHSCOPE_SCENARIO_DEVICE", "cpu")
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("MESHSCOPE_SCENARIO_DEVICE=cuda needs a CUDA GPU")
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
+        torch.set_default_device("cuda")
+    return device

@@ -1,0 +1,191 @@
+#include "capture/agent/collective_bridge.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <string>
+
+#include "capture/agent/agent.h"
+
+namespace meshscope::capture {
+namespace {
+
+std::atomic<bool> g_listening{false};
+std::atomic<uint64_t> g_nextToken{0};
+thread_local uint64_t t_token = 0;  // the innermost recorded op of this thread
+
+// Token = thread index << kThreadShift | serial: the collective's record
+// keeps the thread that called the library, whichever thread reports it.
+constexpr int kThreadShift = 44;
+
+// Runs fn(agent) while an agent is attached, keeping it attached meanwhile.
+// Plugins call from C and from NCCL's threads: nothing may escape.
+template <typename Fn>
+void withAgent(Fn&& fn) noexcept {
+    try {
+        std::shared_lock lock(CollectiveBridge::lifetime());
+        if (Agent* agent = Agent::current()) fn(*agent);
+    } catch (...) {  // the collective is lost; the training is not
+    }
+}
+
+std::string hex(uint64_t value) {
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(value));
+    return text;
+}
+
+int64_t sinkNow(void*) {
+    int64_t now = 0;
+    withAgent([&](Agent& a) { now = a.writer().nowNs(); });
+    return now;
+}
+
+uint64_t sinkCurrentOp(void*) {
+    return t_token;
+}
+
+void sinkCommunicator(void*, uint64_t hash, const char* name, int32_t rank, int32_t size,
+                      int32_t nodes) {
+    withAgent(
+        [&](Agent& a) { a.collectives().communicator(hash, name ? name : "", rank, size, nodes); });
+}
+
+void sinkRecord(void*, const MeshscopeCollectiveEvent* event) {
+    if (event) withAgent([&](Agent& a) { a.collectives().record(*event); });
+}
+
+void sinkDropped(void*, uint64_t total) {
+    withAgent([&](Agent& a) { a.collectives().dropped(total); });
+}
+
+const MeshscopeCollectiveSink kSink{
+    MESHSCOPE_COLLECTIVE_SINK_ABI_VERSION,
+    nullptr,
+    &sinkNow,
+    &sinkCurrentOp,
+    &sinkCommunicator,
+    &sinkRecord,
+    &sinkDropped,
+};
+
+}  // namespace
+
+std::shared_mutex& CollectiveBridge::lifetime() {
+    static std::shared_mutex mutex;
+    return mutex;
+}
+
+bool CollectiveBridge::listening() {
+    return g_listening.load(std::memory_order_relaxed);
+}
+
+uint64_t CurrentOp::enter(uint64_t& previous) {
+    previous = t_token;
+    if (!g_listening.load(std::memory_order_relaxed)) return 0;
+    uint64_t serial = g_nextToken.fetch_add(1, std::memory_order_relaxed) + 1;
+    t_token = uint64_t(Agent::threadIndex()) << kThreadShift |
+              (serial & ((uint64_t(1) << kThreadShift) - 1));
+    return t_token;
+}
+
+void CurrentOp::leave(uint64_t token, uint64_t previous) {
+    if (token) t_token = previous;
+}
+
+// The op of `token`: its seq once recorded; an invalid seq when a newer op
+// took its place in the table (too old to know); nullopt while it may still
+// be recorded.
+std::optional<OpSeq> CollectiveBridge::recordedOp(uint64_t token) const {
+    const auto& [known, seq] = m_recent[token % kRecentOps];
+    if (known == token) return seq;
+    if (known > token) return OpSeq{};
+    return std::nullopt;
+}
+
+void CollectiveBridge::opRecorded(uint64_t token, OpSeq seq) {
+    std::lock_guard lock(m_mutex);
+    m_recent[token % kRecentOps] = {token, seq};
+    for (auto it = m_waiting.begin(); it != m_waiting.end();) {
+        if (it->token != token) {
+            ++it;
+            continue;
+        }
+        it->record.op = seq;
+        submit(*it);
+        it = m_waiting.erase(it);
+    }
+}
+
+void CollectiveBridge::record(const MeshscopeCollectiveEvent& e) {
+    RankWriter& w = m_agent.writer();
+    Waiting waiting;
+    CollectiveRecord& r = waiting.record;
+    r.kind = w.intern(e.kind ? e.kind : "unknown");
+    r.group = w.intern("comm " + hex(e.commHash));
+    r.bytes = e.bytes;
+    r.startNs = e.hostStartNs;
+    r.endNs = std::max(e.hostStartNs, e.hostEndNs);
+    r.thread = e.opToken ? uint32_t(e.opToken >> kThreadShift) : Agent::threadIndex();
+    r.step = m_agent.step();
+    if (e.deviceStartNs > 0 && e.deviceEndNs >= e.deviceStartNs)
+        waiting.device =
+            DeviceTimeRecord{CollectiveSeq{}, e.deviceEndNs - e.deviceStartNs, e.deviceStartNs};
+    waiting.token = e.opToken;
+    std::lock_guard lock(m_mutex);
+    std::optional<OpSeq> op = waiting.token ? recordedOp(waiting.token) : OpSeq{};
+    if (!op && m_waiting.size() < kMaxWaiting) {  // its op is still running
+        m_waiting.push_back(std::move(waiting));
+        return;
+    }
+    r.op = op.value_or(OpSeq{});
+    submit(waiting);
+}
+
+void CollectiveBridge::submit(Waiting& waiting) {
+    RankWriter& w = m_agent.writer();
+    CollectiveSeq seq = w.submit(std::move(waiting.record));
+    if (!seq || !waiting.device) return;
+    waiting.device->subject = seq;
+    w.submit(Record{std::move(*waiting.device)});
+}
+
+void CollectiveBridge::communicator(uint64_t hash, std::string_view name, int rank, int size,
+                                    int nodes) {
+    std::string value = "name=" + std::string(name) + " rank=" + std::to_string(rank) +
+                        " size=" + std::to_string(size) + " nodes=" + std::to_string(nodes);
+    m_agent.writer().submit(Record{MetaRecord{"comm." + hex(hash), std::move(value)}});
+}
+
+void CollectiveBridge::dropped(uint64_t total) {
+    m_agent.writer().submit(Record{MetaRecord{"collective_plugin.dropped", std::to_string(total)}});
+}
+
+void CollectiveBridge::flush() {
+    std::lock_guard lock(m_mutex);
+    for (Waiting& waiting : m_waiting)
+        submit(waiting);
+    m_waiting.clear();
+}
+
+void exposeCollectiveSink() {
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void*>(&meshscope_collective_sink), &info) || !info.dli_fname)
+        return;
+    // Promotes the loaded extension into the global scope (RTLD_NOLOAD: no
+    // second copy); the extra reference is given back at once.
+    if (void* self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL)) dlclose(self);
+}
+
+}  // namespace meshscope::capture
+
+extern "C" const MeshscopeCollectiveSink* meshscope_collective_sink(void) {
+    using namespace meshscope::capture;
+    bool attached = false;
+    withAgent([&](Agent&) { attached = true; });
+    if (!attached) return nullptr;
+    g_listening.store(true, std::memory_order_relaxed);
+    return &kSink;
+}

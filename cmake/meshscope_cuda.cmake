@@ -1,0 +1,48 @@
+# The GPU world (MESHSCOPE_BUILD_CUDA): needs nccl.h and the CUDA runtime
+# headers it includes, from a CUDA toolkit or from the NVIDIA wheels of
+# MESHSCOPE_PYTHON's torch; compiles with the host compiler, links no CUDA.
+# Default: ON when that torch is a CUDA build and nccl.h is found.
+if(DEFINED MESHSCOPE_BUILD_CUDA AND NOT MESHSCOPE_BUILD_CUDA)
+  return()  # turned off: no detection
+endif()
+set(MESHSCOPE_TORCH_CUDA "")
+set(MESHSCOPE_WHEEL_INCLUDE_DIRS "")
+if(EXISTS "${MESHSCOPE_PYTHON}")
+  execute_process(
+    COMMAND "${MESHSCOPE_PYTHON}" "${CMAKE_CURRENT_LIST_DIR}/cuda_paths.py"
+    OUTPUT_VARIABLE cuda_paths RESULT_VARIABLE cuda_paths_rc ERROR_QUIET)
+  if(cuda_paths_rc EQUAL 0)
+    file(WRITE "${PROJECT_BINARY_DIR}/cuda_paths.cmake" "${cuda_paths}")
+    include("${PROJECT_BINARY_DIR}/cuda_paths.cmake")
+  endif()
+endif()
+set(cuda_hints ${MESHSCOPE_WHEEL_INCLUDE_DIRS} $ENV{NCCL_HOME}/include $ENV{CUDA_HOME}/include
+    /usr/local/cuda/include)
+find_path(MESHSCOPE_NCCL_INCLUDE_DIR nccl.h HINTS ${cuda_hints}
+  DOC "Folder of nccl.h (NCCL 2.27 or later) for the NCCL profiler plugin")
+find_path(MESHSCOPE_CUDA_INCLUDE_DIR cuda_runtime.h HINTS ${cuda_hints}
+  DOC "Folder of cuda_runtime.h (nccl.h includes it)")
+
+set(cuda_found OFF)
+if(MESHSCOPE_NCCL_INCLUDE_DIR AND MESHSCOPE_CUDA_INCLUDE_DIR)
+  set(cuda_found ON)
+endif()
+set(cuda_default OFF)
+if(cuda_found AND NOT MESHSCOPE_TORCH_CUDA STREQUAL "")
+  set(cuda_default ON)
+endif()
+option(MESHSCOPE_BUILD_CUDA "Build GPU code (NCCL profiler plugin); default: ON when the \
+project Python's torch is a CUDA build and nccl.h is found" ${cuda_default})
+if(MESHSCOPE_BUILD_CUDA)
+  if(NOT cuda_found)
+    message(FATAL_ERROR "MESHSCOPE_BUILD_CUDA=ON needs nccl.h and cuda_runtime.h (a CUDA toolkit "
+                        "with NCCL, or the nvidia-nccl wheel beside torch); nccl.h: "
+                        "${MESHSCOPE_NCCL_INCLUDE_DIR}, cuda_runtime.h: "
+                        "${MESHSCOPE_CUDA_INCLUDE_DIR}. Pass -DMESHSCOPE_NCCL_INCLUDE_DIR=... "
+                        "-DMESHSCOPE_CUDA_INCLUDE_DIR=..., or configure with "
+                        "-DMESHSCOPE_BUILD_CUDA=OFF")
+  endif()
+  set(MESHSCOPE_NCCL_INCLUDE_DIRS ${MESHSCOPE_NCCL_INCLUDE_DIR} ${MESHSCOPE_CUDA_INCLUDE_DIR})
+  message(STATUS "cuda: nccl.h in ${MESHSCOPE_NCCL_INCLUDE_DIR} (torch CUDA "
+                 "'${MESHSCOPE_TORCH_CUDA}')")
+endif()
