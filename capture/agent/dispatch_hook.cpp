@@ -231,8 +231,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     }
 
     RankWriter& writer = agent->writer();
-    CurrentOp current;  // ties what a collective plugin sees inside to this op
-    DeviceTimer::Span gpu(agent->deviceTimes(), timedDevice(inputs));  // beside host times
+    OpScope scope(*agent, inputs);
     int64_t start = writer.nowNs();
     ++Agent::threadDepth();
     auto record = [&](bool ran) {
@@ -243,10 +242,8 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         try {
             std::vector<Operand> outputs;
             if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            OpSeq seq = OpCall(*agent, agent->py().opInfo(op, writer), std::move(inputs))
-                            .recordDTensorOp(start, end, outputs);
-            current.recorded(agent->collectives(), seq);
-            gpu.stop(seq);
+            scope.recorded(OpCall(*agent, agent->py().opInfo(op, writer), std::move(inputs))
+                               .recordDTensorOp(start, end, outputs));
         } catch (const std::exception& e) {
             agent->counters().agentErrors.fetch_add(1);
             agent->warnOnce("record", std::string("could not record an op: ") + e.what());
@@ -261,7 +258,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     try {
         redispatch(op, ks, stack);
     } catch (const std::exception& e) {
-        gpu.end();
+        scope.ran();
         --Agent::threadDepth();
         if (!saved.empty() && retryReplicated(*agent, op, inputs, saved, *stack, base, e)) {
             record(true);
@@ -270,7 +267,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         record(false);
         throw;
     }
-    gpu.end();
+    scope.ran();
     --Agent::threadDepth();
     agent->counters().ops.fetch_add(1, std::memory_order_relaxed);
     record(true);

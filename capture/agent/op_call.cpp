@@ -331,31 +331,30 @@ void OpCall::propagate(const std::vector<Operand>& outs) {
 TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts, bool identity) {
     const at::Tensor& t = op.tensor();
     TensorTable::Entry* entry = m_agent.tensors().find(t);
-    if (!entry && !identity) return describedId(op, facts);
+    if (entry && entry->recorded) return entry->id;
+    DTensorFacts own = op.dtensor && !facts ? m_py.dtensorFacts(op.obj, m_writer) : DTensorFacts{};
+    const DTensorFacts& f = facts ? *facts : own;
+    if (!entry && !identity) return describedId(op, f);
     bool isNew = false;
     if (!entry) entry = &m_agent.tensors().get(t, isNew);
-    if (!entry->recorded) {
-        entry->recorded = true;
-        recordTensor(op, facts, entry->id, entry->provenance ? &*entry->provenance : nullptr);
-    }
+    entry->recorded = true;
+    recordTensor(op, f, entry->id, entry->provenance ? &*entry->provenance : nullptr);
     return entry->id;
 }
 
-TensorId OpCall::describedId(const Operand& op, const DTensorFacts* facts) {
+TensorId OpCall::describedId(const Operand& op, const DTensorFacts& facts) {
     const at::Tensor& t = op.tensor();
-    DTensorFacts own = op.dtensor && !facts ? m_py.dtensorFacts(op.obj, m_writer) : DTensorFacts{};
-    const DTensorFacts& f = facts ? *facts : own;
-    TensorDescriptions::Key key{t.scalar_type(), t.device(),   op.dtensor,
-                                f.mesh,          f.placements, t.sizes()};
+    TensorDescriptions::Key key{t.scalar_type(), t.device(),       op.dtensor,
+                                facts.mesh,      facts.placements, t.sizes()};
     TensorDescriptions& descriptions = m_agent.descriptions();
     if (TensorId id = descriptions.find(key)) return id;
     TensorId id = m_writer.newTensorId();
-    recordTensor(op, &f, id, nullptr);
+    recordTensor(op, facts, id, nullptr);
     descriptions.add(key, id);
     return id;
 }
 
-void OpCall::recordTensor(const Operand& op, const DTensorFacts* facts, TensorId id,
+void OpCall::recordTensor(const Operand& op, const DTensorFacts& facts, TensorId id,
                           const Provenance* provenance) {
     const at::Tensor& t = op.tensor();
     TensorRecord rec;
@@ -368,11 +367,9 @@ void OpCall::recordTensor(const Operand& op, const DTensorFacts* facts, TensorId
     if (provenance) rec.createdAt = provenance->createdAt;
     rec.localShape = rec.globalShape;
     if (op.dtensor) {
-        DTensorFacts own = facts ? DTensorFacts{} : m_py.dtensorFacts(op.obj, m_writer);
-        const DTensorFacts& f = facts ? *facts : own;
-        rec.mesh = f.mesh;
-        rec.placements = f.placements;
-        if (f.placementsText.find("Shard") != std::string::npos) {  // else local == global
+        rec.mesh = facts.mesh;
+        rec.placements = facts.placements;
+        if (facts.placementsText.find("Shard") != std::string::npos) {  // else local == global
             PyRef local = PyRef::steal(PyObject_GetAttr(op.obj, m_py.localTensorName()));
             if (local && THPVariable_Check(local.get())) {
                 const at::Tensor& l = THPVariable_Unpack(local.get());
@@ -426,20 +423,17 @@ OpSeq OpCall::recordOp(int64_t start, int64_t end, const std::vector<Operand>& o
 }
 
 PyObject* OpCall::dtensorOp() {
-    CurrentOp current;
-    DeviceTimer::Span gpu(m_agent.deviceTimes(), timedDevice(m_inputs));
+    OpScope scope(m_agent, m_inputs);
     int64_t start = m_writer.nowNs();
     ++Agent::threadDepth();
     PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
-    gpu.end();
+    scope.ran();
     --Agent::threadDepth();
     int64_t end = m_writer.nowNs();
     m_agent.counters().ops.fetch_add(1, std::memory_order_relaxed);
     PendingError pending;  // the op's own exception survives our bookkeeping
     try {
-        OpSeq seq = recordOp(start, end, result, IncidentSeq{}, *m_info);
-        current.recorded(m_agent.collectives(), seq);
-        gpu.stop(seq);
+        scope.recorded(recordOp(start, end, result, IncidentSeq{}, *m_info));
     } catch (const std::exception& e) {
         m_agent.counters().agentErrors.fetch_add(1);
         m_agent.warnOnce("record", std::string("could not record an op: ") + e.what());
@@ -729,8 +723,7 @@ PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const Use
     if (plans.size() > 1) inc.fingerprint = combined.digest();
     inc.promotedPlacements = m_writer.intern(placements);
 
-    CurrentOp current;  // the promoted op's redistributions are its collectives
-    DeviceTimer::Span gpu(m_agent.deviceTimes(), timedDevice(m_inputs));
+    OpScope scope(m_agent, m_inputs);  // the promoted op's redistributions are its collectives
     int64_t start = m_writer.nowNs();
     PyObject* result = nullptr;
     ++Agent::threadDepth();
@@ -743,7 +736,7 @@ PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const Use
         if (!result && !sharded.empty())
             result = retryReplicated(editor, *callInfo, sharded, target, rule);
     }
-    gpu.end();
+    scope.ran();
     --Agent::threadDepth();
     inc.policyRule = m_writer.intern(rule);
     int64_t end = m_writer.nowNs();
@@ -754,9 +747,7 @@ PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const Use
     PyErr_Fetch(&type, &value, &trace);  // the op's exception, kept while we record
     Action action = inc.action;
     IncidentSeq seq = m_writer.submit(std::move(inc));
-    OpSeq opSeq = recordOp(start, end, result, seq, *callInfo);
-    current.recorded(m_agent.collectives(), opSeq);
-    gpu.stop(opSeq);
+    scope.recorded(recordOp(start, end, result, seq, *callInfo));
     if (result && error.empty()) {
         m_agent.counters().reconciled.fetch_add(1, std::memory_order_relaxed);
         return result;

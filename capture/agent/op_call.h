@@ -49,6 +49,25 @@ inline std::optional<c10::Device> timedDevice(const std::vector<Operand>& operan
     return std::nullopt;
 }
 
+// What ties a running op to its record besides host times: the collectives
+// a plugin sees while it runs, and its GPU duration. Open it before the op
+// runs, call ran() when the op returns and recorded() once it has a seq.
+class OpScope {
+  public:
+    OpScope(Agent& agent, const std::vector<Operand>& inputs)
+        : m_agent(agent), m_gpu(agent.deviceTimes(), timedDevice(inputs)) {}
+    void ran() { m_gpu.end(); }
+    void recorded(OpSeq seq) {
+        m_current.recorded(m_agent.collectives(), seq);
+        m_gpu.stop(seq);
+    }
+
+  private:
+    Agent& m_agent;
+    CurrentOp m_current;
+    DeviceTimer::Span m_gpu;
+};
+
 // Holds the pending Python exception (if any) aside while the agent calls
 // Python itself, and restores it on scope exit.
 class PendingError {
@@ -113,8 +132,8 @@ class OpCall {
     // provenance) or `identity` asks for one (an incident's plain operand),
     // else the id shared by tensors of the same description.
     TensorId tensorId(const Operand& op, const DTensorFacts* facts, bool identity = false);
-    TensorId describedId(const Operand& op, const DTensorFacts* facts);
-    void recordTensor(const Operand& op, const DTensorFacts* facts, TensorId id,
+    TensorId describedId(const Operand& op, const DTensorFacts& facts);
+    void recordTensor(const Operand& op, const DTensorFacts& facts, TensorId id,
                       const Provenance* provenance);
     void addOperands(std::vector<OperandRecord>& out, const std::vector<Operand>& ops,
                      OperandRole role);
