@@ -5,10 +5,11 @@
 # then runs, each part logged under LOG_DIR:
 #   unit     the plugin's, the store's and the fingerprint tests (CUDA cases
 #            included) through ctest, when GoogleTest is there
-#   w1       capture scenarios s1, s2 with NCCL on the GPU, world size 1,
-#            recorded with NCCL_PROFILER_PLUGIN set to the plugin; checks the
-#            rank files: reconciled incidents with fingerprints, NCCL
-#            collectives tied to ops and carrying GPU times
+#   w1       capture scenarios s1-s4 with NCCL on the GPU, world size 1,
+#            recorded with policy auto (attach() points NCCL_PROFILER_PLUGIN
+#            at the staged plugin); checks the rank files: reconciled
+#            incidents with fingerprints, the plugin loaded, NCCL collectives
+#            tied to ops and carrying GPU times
 #   w2       the same with 2 ranks on the one GPU if NCCL allows it, else
 #            with gloo for the CPU tensors beside NCCL ("cpu:gloo,cuda:nccl")
 #   bench    tests/bench/capture_overhead.py --device cuda
@@ -139,7 +140,7 @@ record() {
     rm -rf "$run" && mkdir -p "$logs/runs/$name"
     (cd "$scenarios" && env PYTHONPATH="$build/python:$scenarios" \
         MESHSCOPE_SCENARIO_BACKEND="$backend" MESHSCOPE_SCENARIO_DEVICE="$device" \
-        NCCL_PROFILER_PLUGIN="$plugin" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV \
+        NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV \
         SCENARIO_OUT="$logs/runs/$name" timeout 600 \
         "$build/app/meshscope" record -o "$run" -n "$nproc" --policy auto -- \
         "$python" "$scenarios/$scenario.py") >"$logs/runs/$name/$scenario.log" 2>&1
@@ -165,6 +166,9 @@ for rank in run["rank_details"]:
     kinds = {k: v for k, v in rank["collectives"].items() if k[:1].isupper()}  # NCCL's names
     print(f"rank {rank['rank']}: {len(incidents)} incidents, communicators {comms}, "
           f"NCCL collectives {kinds}, ops timed on the GPU {rank.get('op_device_times')}")
+    loaded = rank["meta"].get("nccl_profiler", "")
+    if nccl and not loaded.endswith("libnccl-profiler-meshscope.so"):
+        problems.append(f"rank {rank['rank']}: attach() did not point NCCL at the plugin ({loaded})")
     if nccl and not comms:
         problems.append(f"rank {rank['rank']}: the plugin announced no communicator")
     if nccl and not kinds:
@@ -180,10 +184,10 @@ sys.exit(1 if problems else 0)
 EOF
 }
 
-# scenarios NAME NPROC BACKEND DEVICE NCCL: s1 and s2 recorded and checked.
+# scenarios NAME NPROC BACKEND DEVICE NCCL: s1-s4 recorded and checked.
 scenario_part() {
     local name=$1 nproc=$2 backend=$3 device=$4 nccl=$5 scenario bad=()
-    for scenario in s1_input_batch s2_optimizer; do
+    for scenario in s1_input_batch s2_optimizer s3_dataloader s4_compile; do
         if ! record "$name" "$nproc" "$backend" "$device" "$scenario" ||
             ! check_run "$logs/runs/$name/$scenario" "$nccl" >>"$logs/runs/$name/$scenario.log" 2>&1; then
             bad+=("$scenario")

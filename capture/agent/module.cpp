@@ -9,6 +9,7 @@
 
 #include "capture/agent/agent.h"
 #include "capture/agent/classifier.h"
+#include "capture/agent/collective_bridge.h"
 #include "capture/agent/dispatch_hook.h"
 #include "capture/agent/fingerprint.h"
 #include "capture/agent/observer.h"
@@ -186,6 +187,8 @@ PYBIND11_MODULE(_capture, m) {
     m.def("now_ns", [] { return attached().writer().nowNs(); });
     m.def("record_optimizer_step", &recordOptimizerStep);
     m.def("record_collective", &recordCollective);
+    // Whether a plugin below torch (the NCCL profiler) records collectives.
+    m.def("collective_plugin_listening", &CollectiveBridge::listening);
     m.def("enter_load_state_dict", &Agent::enterLoadStateDict);
     m.def("tag", &tag, py::arg("tensor"), py::arg("origin"), py::arg("evidence"),
           py::arg("with_location") = false);

@@ -431,3 +431,52 @@ def test_pytest_plugin_fails_a_test_with_a_swallowed_incident(tmp_path):
     assert "1 failed, 1 passed" in proc.stdout
     assert "unreconciled mixed torch.Tensor/DTensor incident" in proc.stdout
     assert "aten::sub.Tensor at" in proc.stdout and "test_user.py" in proc.stdout
+
+
+def test_attach_points_nccl_at_the_profiler_plugin_and_detach_takes_it_back(
+        mesh, run_dir, monkeypatch):
+    from meshscope import _nccl
+
+    monkeypatch.delenv("NCCL_PROFILER_PLUGIN", raising=False)
+    monkeypatch.delenv("MESHSCOPE_NCCL_PROFILER", raising=False)
+    meshscope.attach(run_dir)
+    value = os.environ.get("NCCL_PROFILER_PLUGIN")
+    meshscope.detach()
+    assert "NCCL_PROFILER_PLUGIN" not in os.environ
+    meta = meshscope.load_run(run_dir)["rank_details"][0]["meta"]
+    if os.environ.get("MESHSCOPE_NCCL_PLUGIN_BUILT"):  # a CUDA build: the plugin is staged
+        assert value == _nccl.plugin_path() and Path(value).name == _nccl.PLUGIN_FILE
+        assert meta["nccl_profiler"] == value
+    else:
+        assert value is None and meta["nccl_profiler"].startswith("off (")
+
+
+def test_a_users_nccl_profiler_plugin_and_the_opt_out_are_respected(mesh, tmp_path, monkeypatch):
+    monkeypatch.setenv("NCCL_PROFILER_PLUGIN", "/opt/their/libnccl-profiler.so")
+    with meshscope.capture(tmp_path / "theirs"):
+        assert os.environ["NCCL_PROFILER_PLUGIN"] == "/opt/their/libnccl-profiler.so"
+    assert os.environ["NCCL_PROFILER_PLUGIN"] == "/opt/their/libnccl-profiler.so"
+    meta = meshscope.load_run(tmp_path / "theirs")["rank_details"][0]["meta"]
+    assert meta["nccl_profiler"] == "/opt/their/libnccl-profiler.so (set by the user)"
+
+    monkeypatch.delenv("NCCL_PROFILER_PLUGIN")
+    monkeypatch.setenv("MESHSCOPE_NCCL_PROFILER", "0")
+    with meshscope.capture(tmp_path / "off"):
+        assert "NCCL_PROFILER_PLUGIN" not in os.environ
+    meta = meshscope.load_run(tmp_path / "off")["rank_details"][0]["meta"]
+    assert meta["nccl_profiler"] == "off (MESHSCOPE_NCCL_PROFILER=0)"
+
+
+def test_collectives_the_nccl_plugin_records_are_not_recorded_twice(monkeypatch):
+    from meshscope import _nccl
+
+    class OnGpu:
+        is_cuda = True
+
+    cpu = torch.ones(2)
+    listening = [False]
+    monkeypatch.setattr(_nccl._capture, "collective_plugin_listening", lambda: listening[0])
+    assert not _nccl.plugin_records([OnGpu()])  # no plugin: the wrapper records it
+    listening[0] = True
+    assert _nccl.plugin_records([OnGpu()])  # NCCL's, and the plugin records it
+    assert not _nccl.plugin_records([cpu])  # gloo beside NCCL: still the wrapper's

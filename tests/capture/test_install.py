@@ -22,6 +22,8 @@ def test_pip_install_builds_the_agent_and_the_cli(tmp_path):
     assert build.returncode == 0, build.stderr[-4000:]
     cli = target / "bin" / "meshscope"
     assert cli.exists() and (target / "meshscope" / "_loader" / "sitecustomize.py").exists()
+    if os.environ.get("MESHSCOPE_NCCL_PLUGIN_BUILT"):  # a CUDA build installs the NCCL plugin
+        assert (target / "meshscope" / "libnccl-profiler-meshscope.so").is_file()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MESHSCOPE_CLI")}
     env.update(PYTHONPATH=f"{target}:{SCENARIOS}", MESHSCOPE_PYTHONPATH=str(target),
                SCENARIO_OUT=str(tmp_path))

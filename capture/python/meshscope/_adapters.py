@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import torch
 
-from meshscope import _capture
+from meshscope import _capture, _nccl
 
 
 class Patches:
@@ -218,7 +218,8 @@ def _group_name(funcol: Any, group: Any) -> str:
 def _install_collectives(patches: Patches) -> None:
     """The functional collectives DTensor's redistributions call (looked up
     through the module at call time). Records kind, group, bytes and the
-    host-side issue span; the async wait shows up at level "all"."""
+    host-side issue span; the async wait shows up at level "all". Collectives
+    the NCCL profiler plugin records (with their GPU times) are left to it."""
     import torch.distributed._functional_collectives as funcol
 
     def make(kind: str, group_at: int) -> Callable[[Callable], Callable]:
@@ -227,6 +228,8 @@ def _install_collectives(patches: Patches) -> None:
                 start = _capture.now_ns()
                 out = original(tensor, *args, **kwargs)
                 tensors = tensor if isinstance(tensor, (list, tuple)) else [tensor]
+                if _nccl.plugin_records(tensors):
+                    return out
                 size = sum(t.numel() * t.element_size() for t in tensors
                            if isinstance(t, torch.Tensor))
                 group = kwargs.get("group", args[group_at] if len(args) > group_at else None)

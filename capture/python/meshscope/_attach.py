@@ -24,7 +24,7 @@ from typing import Any, Iterator
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
-from meshscope import _adapters, _capture
+from meshscope import _adapters, _capture, _nccl
 
 
 class MixedTensorError(RuntimeError):
@@ -138,6 +138,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         limits = {key: _env_int(env, 0) for key, env in (
             ("max_file_bytes", "MESHSCOPE_MAX_FILE_BYTES"),
             ("queue_capacity", "MESHSCOPE_QUEUE_CAPACITY")) if os.environ.get(env)}
+        nccl_profiler = _nccl.point_nccl_at_plugin()
         info = _capture.attach({
             **limits,
             "run_dir": run_dir, "policy": policy, "level": level, "rank": rank,
@@ -148,6 +149,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         })
         try:
             _capture.set_strict_error_type(MixedTensorError)
+            _capture.record_meta("nccl_profiler", nccl_profiler)
             _patches = _adapters.install()
             _install_hook()
         except BaseException:
@@ -155,6 +157,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
                 _patches.restore()
                 _patches = None
             _capture.detach()
+            _nccl.restore()
             raise
         _session = Session(run_dir, info["rank_file"], policy, level, rank, world)
         if not _atexit_registered:
@@ -177,6 +180,7 @@ def detach() -> None:
             _patches = None
         _adapters.record_backend()
         _capture.detach()
+        _nccl.restore()
         _session = None
 
 
