@@ -71,7 +71,10 @@ def launch(args: argparse.Namespace) -> int:
     return max(p.wait() for p in procs)
 
 
-def rank_main(args: argparse.Namespace) -> None:
+def training(args: argparse.Namespace):
+    """This rank's process group, the tensor-parallel MLP training step, the
+    device sync and the configurations: name -> (context factory, entered
+    per step?). Shared with capture_instructions.py."""
     import torch
     import torch.distributed as dist
     from torch import nn
@@ -86,11 +89,9 @@ def rank_main(args: argparse.Namespace) -> None:
     cuda = args.device == "cuda"
     if cuda:
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
-    backend = "nccl" if cuda else "gloo"
-    dist.init_process_group(backend)
-    rank = dist.get_rank()
-    if args.pin:
-        os.sched_setaffinity(0, {rank % os.cpu_count()})
+    dist.init_process_group("nccl" if cuda else "gloo")
+    if getattr(args, "pin", False):
+        os.sched_setaffinity(0, {dist.get_rank() % os.cpu_count()})
     mesh = init_device_mesh(args.device, (dist.get_world_size(),), mesh_dim_names=("model",))
     torch.manual_seed(0)
     layers, plan = [], {}
@@ -132,9 +133,9 @@ def rank_main(args: argparse.Namespace) -> None:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         return profile(activities=activities, record_shapes=True)
 
-    # name -> (context factory, entered per step?). CommDebugMode's module
-    # tracker handles one forward per context (torch 2.11 raises IndexError
-    # on the second), so it wraps each step, as people use it.
+    # CommDebugMode's module tracker handles one forward per context (torch
+    # 2.11 raises IndexError on the second), so it wraps each step, as people
+    # use it.
     configs = {
         "no instrumentation": (contextlib.nullcontext, False),
         "CommDebugMode": (CommDebugMode, True),
@@ -142,6 +143,15 @@ def rank_main(args: argparse.Namespace) -> None:
         "meshscope observe, level dtensor": (lambda: meshscope_level("dtensor"), False),
         "meshscope observe, level all": (lambda: meshscope_level("all"), False),
     }
+    return step, sync, configs
+
+
+def rank_main(args: argparse.Namespace) -> None:
+    import torch.distributed as dist
+
+    step, sync, configs = training(args)
+    rank = dist.get_rank()
+    backend = dist.get_backend()
     if args.only:
         keep = {0, *(int(i) for i in args.only.split(","))}
         configs = {name: c for i, (name, c) in enumerate(configs.items()) if i in keep}
