@@ -29,12 +29,13 @@ import glob
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from capture_overhead import rank_environments, training  # noqa: E402
 CONTROL_C = """#include <valgrind/callgrind.h>
 void meshscope_cg_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
 void meshscope_cg_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_STATS; }
@@ -60,9 +61,6 @@ def rank_main(args: argparse.Namespace) -> None:
     import ctypes
 
     import torch.distributed as dist
-
-    sys.path.insert(0, HERE)
-    from capture_overhead import training
 
     args.device = "cpu"
     step, _, configs = training(args)
@@ -117,14 +115,9 @@ def counted(out_prefix: str) -> tuple[int, int]:
 
 def measure(args: argparse.Namespace, name: str, control: str,
             workdir: str) -> tuple[int, int]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     tag = re.sub(r"\W+", "_", name)
     procs = []
-    for rank in range(2):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+    for rank, env in enumerate(rank_environments(2)):
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
                f"--callgrind-out-file={workdir}/{tag}.r{rank}", sys.executable,
                os.path.abspath(__file__), "--rank-config", name, "--control", control,

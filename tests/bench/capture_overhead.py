@@ -58,16 +58,20 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def launch(args: argparse.Namespace) -> int:
+def rank_environments(world: int) -> list[dict[str, str]]:
+    """The environment of each rank of a local process group (a free port);
+    shared with capture_instructions.py."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    procs = []
-    for rank in range(args.world):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank),
-               "WORLD_SIZE": str(args.world), "MASTER_ADDR": "127.0.0.1",
-               "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
-        procs.append(subprocess.Popen([sys.executable, *sys.argv], env=env))
+    return [{**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank),
+             "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1",
+             "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"} for rank in range(world)]
+
+
+def launch(args: argparse.Namespace) -> int:
+    procs = [subprocess.Popen([sys.executable, *sys.argv], env=env)
+             for env in rank_environments(args.world)]
     return max(p.wait() for p in procs)
 
 
