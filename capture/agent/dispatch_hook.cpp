@@ -85,6 +85,7 @@ void scanIValue(const c10::IValue& v, uint16_t index, std::vector<Operand>& out,
 std::vector<Operand> scanStack(const torch::jit::Stack& stack, size_t count,
                                PyTypeObject* dtensorType) {
     std::vector<Operand> out;
+    out.reserve(count);
     size_t first = stack.size() - count;
     for (size_t i = 0; i < count; ++i)
         scanIValue(stack[first + i], uint16_t(i), out, dtensorType);

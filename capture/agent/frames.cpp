@@ -90,12 +90,11 @@ void walkFrames(Visit&& visit) {
 
 }  // namespace
 
-UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
-    UserFrame out;
+template <typename Found>
+void FrameCache::visitUserFrame(RankWriter& writer, Found&& found) {
     walkFrames([&](const RawFrame& f) {
         CodeInfo& ci = info(f.code, writer);
         if (ci.internal) return true;
-        out.file = ci.fileText;
         // Keyed by instruction offset: the line table is decoded once per call site.
         FrameKey key{ci.code, f.lasti};
         auto it = m_oneFrame.find(key);
@@ -107,15 +106,9 @@ UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
                               OneFrame{writer.internStack(std::span<const Frame>(&frame, 1)), line})
                      .first;
         }
-        out.line = it->second.line;
-        out.stack = it->second.stack;
-        if (withModule && f.globals) {
-            PyObject* name = PyDict_GetItemString(f.globals, "__name__");
-            out.module = name ? utf8(name) : "";
-        }
+        found(ci, it->second, f.globals);
         return false;
     });
-    return out;
 }
 
 StackId FrameCache::shortStack(RankWriter& writer, int depth) {
@@ -146,33 +139,26 @@ PyFrameObject* FrameCache::firstUserFrame(RankWriter& writer) {
     return nullptr;
 }
 
-UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
-    UserFrame out;
+template <typename Found>
+void FrameCache::visitUserFrame(RankWriter& writer, Found&& found) {
     PyFrameObject* frame = firstUserFrame(writer);
-    if (!frame) return out;
+    if (!frame) return;
     PyCodeObject* code = PyFrame_GetCode(frame);
     CodeInfo& ci = info(code, writer);
     Py_DECREF(code);
-    out.file = ci.fileText;
-    out.line = PyFrame_GetLineNumber(frame);
-    FrameKey key{ci.code, out.line};
+    int line = PyFrame_GetLineNumber(frame);
+    FrameKey key{ci.code, line};
     auto it = m_oneFrame.find(key);
     if (it == m_oneFrame.end()) {
-        Frame f{ci.file, out.line, ci.function};
-        it =
-            m_oneFrame
-                .emplace(key, OneFrame{writer.internStack(std::span<const Frame>(&f, 1)), out.line})
-                .first;
+        Frame f{ci.file, line, ci.function};
+        it = m_oneFrame
+                 .emplace(key, OneFrame{writer.internStack(std::span<const Frame>(&f, 1)), line})
+                 .first;
     }
-    out.stack = it->second.stack;
-    if (withModule) {
-        PyObject* globals = PyFrame_GetGlobals(frame);
-        PyObject* name = globals ? PyDict_GetItemString(globals, "__name__") : nullptr;
-        out.module = name ? utf8(name) : "";
-        Py_XDECREF(globals);
-    }
+    PyObject* globals = PyFrame_GetGlobals(frame);
+    found(ci, it->second, globals);
+    Py_XDECREF(globals);
     Py_DECREF(frame);
-    return out;
 }
 
 StackId FrameCache::shortStack(RankWriter& writer, int depth) {
@@ -192,5 +178,26 @@ StackId FrameCache::shortStack(RankWriter& writer, int depth) {
 }
 
 #endif
+
+UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
+    UserFrame out;
+    visitUserFrame(writer, [&](const CodeInfo& ci, const OneFrame& one, PyObject* globals) {
+        out.file = ci.fileText;
+        out.line = one.line;
+        out.stack = one.stack;
+        if (withModule && globals) {
+            PyObject* name = PyDict_GetItemString(globals, "__name__");
+            out.module = name ? utf8(name) : "";
+        }
+    });
+    return out;
+}
+
+StackId FrameCache::userStack(RankWriter& writer) {
+    StackId stack;
+    visitUserFrame(writer,
+                   [&](const CodeInfo&, const OneFrame& one, PyObject*) { stack = one.stack; });
+    return stack;
+}
 
 }  // namespace meshscope::capture

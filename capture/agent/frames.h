@@ -35,6 +35,8 @@ class FrameCache {
 
     // The innermost user frame; stack is invalid when there is none.
     UserFrame userFrame(RankWriter& writer, bool withModule = false);
+    // Only its one-frame stack (what every recorded op carries).
+    StackId userStack(RankWriter& writer);
     // Up to `depth` frames starting at the innermost user frame.
     StackId shortStack(RankWriter& writer, int depth = 12);
 
@@ -46,6 +48,14 @@ class FrameCache {
         std::string fileText;
     };
     CodeInfo& info(PyCodeObject* code, RankWriter& writer);
+    struct OneFrame {
+        StackId stack;
+        int line;
+    };
+    // Calls found(code info, its one-frame stack, the frame's globals or
+    // null) for the innermost user frame, if there is one.
+    template <typename Found>
+    void visitUserFrame(RankWriter& writer, Found&& found);
     // Innermost user frame as a new reference, or nullptr (public-API walk,
     // for Pythons other than 3.11).
     PyFrameObject* firstUserFrame(RankWriter& writer);
@@ -61,10 +71,6 @@ class FrameCache {
         size_t operator()(const FrameKey& k) const {
             return std::hash<const void*>{}(k.code) * 31 + size_t(k.position);
         }
-    };
-    struct OneFrame {
-        StackId stack;
-        int line;
     };
     std::unordered_map<FrameKey, OneFrame, FrameKeyHash> m_oneFrame;  // one-frame stacks
 };

@@ -370,12 +370,11 @@ void OpCall::recordTensor(const Operand& op, const DTensorFacts& facts, TensorId
         rec.mesh = facts.mesh;
         rec.placements = facts.placements;
         if (facts.placementsText.find("Shard") != std::string::npos) {  // else local == global
-            PyRef local = PyRef::steal(PyObject_GetAttr(op.obj, m_py.localTensorName()));
+            PyRef local = m_py.localTensor(op.obj);
             if (local && THPVariable_Check(local.get())) {
                 const at::Tensor& l = THPVariable_Unpack(local.get());
                 rec.localShape = m_writer.intern(shapeText(l.sizes().data(), l.sizes().size()));
             }
-            PyErr_Clear();
         }
     }
     m_writer.submit(Record{std::move(rec)});
@@ -414,9 +413,10 @@ OpSeq OpCall::recordOp(int64_t start, int64_t end, const std::vector<Operand>& o
     rec.name = info.name;
     rec.phase = m_agent.phase();
     rec.step = m_agent.step();
-    rec.stack = m_agent.frames().userFrame(m_writer).stack;
+    rec.stack = m_agent.frames().userStack(m_writer);
     rec.depth = Agent::threadDepth();
     rec.incident = incident;
+    rec.operands.reserve(m_inputs.size() + outputs.size());
     addOperands(rec.operands, m_inputs, OperandRole::Input);
     addOperands(rec.operands, outputs, OperandRole::Output);
     return m_writer.submit(std::move(rec));
@@ -443,12 +443,12 @@ PyObject* OpCall::dtensorOp() {
 
 std::string OpCall::incidentText(const IncidentRecord& inc, const Operand& plain,
                                  const Classification& c, const UserFrame& frame) const {
-    std::string text = "operand " + std::to_string(plain.index) +
-                       (plain.element >= 0 ? "[" + std::to_string(plain.element) + "]" : "") +
-                       " of " + m_info->text + " is a plain torch.Tensor (" +
-                       describeTensor(plain.tensor()) + ") meeting DTensor operand " +
-                       std::to_string(m_reference->index) + " " + m_refFacts.placementsText +
-                       " on " + m_py.meshText(m_refFacts.mesh) + "\n";
+    std::string text =
+        "operand " + std::to_string(plain.index) +
+        (plain.element >= 0 ? "[" + std::to_string(plain.element) + "]" : "") + " of " +
+        m_info->text + " is a plain torch.Tensor (" + describeTensor(plain.tensor()) +
+        ") meeting DTensor operand " + std::to_string(m_reference->index) + " " +
+        std::string(m_refFacts.placementsText) + " on " + m_py.meshText(m_refFacts.mesh) + "\n";
     text += "  origin " + std::string(1, char(c.origin)) + " (" +
             std::string(describeOrigin(c.origin)) + "): " + c.evidence + "\n";
     if (!frame.file.empty())
@@ -644,7 +644,7 @@ Promotion OpCall::promote(const Plan& p, const PromotionTarget& target) {
     if (PyObject* cached = m_agent.promotions().find(plain)) {
         Promotion reused;
         reused.value = PyRef::borrow(cached);
-        reused.placements = m_py.dtensorFacts(cached, m_writer).placementsText;
+        reused.placements = std::string(m_py.dtensorFacts(cached, m_writer).placementsText);
         return reused;
     }
     Promotion made = promoteToDTensor(m_py, p.operand->obj, p.action, target);

@@ -1,5 +1,7 @@
 #include "capture/agent/py_torch.h"
 
+#include <structmember.h>
+
 #include <stdexcept>
 
 #include "core/store/rank_writer.h"
@@ -123,13 +125,42 @@ void PyTorch::load() {
     if (!m_fromLocal || !m_replicateType || !m_shard || !m_partialType)
         failImport("DTensor.from_local / Replicate / Shard / Partial");
     m_replicate = PyRef::steal(PyObject_CallNoArgs(m_replicateType.get()));
-    m_specName = PyRef::steal(PyUnicode_InternFromString("_spec"));
+    m_spec.load(m_dtensorType, PyRef::steal(PyUnicode_InternFromString("_spec")).get());
     m_placementsName = PyRef::steal(PyUnicode_InternFromString("placements"));
     m_meshName = PyRef::steal(PyUnicode_InternFromString("mesh"));
     m_dimName = PyRef::steal(PyUnicode_InternFromString("dim"));
     m_reduceName = PyRef::steal(PyUnicode_InternFromString("reduce_op"));
     m_opName = PyRef::steal(PyUnicode_InternFromString("_op"));
-    m_localName = PyRef::steal(PyUnicode_InternFromString("_local_tensor"));
+    m_local.load(m_dtensorType, PyRef::steal(PyUnicode_InternFromString("_local_tensor")).get());
+}
+
+void PyTorch::Slot::load(PyTypeObject* type, PyObject* name) {
+    m_name = PyRef::borrow(name);
+    PyObject* descr = _PyType_Lookup(type, name);  // borrowed
+    m_offset = -1;
+    if (descr && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        const PyMemberDef* member = reinterpret_cast<PyMemberDescrObject*>(descr)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READ_RESTRICTED)) {
+            m_descr = PyRef::borrow(descr);
+            m_offset = member->offset;
+        }
+    }
+}
+
+PyRef PyTorch::Slot::read(PyObject* obj) const {
+    if (m_offset >= 0 && _PyType_Lookup(Py_TYPE(obj), m_name.get()) == m_descr.get()) {
+        PyObject* value = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(obj) + m_offset);
+        return PyRef::borrow(value);  // null: the slot is unset
+    }
+    PyRef value = PyRef::steal(m_name ? PyObject_GetAttr(obj, m_name.get()) : nullptr);
+    if (!value) PyErr_Clear();
+    return value;
+}
+
+void PyTorch::Slot::clear() {
+    m_name = {};
+    m_descr = {};
+    m_offset = -1;
 }
 
 void PyTorch::clear() {
@@ -148,6 +179,8 @@ void PyTorch::clear() {
     m_shard = {};
     m_replicateType = {};
     m_partialType = {};
+    m_spec.clear();
+    m_local.clear();
 }
 
 StringId PyTorch::dtypeId(c10::ScalarType type, RankWriter& writer) {
@@ -255,11 +288,8 @@ PyTorch::MeshEntry& PyTorch::mesh(PyObject* meshObj, RankWriter& writer) {
 }
 
 DTensorFacts PyTorch::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
-    PyRef spec = PyRef::steal(PyObject_GetAttr(dtensor, m_specName.get()));
-    if (!spec) {
-        PyErr_Clear();
-        return {};
-    }
+    PyRef spec = m_spec.read(dtensor);
+    if (!spec) return {};
     auto cached = m_specs.find(spec.get());
     if (cached != m_specs.end()) return cached->second.facts;
     DTensorFacts facts = specFacts(spec.get(), writer);
@@ -295,10 +325,11 @@ DTensorFacts PyTorch::specFacts(PyObject* spec, RankWriter& writer) {
         auto it = m_placementText.find(text);
         if (it == m_placementText.end())
             it = m_placementText.emplace(text, writer.intern(text)).first;
-        cached = m_placementTuples
-                     .emplace(placements.get(),
-                              PlacementsEntry{PyRef::borrow(placements.get()), it->second, text})
-                     .first;
+        cached =
+            m_placementTuples
+                .emplace(placements.get(), PlacementsEntry{PyRef::borrow(placements.get()),
+                                                           it->second, std::string_view(it->first)})
+                .first;
     }
     facts.placements = cached->second.id;
     facts.placementsText = cached->second.text;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -65,7 +66,8 @@ struct OpInfo {
 struct DTensorFacts {
     MeshId mesh;
     StringId placements;  // "[Shard(0), Replicate()]"
-    std::string placementsText;
+    // The same text, owned by PyTorch's cache until clear(): copy it to keep it.
+    std::string_view placementsText;
     PyObject* meshObj = nullptr;  // borrowed from the spec
     int meshNdim = 0;
 };
@@ -97,13 +99,28 @@ class PyTorch {
     // Interned dtype and device names, cached.
     StringId dtypeId(c10::ScalarType type, RankWriter& writer);
     StringId deviceId(const c10::Device& device, RankWriter& writer);
-    PyObject* localTensorName() const { return m_localName.get(); }
+    // The DTensor's local tensor (new reference), or nullptr.
+    PyRef localTensor(PyObject* dtensor) const { return m_local.read(dtensor); }
 
     PyObject* fromLocal() const { return m_fromLocal.get(); }
     PyObject* replicate() const { return m_replicate.get(); }
     PyObject* shardType() const { return m_shard.get(); }
 
   private:
+    // An attribute DTensor declares in __slots__ (_spec, _local_tensor). Read
+    // straight from the object's slot while the object's type resolves the
+    // name to the member descriptor DTensor had when the agent loaded; by
+    // getattr otherwise (a subclass that overrides it, a patched class).
+    class Slot {
+      public:
+        void load(PyTypeObject* type, PyObject* name);
+        PyRef read(PyObject* obj) const;  // new reference, or nullptr (no error set)
+        void clear();
+
+      private:
+        PyRef m_name, m_descr;
+        Py_ssize_t m_offset = -1;
+    };
     // Facts of a DTensorSpec (uncached).
     DTensorFacts specFacts(PyObject* spec, RankWriter& writer);
     struct MeshEntry {
@@ -118,9 +135,9 @@ class PyTorch {
 
     PyTypeObject* m_dtensorType = nullptr;
     PyRef m_dtensorTypeRef, m_fromLocal, m_replicate, m_shard, m_replicateType, m_partialType;
-    PyRef m_localName;
+    Slot m_spec, m_local;
     std::unordered_map<int, StringId> m_dtypeIds, m_deviceIds;
-    PyRef m_specName, m_placementsName, m_meshName, m_dimName, m_reduceName, m_opName;
+    PyRef m_placementsName, m_meshName, m_dimName, m_reduceName, m_opName;
     std::unordered_map<PyObject*, OpInfo> m_ops;
     std::unordered_map<const c10::FunctionSchema*, OpInfo> m_schemaOps;
     std::unordered_map<PyObject*, MeshEntry> m_meshes;
@@ -128,7 +145,7 @@ class PyTorch {
     struct PlacementsEntry {
         PyRef tuple;  // keeps the key alive
         StringId id;
-        std::string text;
+        std::string_view text;  // a key of m_placementText
     };
     std::unordered_map<PyObject*, PlacementsEntry> m_placementTuples;
     // DTensor's sharding propagation hands out the same DTensorSpec objects
