@@ -1,20 +1,24 @@
 """Capture overhead on a DTensor training loop, measured side by side in one run.
 
-    .venv/bin/python tests/bench/capture_overhead.py [--rounds 30] [--steps 6]
-        [--warm 2 --settle 2] [--dim 256 --hidden 1024 --batch 32] [--pin]
+    .venv/bin/python tests/bench/capture_overhead.py [--rounds 30] [--steps 20]
+        [--warm 6 --settle 2] [--dim 256 --hidden 1024 --batch 32] [--pin]
         [--device cuda --world 1]
 
 Starts 2 ranks (gloo, CPU; --device cuda: NCCL, rank i on GPU i % GPUs, step
 times taken after a device synchronize). Each rank trains a tensor-parallel MLP (Colwise
 then Rowwise Linear layers, Adam) under five configurations, interleaved in
-rotating rounds so machine noise hits all of them alike: no instrumentation,
+rounds, in a new order each round, so machine noise hits all of them alike: no instrumentation,
 CommDebugMode, torch.profiler(record_shapes=True), meshscope observe at level
 dtensor, meshscope observe at level all. Each block enters its configuration
 (meshscope: attach(), so a new run file), runs --warm untimed steps, times
 --steps steps, leaves it and runs --settle untimed steps: entering and leaving
 happen once per training run, not per step, and their side effects (detach()
 returning memory the next steps fault in again) would otherwise land on
-whichever configuration comes next. For each it prints the median step
+whichever configuration comes next. The first ~100 ms after attach() are
+slower (caches filling, the writer creating the file and its first
+commit): --warm 6 keeps them out of the per-step ratio, and the "entry ms"
+column shows what entering plus the warm steps cost beyond the same steps
+uninstrumented, once per run. For each it prints the median step
 time and its ratio to the uninstrumented loop (rank 0): the median over rounds
 of (block time / uninstrumented block time of the same round), so slow drift
 cancels, with a 95 % bootstrap confidence interval of that median. Two
@@ -39,14 +43,14 @@ import time
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--rounds", type=int, default=30)
-    p.add_argument("--steps", type=int, default=6, help="steps per configuration per round")
+    p.add_argument("--steps", type=int, default=20, help="steps per configuration per round")
     p.add_argument("--dim", type=int, default=256)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--layers", type=int, default=2, help="Colwise/Rowwise pairs")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--world", type=int, default=2)
-    p.add_argument("--warm", type=int, default=2,
-                   help="untimed steps after entering a configuration")
+    p.add_argument("--warm", type=int, default=6,
+                   help="steps after entering a configuration, not in the per-step ratio")
     p.add_argument("--settle", type=int, default=2,
                    help="untimed steps after leaving one (e.g. detach() returning memory)")
     p.add_argument("--pin", action="store_true",
@@ -163,13 +167,17 @@ def rank_main(args: argparse.Namespace) -> None:
         step()
     times: dict[str, list[float]] = {name: [] for name in configs}
     cpu: dict[str, list[float]] = {name: [] for name in configs}
+    entry: dict[str, list[float]] = {name: [] for name in configs}  # enter + warm steps
     names = list(configs)
     for r in range(args.rounds):
-        order = names[r % len(names):] + names[:r % len(names)]  # rotate: no fixed position
+        # a new order each round (the same on every rank): no configuration
+        # always follows the same one (leaving torch.profiler has after-effects)
+        order = random.Random(r).sample(names, len(names))
         for name in order:
             make, per_step = configs[name]
             outer = contextlib.nullcontext if per_step else make
             inner = make if per_step else contextlib.nullcontext
+            entered = time.perf_counter()
             with outer():
                 for _ in range(args.warm):  # first-step costs are not per-step
                     with inner():
@@ -177,6 +185,7 @@ def rank_main(args: argparse.Namespace) -> None:
                 sync()
                 dist.barrier()
                 start, start_cpu = time.perf_counter(), time.process_time()
+                entry[name].append(start - entered)
                 for _ in range(args.steps):
                     with inner():
                         step()
@@ -205,14 +214,19 @@ def rank_main(args: argparse.Namespace) -> None:
               f"{args.steps} steps")
         print("ratio: median over rounds of (step time / uninstrumented step time of the same "
               "round) [95% bootstrap CI]; cpu: the process's CPU time, all threads")
+        print(f"entry ms: entering plus the {args.warm} warm steps, beyond the same steps "
+              "uninstrumented (median over rounds; once per training run)")
         print(f"{'configuration':36s} {'ms/step':>8s} {'ratio':>7s} {'95% CI':>13s} "
-              f"{'cpu ms':>7s} {'ratio':>7s} {'95% CI':>13s}")
+              f"{'cpu ms':>7s} {'ratio':>7s} {'95% CI':>13s} {'entry ms':>9s}")
         for name in names:
             wall, wall_lo, wall_hi = paired(times[name], base)
             c, c_lo, c_hi = paired(cpu[name], base_cpu)
+            per_step = configs[name][1]
+            extra = statistics.median(e - b for e, b in zip(entry[name], entry["no instrumentation"]))
             print(f"{name:36s} {statistics.median(times[name]) * 1e3:8.2f} {wall:6.3f}x "
                   f"[{wall_lo:5.3f},{wall_hi:5.3f}] {statistics.median(cpu[name]) * 1e3:7.2f} "
-                  f"{c:6.3f}x [{c_lo:5.3f},{c_hi:5.3f}]")
+                  f"{c:6.3f}x [{c_lo:5.3f},{c_hi:5.3f}] "
+                  f"{'per step' if per_step else f'{extra * 1e3:8.1f}':>9s}")
     dist.destroy_process_group()
 
 
