@@ -35,7 +35,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from capture_overhead import rank_environments, training  # noqa: E402
+from capture_overhead import (CONFIGURATIONS, rank_environments, selected,  # noqa: E402
+                              training)
 CONTROL_C = """#include <valgrind/callgrind.h>
 void meshscope_cg_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
 void meshscope_cg_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_STATS; }
@@ -136,11 +137,7 @@ def main() -> int:
     if args.rank_config:
         rank_main(args)
         return 0
-    names = ["no instrumentation", "CommDebugMode", "torch.profiler(record_shapes=True)",
-             "meshscope observe, level dtensor", "meshscope observe, level all"]
-    if args.only:
-        keep = {0, *(int(i) for i in args.only.split(","))}
-        names = [n for i, n in enumerate(names) if i in keep]
+    names = selected(CONFIGURATIONS, args.only)
     workdir = tempfile.mkdtemp(prefix="meshscope-callgrind-")
     control = build_control(workdir)
     print(f"DTensor MLP: {args.layers}x(Colwise {args.dim}->{args.hidden}, Rowwise "

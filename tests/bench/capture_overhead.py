@@ -62,6 +62,19 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
+# The configurations, in the order --only numbers them (training() builds them).
+CONFIGURATIONS = ("no instrumentation", "CommDebugMode", "torch.profiler(record_shapes=True)",
+                  "meshscope observe, level dtensor", "meshscope observe, level all")
+
+
+def selected(names, only: str) -> list:
+    """The configurations --only keeps (the uninstrumented one always)."""
+    if not only:
+        return list(names)
+    keep = {0, *(int(i) for i in only.split(","))}
+    return [name for i, name in enumerate(names) if i in keep]
+
+
 def rank_environments(world: int) -> list[dict[str, str]]:
     """The environment of each rank of a local process group (a free port);
     shared with capture_instructions.py."""
@@ -144,13 +157,13 @@ def training(args: argparse.Namespace):
     # CommDebugMode's module tracker handles one forward per context (torch
     # 2.11 raises IndexError on the second), so it wraps each step, as people
     # use it.
-    configs = {
-        "no instrumentation": (contextlib.nullcontext, False),
-        "CommDebugMode": (CommDebugMode, True),
-        "torch.profiler(record_shapes=True)": (profiler, False),
-        "meshscope observe, level dtensor": (lambda: meshscope_level("dtensor"), False),
-        "meshscope observe, level all": (lambda: meshscope_level("all"), False),
-    }
+    configs = dict(zip(CONFIGURATIONS, [
+        (contextlib.nullcontext, False),
+        (CommDebugMode, True),
+        (profiler, False),
+        (lambda: meshscope_level("dtensor"), False),
+        (lambda: meshscope_level("all"), False),
+    ]))
     return step, sync, configs
 
 
@@ -160,9 +173,7 @@ def rank_main(args: argparse.Namespace) -> None:
     step, sync, configs = training(args)
     rank = dist.get_rank()
     backend = dist.get_backend()
-    if args.only:
-        keep = {0, *(int(i) for i in args.only.split(","))}
-        configs = {name: c for i, (name, c) in enumerate(configs.items()) if i in keep}
+    configs = {name: configs[name] for name in selected(configs, args.only)}
     for _ in range(5):
         step()
     times: dict[str, list[float]] = {name: [] for name in configs}
@@ -196,7 +207,7 @@ def rank_main(args: argparse.Namespace) -> None:
             for _ in range(args.settle):  # what leaving it costs lands here, untimed
                 step()
     if rank == 0:
-        base, base_cpu = times["no instrumentation"], cpu["no instrumentation"]
+        base, base_cpu, base_entry = (values[CONFIGURATIONS[0]] for values in (times, cpu, entry))
 
         def paired(values: list[float], against: list[float]) -> tuple[float, float, float]:
             # ratio to the uninstrumented block of the same round (drift
@@ -222,7 +233,7 @@ def rank_main(args: argparse.Namespace) -> None:
             wall, wall_lo, wall_hi = paired(times[name], base)
             c, c_lo, c_hi = paired(cpu[name], base_cpu)
             per_step = configs[name][1]
-            extra = statistics.median(e - b for e, b in zip(entry[name], entry["no instrumentation"]))
+            extra = statistics.median(e - b for e, b in zip(entry[name], base_entry))
             print(f"{name:36s} {statistics.median(times[name]) * 1e3:8.2f} {wall:6.3f}x "
                   f"[{wall_lo:5.3f},{wall_hi:5.3f}] {statistics.median(cpu[name]) * 1e3:7.2f} "
                   f"{c:6.3f}x [{c_lo:5.3f},{c_hi:5.3f}] "
