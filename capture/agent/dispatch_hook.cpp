@@ -60,8 +60,7 @@ void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::ji
 // Tensor operands of one boxed value (a tensor, or tensors inside a list).
 // DTensor-ness is read from the tensor's Python object without the GIL: the
 // object's type pointer does not change while the tensor holds it.
-void scanIValue(const c10::IValue& v, uint16_t index, std::vector<Operand>& out,
-                PyTypeObject* dtensorType) {
+void scanIValue(const c10::IValue& v, uint16_t index, Operands& out, PyTypeObject* dtensorType) {
     auto add = [&](const at::Tensor& t, int16_t element) {
         if (!t.defined()) return;
         PyObject* obj = t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj();
@@ -82,9 +81,8 @@ void scanIValue(const c10::IValue& v, uint16_t index, std::vector<Operand>& out,
     }
 }
 
-std::vector<Operand> scanStack(const torch::jit::Stack& stack, size_t count,
-                               PyTypeObject* dtensorType) {
-    std::vector<Operand> out;
+Operands scanStack(const torch::jit::Stack& stack, size_t count, PyTypeObject* dtensorType) {
+    Operands out;
     out.reserve(count);
     size_t first = stack.size() - count;
     for (size_t i = 0; i < count; ++i)
@@ -150,9 +148,9 @@ void mixedOp(Agent& agent, const c10::OperatorHandle& op, torch::jit::Stack* sta
 // is redistributed and the op runs again through DTensor's own dispatch.
 // Leaves the outputs on `stack` and returns true on success; false (the
 // first error stands) otherwise.
-bool retryReplicated(Agent& agent, const c10::OperatorHandle& op,
-                     const std::vector<Operand>& inputs, const std::vector<c10::IValue>& args,
-                     torch::jit::Stack& stack, size_t base, const std::exception& first) {
+bool retryReplicated(Agent& agent, const c10::OperatorHandle& op, const Operands& inputs,
+                     const std::vector<c10::IValue>& args, torch::jit::Stack& stack, size_t base,
+                     const std::exception& first) {
     pybind11::gil_scoped_acquire gil;
     if (Agent::current() != &agent) return false;
     c10::impl::ExcludeDispatchKeyGuard guard(kHookKey);
@@ -203,7 +201,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     PyTypeObject* dtensorType = agent ? agent->py().dtensorType() : nullptr;
     if (!dtensorType) return redispatch(op, ks, stack);
     const c10::FunctionSchema& schema = op.schema();
-    std::vector<Operand> inputs = scanStack(*stack, schema.arguments().size(), dtensorType);
+    Operands inputs = scanStack(*stack, schema.arguments().size(), dtensorType);
     bool dtensor = false, mixed = false;
     for (const Operand& o : inputs)
         dtensor = dtensor || o.dtensor;
@@ -221,7 +219,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         pybind11::gil_scoped_acquire gil;
         if (Agent::current() != agent) return;  // detached meanwhile
         try {
-            std::vector<Operand> outputs = scanStack(*stack, schema.returns().size(), dtensorType);
+            Operands outputs = scanStack(*stack, schema.returns().size(), dtensorType);
             OpCall(*agent, agent->py().opInfo(op, agent->writer()), std::move(inputs))
                 .afterPlainOp(outputs);
         } catch (const std::exception& e) {
@@ -241,7 +239,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         if (Agent::current() != agent) return;
         PendingError pending;
         try {
-            std::vector<Operand> outputs;
+            Operands outputs;
             if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
             scope.recorded(OpCall(*agent, agent->py().opInfo(op, writer), std::move(inputs))
                                .recordDTensorOp(start, end, outputs));

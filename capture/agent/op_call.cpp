@@ -22,7 +22,7 @@ PyObject* emptyArgs() {
     return empty;
 }
 
-void scanValue(PyObject* value, uint16_t index, std::vector<Operand>& out, const PyTorch& py) {
+void scanValue(PyObject* value, uint16_t index, Operands& out, const PyTorch& py) {
     if (THPVariable_Check(value)) {
         out.push_back({value, THPVariable_Unpack(value), index, -1, py.isDTensor(value), false});
         return;
@@ -37,8 +37,8 @@ void scanValue(PyObject* value, uint16_t index, std::vector<Operand>& out, const
     }
 }
 
-std::vector<Operand> scanArgs(PyObject* args, PyObject* kwargs, const PyTorch& py) {
-    std::vector<Operand> out;
+Operands scanArgs(PyObject* args, PyObject* kwargs, const PyTorch& py) {
+    Operands out;
     Py_ssize_t n = args ? PyTuple_GET_SIZE(args) : 0;
     for (Py_ssize_t i = 0; i < n; ++i)
         scanValue(PyTuple_GET_ITEM(args, i), uint16_t(i), out, py);
@@ -236,13 +236,13 @@ void OpCall::findReference() {
         }
 }
 
-OpSeq OpCall::recordDTensorOp(int64_t start, int64_t end, const std::vector<Operand>& outputs) {
+OpSeq OpCall::recordDTensorOp(int64_t start, int64_t end, const Operands& outputs) {
     findReference();
     return recordOp(start, end, outputs, IncidentSeq{}, *m_info);
 }
 
-std::vector<Operand> OpCall::scanResult(PyObject* result) const {
-    std::vector<Operand> outs;
+Operands OpCall::scanResult(PyObject* result) const {
+    Operands outs;
     if (result) scanValue(result, 0, outs, m_py);
     return outs;
 }
@@ -251,7 +251,7 @@ bool OpCall::tagsFactory() const {
     return m_info->isFactory && tagsCreations(m_agent.phase());
 }
 
-void OpCall::afterPlainOp(const std::vector<Operand>& outputs) {
+void OpCall::afterPlainOp(const Operands& outputs) {
     if (tagsFactory()) {
         UserFrame frame = m_agent.frames().userFrame(m_writer);
         const std::string& label = Agent::threadPhaseLabel();
@@ -311,21 +311,20 @@ PyObject* OpCall::substitutePromoted() {
     return result;
 }
 
-void OpCall::tagOutputs(const std::vector<Operand>& outs, const Provenance& provenance) {
+void OpCall::tagOutputs(const Operands& outs, const Provenance& provenance) {
     for (const Operand& op : outs)
         if (!op.dtensor) m_agent.tensors().setProvenance(op.tensor(), provenance);
 }
 
-void OpCall::propagate(const std::vector<Operand>& outs) {
-    const Provenance* source = nullptr;
+void OpCall::propagate(const Operands& outs) {
+    TensorTable& tensors = m_agent.tensors();
+    TensorTable::ProvenancePtr derived;
     for (const Operand& op : m_inputs)
-        if ((source = m_agent.tensors().provenance(op.tensor()))) break;
-    if (!source) return;
-    Provenance derived = *source;
-    derived.derived = true;
+        if ((derived = tensors.derivedProvenance(op.tensor()))) break;
+    if (!derived) return;
     for (const Operand& op : outs)
-        if (!op.dtensor && !m_agent.tensors().provenance(op.tensor()))
-            m_agent.tensors().setProvenance(op.tensor(), derived);
+        if (!op.dtensor && !tensors.provenance(op.tensor()))
+            tensors.setProvenance(op.tensor(), derived);
 }
 
 TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts, bool identity) {
@@ -338,7 +337,7 @@ TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts, bool ide
     bool isNew = false;
     if (!entry) entry = &m_agent.tensors().get(t, isNew);
     entry->recorded = true;
-    recordTensor(op, f, entry->id, entry->provenance ? &*entry->provenance : nullptr);
+    recordTensor(op, f, entry->id, entry->provenance.get());
     return entry->id;
 }
 
@@ -380,8 +379,7 @@ void OpCall::recordTensor(const Operand& op, const DTensorFacts& facts, TensorId
     m_writer.submit(Record{std::move(rec)});
 }
 
-void OpCall::addOperands(std::vector<OperandRecord>& out, const std::vector<Operand>& ops,
-                         OperandRole role) {
+void OpCall::addOperands(std::vector<OperandRecord>& out, const Operands& ops, OperandRole role) {
     for (const Operand& op : ops) {
         OperandRecord r;
         r.index = op.index;
@@ -404,8 +402,8 @@ OpSeq OpCall::recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq
     return recordOp(start, end, scanResult(result), incident, info);
 }
 
-OpSeq OpCall::recordOp(int64_t start, int64_t end, const std::vector<Operand>& outputs,
-                       IncidentSeq incident, OpInfo& info) {
+OpSeq OpCall::recordOp(int64_t start, int64_t end, const Operands& outputs, IncidentSeq incident,
+                       OpInfo& info) {
     OpRecord rec;
     rec.startNs = start;
     rec.endNs = end;
@@ -416,6 +414,7 @@ OpSeq OpCall::recordOp(int64_t start, int64_t end, const std::vector<Operand>& o
     rec.stack = m_agent.frames().userStack(m_writer);
     rec.depth = Agent::threadDepth();
     rec.incident = incident;
+    rec.operands = RankWriter::operandList();  // a written record's, reused
     rec.operands.reserve(m_inputs.size() + outputs.size());
     addOperands(rec.operands, m_inputs, OperandRole::Input);
     addOperands(rec.operands, outputs, OperandRole::Output);

@@ -10,6 +10,7 @@
 #include <Python.h>
 
 #include <ATen/core/Tensor.h>
+#include <c10/util/SmallVector.h>
 
 #include <cstdint>
 #include <optional>
@@ -35,6 +36,10 @@ struct Operand {
     const at::Tensor& tensor() const { return t; }
 };
 
+// An op's tensor operands. Inline up to a typical op's count: scanning the
+// operands of every op allocates nothing.
+using Operands = c10::SmallVector<Operand, 6>;
+
 // A plain operand DTensor's dispatch would reject (it replicates one-element
 // tensors and wrapped numbers itself).
 inline bool isPlainMixedCandidate(const at::Tensor& t) {
@@ -43,7 +48,7 @@ inline bool isPlainMixedCandidate(const at::Tensor& t) {
 
 // The device whose events time an op on the GPU: its first operand off the
 // host; none for host ops.
-inline std::optional<c10::Device> timedDevice(const std::vector<Operand>& operands) {
+inline std::optional<c10::Device> timedDevice(const Operands& operands) {
     for (const Operand& o : operands)
         if (o.t.defined() && !o.t.device().is_cpu() && !o.t.is_meta()) return o.t.device();
     return std::nullopt;
@@ -54,7 +59,7 @@ inline std::optional<c10::Device> timedDevice(const std::vector<Operand>& operan
 // runs, call ran() when the op returns and recorded() once it has a seq.
 class OpScope {
   public:
-    OpScope(Agent& agent, const std::vector<Operand>& inputs)
+    OpScope(Agent& agent, const Operands& inputs)
         : m_agent(agent), m_gpu(agent.deviceTimes(), timedDevice(inputs)) {}
     void ran() { m_gpu.end(); }
     void recorded(OpSeq seq) {
@@ -98,7 +103,7 @@ class OpCall {
           m_kwargs(kwargs) {}
 
     // The dispatcher hook's call: operands scanned from the boxed stack.
-    OpCall(Agent& agent, OpInfo& info, std::vector<Operand> inputs)
+    OpCall(Agent& agent, OpInfo& info, Operands inputs)
         : m_agent(agent),
           m_writer(agent.writer()),
           m_py(agent.py()),
@@ -111,9 +116,9 @@ class OpCall {
     PyObject* run();
     // Dispatcher hook: records a DTensor op that has run (outputs empty when
     // it raised).
-    OpSeq recordDTensorOp(int64_t start, int64_t end, const std::vector<Operand>& outputs);
+    OpSeq recordDTensorOp(int64_t start, int64_t end, const Operands& outputs);
     // Dispatcher hook: tags or propagates provenance after a plain op ran.
-    void afterPlainOp(const std::vector<Operand>& outputs);
+    void afterPlainOp(const Operands& outputs);
     // Phases whose factory ops tag the tensors they create (B, E, D).
     static bool tagsCreations(Phase phase) {
         return phase == Phase::Forward || phase == Phase::Optimizer || phase == Phase::Data;
@@ -124,10 +129,10 @@ class OpCall {
     PyObject* plainOp();
     PyObject* dtensorOp();
     PyObject* incident();
-    void tagOutputs(const std::vector<Operand>& outputs, const Provenance& provenance);
-    void propagate(const std::vector<Operand>& outputs);
+    void tagOutputs(const Operands& outputs, const Provenance& provenance);
+    void propagate(const Operands& outputs);
     bool tagsFactory() const;
-    std::vector<Operand> scanResult(PyObject* result) const;
+    Operands scanResult(PyObject* result) const;
     // The operand's TensorId: its own when the tensor table knows it (a
     // provenance) or `identity` asks for one (an incident's plain operand),
     // else the id shared by tensors of the same description.
@@ -135,12 +140,11 @@ class OpCall {
     TensorId describedId(const Operand& op, const DTensorFacts& facts);
     void recordTensor(const Operand& op, const DTensorFacts& facts, TensorId id,
                       const Provenance* provenance);
-    void addOperands(std::vector<OperandRecord>& out, const std::vector<Operand>& ops,
-                     OperandRole role);
+    void addOperands(std::vector<OperandRecord>& out, const Operands& ops, OperandRole role);
     OpSeq recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
                    OpInfo& info);
-    OpSeq recordOp(int64_t start, int64_t end, const std::vector<Operand>& outputs,
-                   IncidentSeq incident, OpInfo& info);
+    OpSeq recordOp(int64_t start, int64_t end, const Operands& outputs, IncidentSeq incident,
+                   OpInfo& info);
     void findReference();
     std::string incidentText(const IncidentRecord& inc, const Operand& plain,
                              const Classification& c, const UserFrame& frame) const;
@@ -179,7 +183,7 @@ class OpCall {
     PyObject* m_args;
     PyObject* m_kwargs;
     OpInfo* m_info = nullptr;
-    std::vector<Operand> m_inputs;
+    Operands m_inputs;
     const Operand* m_reference = nullptr;  // first DTensor operand
     DTensorFacts m_refFacts;
     std::string m_policyRule;

@@ -24,21 +24,41 @@ TensorTable::Entry& TensorTable::get(const at::Tensor& tensor, bool& isNew) {
     if (m_entries.size() >= m_sweepAt) sweep();
     isNew = true;
     Entry entry{c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr()), m_newId(),
-                std::nullopt};
+                nullptr, nullptr};
     return m_entries.insert_or_assign(tensor.unsafeGetTensorImpl(), std::move(entry)).first->second;
 }
 
 void TensorTable::setProvenance(const at::Tensor& tensor, Provenance provenance) {
-    if (!tensor.defined()) return;
+    setProvenance(tensor, std::make_shared<const Provenance>(std::move(provenance)));
+}
+
+void TensorTable::setProvenance(const at::Tensor& tensor, ProvenancePtr provenance) {
+    if (!tensor.defined() || !provenance) return;
     bool isNew = false;
     Entry& entry = get(tensor, isNew);
     if (!entry.provenance) ++m_withProvenance;
     entry.provenance = std::move(provenance);
+    entry.derived.reset();
 }
 
 const Provenance* TensorTable::provenance(const at::Tensor& tensor) {
     Entry* entry = find(tensor);
-    return entry && entry->provenance ? &*entry->provenance : nullptr;
+    return entry ? entry->provenance.get() : nullptr;
+}
+
+TensorTable::ProvenancePtr TensorTable::derivedProvenance(const at::Tensor& tensor) {
+    Entry* entry = find(tensor);
+    if (!entry || !entry->provenance) return nullptr;
+    if (!entry->derived) {
+        if (entry->provenance->derived) {
+            entry->derived = entry->provenance;
+        } else {
+            Provenance derived = *entry->provenance;
+            derived.derived = true;
+            entry->derived = std::make_shared<const Provenance>(std::move(derived));
+        }
+    }
+    return entry->derived;
 }
 
 void TensorTable::sweep() {

@@ -15,7 +15,7 @@
 
 #include <cstdint>
 #include <functional>
-#include <optional>
+#include <memory>
 #include <unordered_map>
 
 #include "core/store/records.h"
@@ -40,10 +40,15 @@ class TensorTable {
     // past this floor.
     static constexpr size_t kSweepFloor = size_t(1) << 10;
 
+    // Shared, not copied: every tensor derived from one tagged tensor (the
+    // activations computed from a to_local() output) holds the same one.
+    using ProvenancePtr = std::shared_ptr<const Provenance>;
+
     struct Entry {
         c10::weak_intrusive_ptr<c10::TensorImpl> weak;
         TensorId id;
-        std::optional<Provenance> provenance;
+        ProvenancePtr provenance;
+        ProvenancePtr derived;  // `provenance` marked derived, made on first use
         bool recorded = false;  // its TensorRecord was submitted
     };
 
@@ -53,7 +58,10 @@ class TensorTable {
     Entry& get(const at::Tensor& tensor, bool& isNew);
 
     void setProvenance(const at::Tensor& tensor, Provenance provenance);
+    void setProvenance(const at::Tensor& tensor, ProvenancePtr provenance);
     const Provenance* provenance(const at::Tensor& tensor);
+    // The provenance of a tensor computed from this one, or null.
+    ProvenancePtr derivedProvenance(const at::Tensor& tensor);
     // Read without the GIL by the dispatcher hook's plain-op fast path.
     bool hasProvenance() const { return m_withProvenance.load(std::memory_order_relaxed) > 0; }
 

@@ -5,6 +5,7 @@
 
 #include <iostream>
 #include <mutex>
+#include <utility>
 
 #include "core/store/record_inserter.h"
 #include "core/store/schema.h"
@@ -131,7 +132,14 @@ int64_t* RankWriter::seqCounterFor(const Record& record) {
         record);
 }
 
-int64_t RankWriter::enqueue(Record&& record) {
+// The operand list operandList() hands this thread next.
+thread_local std::vector<OperandRecord> t_operandList;
+
+std::vector<OperandRecord> RankWriter::operandList() {
+    return std::exchange(t_operandList, {});
+}
+
+int64_t RankWriter::enqueue(Record&& record, bool refill) {
     if (!ownedHere()) {
         countDrop(DropReason::ForkedChild);
         return 0;
@@ -158,6 +166,7 @@ int64_t RankWriter::enqueue(Record&& record) {
         }
         m_queue.push(std::move(record));
         ++m_enqueued;
+        if (refill) m_queue.reuseOperandList(t_operandList);
         wake = m_queue.size() == m_options.batchSize;
     }
     if (wake) m_sync->wake.notify_one();
@@ -165,7 +174,7 @@ int64_t RankWriter::enqueue(Record&& record) {
 }
 
 OpSeq RankWriter::submit(OpRecord record) {
-    return OpSeq{enqueue(std::move(record))};
+    return OpSeq{enqueue(std::move(record), true)};
 }
 
 IncidentSeq RankWriter::submit(IncidentRecord record) {
@@ -193,6 +202,8 @@ bool RankWriter::flushNow() {
 }
 
 void RankWriter::run() {
+    // Named so that top -H, gdb and /proc show whose thread this is.
+    pthread_setname_np(pthread_self(), "meshscope-wr");
     for (;;) {
         bool stopping;
         RecordQueue::Blocks batch;
@@ -206,11 +217,12 @@ void RankWriter::run() {
             stopping = m_stopping;
         }
         size_t records = writeBatch(batch);
-        RecordQueue::clearBlocks(batch);
+        RecordQueue::OperandLists lists;
+        RecordQueue::clearBlocks(batch, lists);
         {
             std::lock_guard lock(m_sync->mutex);
             m_processed += records;
-            m_queue.recycle(std::move(batch));
+            m_queue.recycle(std::move(batch), lists);
         }
         m_sync->flushed.notify_all();
         if (stopping) return;

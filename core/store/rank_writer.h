@@ -85,6 +85,10 @@ class RankWriter {
     // an invalid seq.
     OpSeq submit(OpRecord record);
     IncidentSeq submit(IncidentRecord record);
+    // Storage for the operands of the next OpRecord this thread submits:
+    // the emptied operand list of an op record already written, handed back
+    // by submit(OpRecord) (see RecordQueue), or a new list at first.
+    static std::vector<OperandRecord> operandList();
     CollectiveSeq submit(CollectiveRecord record);
     bool submit(Record record);
 
@@ -103,7 +107,9 @@ class RankWriter {
   private:
     RankWriter(std::filesystem::path path, sql::Db db, WriterOptions options);
     bool ownedHere() const;
-    int64_t enqueue(Record&& record);  // seq, 1 if unsequenced, 0 if dropped
+    // seq, 1 if unsequenced, 0 if dropped; `refill`: hand the thread a spare
+    // operand list for its next op record
+    int64_t enqueue(Record&& record, bool refill = false);
     int64_t* seqCounterFor(const Record& record);
     void run();
     size_t writeBatch(const RecordQueue::Blocks& batch);  // returns the record count

@@ -23,18 +23,37 @@ RecordQueue::Blocks RecordQueue::takeAll() {
     return std::exchange(m_blocks, Blocks{});
 }
 
-void RecordQueue::clearBlocks(Blocks& blocks) {
-    for (auto& block : blocks)
+void RecordQueue::clearBlocks(Blocks& blocks, OperandLists& lists) {
+    for (auto& block : blocks) {
+        for (Record& record : *block) {
+            auto* op = std::get_if<OpRecord>(&record);
+            if (!op || op->operands.capacity() == 0) continue;
+            op->operands.clear();
+            lists.push_back(std::move(op->operands));
+        }
         block->clear();
+    }
 }
 
-void RecordQueue::recycle(Blocks&& blocks) {
+void RecordQueue::recycle(Blocks&& blocks, OperandLists& lists) {
     constexpr size_t kMaxSpare = 64;
     for (auto& block : blocks) {
         if (m_spare.size() >= kMaxSpare) break;
         m_spare.push_back(std::move(block));
     }
     blocks.clear();
+    while (!lists.empty() && m_spareOperands.size() < kMaxSpareOperandLists) {
+        m_spareOperands.push_back(std::move(lists.back()));
+        lists.pop_back();
+    }
+}
+
+bool RecordQueue::reuseOperandList(std::vector<OperandRecord>& list) {
+    if (list.capacity() == 0 && !m_spareOperands.empty()) {
+        list = std::move(m_spareOperands.back());
+        m_spareOperands.pop_back();
+    }
+    return list.capacity() != 0;
 }
 
 }  // namespace meshscope

@@ -69,6 +69,39 @@ TEST(RankWriter, FlushNowPutsRecordsOnDiskImmediately) {
     EXPECT_EQ(r.string(incidents[0].op), "aten::sub.Tensor");
 }
 
+// Op records' operand lists go back to the thread that submitted them once
+// written, so steady recording allocates none, and the operands written are
+// the ones submitted, not those of a reused list.
+TEST(RankWriter, WrittenOperandListsReturnToTheProducer) {
+    test::TempDir dir;
+    WriterOptions options;
+    options.flushInterval = std::chrono::milliseconds(60'000);
+    auto w = RankWriter::create(dir / "r.msdb", {}, options);
+    auto submitOp = [&](int64_t t, int operands) {
+        OpRecord op = makeOp(*w, t);
+        op.operands = RankWriter::operandList();
+        for (int i = 0; i < operands; ++i)
+            op.operands.push_back({uint16_t(i), OperandRole::Input, OperandKind::Scalar, TensorId{},
+                                   double(t * 10 + i), StringId{}});
+        return w->submit(std::move(op));
+    };
+    ASSERT_TRUE(submitOp(1, 5));
+    ASSERT_TRUE(w->flushNow());
+    EXPECT_EQ(RankWriter::operandList().capacity(), 0u);  // none handed back yet
+    ASSERT_TRUE(submitOp(2, 1));  // hands the first op's list to this thread
+    std::vector<OperandRecord> reused = RankWriter::operandList();
+    EXPECT_TRUE(reused.empty());
+    EXPECT_GE(reused.capacity(), 5u);
+    ASSERT_TRUE(w->flushNow());
+    RankReader r = RankReader::open(dir / "r.msdb");
+    auto ops = r.opsAfter(OpSeq{});
+    ASSERT_EQ(ops.size(), 2u);
+    ASSERT_EQ(ops[0].operands.size(), 5u);
+    EXPECT_EQ(ops[0].operands[4].scalar, 14.0);
+    ASSERT_EQ(ops[1].operands.size(), 1u);
+    EXPECT_EQ(ops[1].operands[0].scalar, 20.0);
+}
+
 TEST(RankWriter, SubmitAfterCloseIsCounted) {
     test::TempDir dir;
     auto w = RankWriter::create(dir / "r.msdb", {});

@@ -178,6 +178,13 @@ def _install_dataloader(patches: Patches) -> None:
     patches.replace(dataloader._BaseDataLoaderIter, "__next__", make_next)
 
 
+@functools.lru_cache(maxsize=256)
+def _stripped_evidence(method: str, placements: tuple) -> str:
+    # formatted once per layout: tensor-parallel layers call to_local() in
+    # every forward and backward
+    return f"output of {method}() of a DTensor {list(placements)}"
+
+
 def _install_dtensor(patches: Patches) -> None:
     from torch.distributed.tensor import DTensor
 
@@ -186,8 +193,7 @@ def _install_dtensor(patches: Patches) -> None:
             def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
                 out = original(self, *args, **kwargs)
                 if isinstance(out, torch.Tensor):
-                    _capture.tag(out, "C", f"output of {method}() of a DTensor "
-                                           f"{list(self.placements)}", True)
+                    _capture.tag(out, "C", _stripped_evidence(method, self.placements), True)
                 return out
             return wrapper
         return make
