@@ -24,7 +24,10 @@ of (block time / uninstrumented block time of the same round), so slow drift
 cancels, with a 95 % bootstrap confidence interval of that median. Two
 clocks: wall time, and the process's CPU time over all its threads (the
 agent's writer thread counts; time spent waiting for the other rank does not,
-so it is the less noisy of the two on a shared machine)."""
+so it is the less noisy of the two on a shared machine). The faults column
+counts the minor page faults of a timed step: memory the training keeps
+returning to the kernel and touching anew (an agent that frees the training
+thread's allocations on another thread caused hundreds per step)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import argparse
 import contextlib
 import os
 import random
+import resource
 import socket
 import statistics
 import subprocess
@@ -179,6 +183,7 @@ def rank_main(args: argparse.Namespace) -> None:
     times: dict[str, list[float]] = {name: [] for name in configs}
     cpu: dict[str, list[float]] = {name: [] for name in configs}
     entry: dict[str, list[float]] = {name: [] for name in configs}  # enter + warm steps
+    faults: dict[str, list[float]] = {name: [] for name in configs}  # minor page faults
     names = list(configs)
     for r in range(args.rounds):
         # a new order each round (the same on every rank): no configuration
@@ -196,12 +201,15 @@ def rank_main(args: argparse.Namespace) -> None:
                 sync()
                 dist.barrier()
                 start, start_cpu = time.perf_counter(), time.process_time()
+                start_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 entry[name].append(start - entered)
                 for _ in range(args.steps):
                     with inner():
                         step()
                 sync()
                 cpu[name].append((time.process_time() - start_cpu) / args.steps)
+                faults[name].append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                                     - start_faults) / args.steps)
                 dist.barrier()
                 times[name].append((time.perf_counter() - start) / args.steps)
             for _ in range(args.settle):  # what leaving it costs lands here, untimed
@@ -224,11 +232,12 @@ def rank_main(args: argparse.Namespace) -> None:
               f"{args.rounds} rounds x "
               f"{args.steps} steps")
         print("ratio: median over rounds of (step time / uninstrumented step time of the same "
-              "round) [95% bootstrap CI]; cpu: the process's CPU time, all threads")
+              "round) [95% bootstrap CI]; cpu: the process's CPU time, all threads; "
+              "faults: minor page faults per step (median)")
         print(f"entry ms: entering plus the {args.warm} warm steps, beyond the same steps "
               "uninstrumented (median over rounds; once per training run)")
         print(f"{'configuration':36s} {'ms/step':>8s} {'ratio':>7s} {'95% CI':>13s} "
-              f"{'cpu ms':>7s} {'ratio':>7s} {'95% CI':>13s} {'entry ms':>9s}")
+              f"{'cpu ms':>7s} {'ratio':>7s} {'95% CI':>13s} {'faults':>7s} {'entry ms':>9s}")
         for name in names:
             wall, wall_lo, wall_hi = paired(times[name], base)
             c, c_lo, c_hi = paired(cpu[name], base_cpu)
@@ -236,7 +245,7 @@ def rank_main(args: argparse.Namespace) -> None:
             extra = statistics.median(e - b for e, b in zip(entry[name], base_entry))
             print(f"{name:36s} {statistics.median(times[name]) * 1e3:8.2f} {wall:6.3f}x "
                   f"[{wall_lo:5.3f},{wall_hi:5.3f}] {statistics.median(cpu[name]) * 1e3:7.2f} "
-                  f"{c:6.3f}x [{c_lo:5.3f},{c_hi:5.3f}] "
+                  f"{c:6.3f}x [{c_lo:5.3f},{c_hi:5.3f}] {statistics.median(faults[name]):7.0f} "
                   f"{'per step' if per_step else f'{extra * 1e3:8.1f}':>9s}")
     dist.destroy_process_group()
 
