@@ -106,6 +106,7 @@ Phase Agent::phase() const {
 
 int64_t Agent::advanceStep() {
     m_tensors.sweep();
+    m_py.trim();
     return m_step.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 

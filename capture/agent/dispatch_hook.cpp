@@ -159,7 +159,7 @@ bool retryReplicated(Agent& agent, const c10::OperatorHandle& op, const Operands
         promoted = promoted || (o.dtensor && agent.promotions().isShardedPromotion(o.tensor()));
     if (!promoted) return false;
     PyTorch& py = agent.py();
-    const OpInfo& info = py.opInfo(op, agent.writer());
+    const OpInfo& info = py.opInfo(op.schema(), agent.writer());
     auto replicated = [&](PyObject* dtensor) {
         DTensorFacts facts = py.dtensorFacts(dtensor, agent.writer());
         return redistributeReplicated(py, dtensor, facts.meshObj, facts.meshNdim);
@@ -220,7 +220,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         if (Agent::current() != agent) return;  // detached meanwhile
         try {
             Operands outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            OpCall(*agent, agent->py().opInfo(op, agent->writer()), std::move(inputs))
+            OpCall(*agent, agent->py().opInfo(schema, agent->writer()), std::move(inputs))
                 .afterPlainOp(outputs);
         } catch (const std::exception& e) {
             agent->counters().agentErrors.fetch_add(1);
@@ -241,7 +241,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         try {
             Operands outputs;
             if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            scope.recorded(OpCall(*agent, agent->py().opInfo(op, writer), std::move(inputs))
+            scope.recorded(OpCall(*agent, agent->py().opInfo(schema, writer), std::move(inputs))
                                .recordDTensorOp(start, end, outputs));
         } catch (const std::exception& e) {
             agent->counters().agentErrors.fetch_add(1);

@@ -40,6 +40,19 @@ void FrameCache::clear() {
         Py_XDECREF(info.code);
     m_codes.clear();
     m_oneFrame.clear();
+    m_recentInternal.fill(nullptr);
+    m_lastUser = {};
+}
+
+bool FrameCache::recentlyInternal(const PyCodeObject* code) const {
+    for (const PyCodeObject* c : m_recentInternal)
+        if (c == code) return true;
+    return false;
+}
+
+void FrameCache::rememberInternal(const PyCodeObject* code) {
+    m_recentInternal[m_recentNext] = code;
+    m_recentNext = (m_recentNext + 1) % kRecentInternal;
 }
 
 FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
@@ -93,8 +106,16 @@ void walkFrames(Visit&& visit) {
 template <typename Found>
 void FrameCache::visitUserFrame(RankWriter& writer, Found&& found) {
     walkFrames([&](const RawFrame& f) {
+        if (recentlyInternal(f.code)) return true;
+        if (f.code == m_lastUser.code && f.lasti == m_lastUser.lasti) {
+            found(*m_lastUser.info, m_lastUser.one, f.globals);
+            return false;
+        }
         CodeInfo& ci = info(f.code, writer);
-        if (ci.internal) return true;
+        if (ci.internal) {
+            rememberInternal(f.code);
+            return true;
+        }
         // Keyed by instruction offset: the line table is decoded once per call site.
         FrameKey key{ci.code, f.lasti};
         auto it = m_oneFrame.find(key);
@@ -106,6 +127,7 @@ void FrameCache::visitUserFrame(RankWriter& writer, Found&& found) {
                               OneFrame{writer.internStack(std::span<const Frame>(&frame, 1)), line})
                      .first;
         }
+        m_lastUser = {f.code, f.lasti, &ci, it->second};
         found(ci, it->second, f.globals);
         return false;
     });

@@ -8,6 +8,7 @@
 
 #include <Python.h>
 
+#include <array>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -73,6 +74,22 @@ class FrameCache {
         }
     };
     std::unordered_map<FrameKey, OneFrame, FrameKeyHash> m_oneFrame;  // one-frame stacks
+
+    // Consecutive ops mostly come from the same few frames (an optimizer's
+    // loop, autograd's backward): the internal code objects met last and the
+    // last user frame are checked before the hash lookups. Both hold codes
+    // that m_codes keeps alive; clear() empties them.
+    static constexpr size_t kRecentInternal = 8;
+    std::array<const PyCodeObject*, kRecentInternal> m_recentInternal{};
+    size_t m_recentNext = 0;
+    bool recentlyInternal(const PyCodeObject* code) const;
+    void rememberInternal(const PyCodeObject* code);
+    struct LastUser {
+        const PyCodeObject* code = nullptr;
+        int lasti = -1;
+        const CodeInfo* info = nullptr;
+        OneFrame one;
+    } m_lastUser;
 };
 
 }  // namespace meshscope::capture

@@ -148,6 +148,7 @@ py::dict stats() {
     out["agent_errors"] = agent.counters().agentErrors.load();
     out["tensor_table"] = agent.tensors().size();
     out["tensor_descriptions"] = agent.descriptions().size();
+    out["dtensor_specs"] = agent.py().cachedSpecs();
     out["rank_file"] = agent.writer().path().string();
     return out;
 }

@@ -343,13 +343,19 @@ TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts, bool ide
 
 TensorId OpCall::describedId(const Operand& op, const DTensorFacts& facts) {
     const at::Tensor& t = op.tensor();
+    // A DTensor's description is its spec's: remembered with the spec entry
+    // (no hashing of the shape per operand).
+    if (op.dtensor && facts.described.matches(t)) return facts.described.id;
     TensorDescriptions::Key key{t.scalar_type(), t.device(),       op.dtensor,
                                 facts.mesh,      facts.placements, t.sizes()};
     TensorDescriptions& descriptions = m_agent.descriptions();
-    if (TensorId id = descriptions.find(key)) return id;
-    TensorId id = m_writer.newTensorId();
-    recordTensor(op, facts, id, nullptr);
-    descriptions.add(key, id);
+    TensorId id = descriptions.find(key);
+    if (!id) {
+        id = m_writer.newTensorId();
+        recordTensor(op, facts, id, nullptr);
+        descriptions.add(key, id);
+    }
+    if (op.dtensor) m_py.rememberDescription(facts, {id, t.scalar_type(), t.device(), t.numel()});
     return id;
 }
 

@@ -147,8 +147,23 @@ void PyTorch::Slot::load(PyTypeObject* type, PyObject* name) {
     }
 }
 
-PyRef PyTorch::Slot::read(PyObject* obj) const {
-    if (m_offset >= 0 && _PyType_Lookup(Py_TYPE(obj), m_name.get()) == m_descr.get()) {
+bool PyTorch::Slot::direct(PyTypeObject* type) {
+    if (m_offset < 0) return false;
+    if (type == m_checkedType && PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) &&
+        type->tp_version_tag == m_checkedVersion)
+        return true;
+    if (_PyType_Lookup(type, m_name.get()) != m_descr.get()) return false;
+    // Version tags are never reused: a new type at a freed one's address
+    // has another.
+    if (PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        m_checkedType = type;
+        m_checkedVersion = type->tp_version_tag;
+    }
+    return true;
+}
+
+PyRef PyTorch::Slot::read(PyObject* obj) {
+    if (direct(Py_TYPE(obj))) {
         PyObject* value = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(obj) + m_offset);
         return PyRef::borrow(value);  // null: the slot is unset
     }
@@ -161,12 +176,14 @@ void PyTorch::Slot::clear() {
     m_name = {};
     m_descr = {};
     m_offset = -1;
+    m_checkedType = nullptr;
 }
 
 void PyTorch::clear() {
     m_specs.clear();
     m_ops.clear();
     m_schemaOps.clear();
+    m_schemaFront.fill({});
     m_dtypeIds.clear();
     m_deviceIds.clear();
     m_meshes.clear();
@@ -214,13 +231,17 @@ OpInfo& PyTorch::opInfo(PyObject* overload, RankWriter& writer) {
     return m_ops.emplace(overload, std::move(info)).first->second;
 }
 
-OpInfo& PyTorch::opInfo(const c10::OperatorHandle& op, RankWriter& writer) {
-    const c10::FunctionSchema* key = &op.schema();
-    auto it = m_schemaOps.find(key);
-    if (it != m_schemaOps.end()) return it->second;
-    OpInfo info;
-    describeOp(info, operatorText(op.operator_name()), writer);
-    return m_schemaOps.emplace(key, std::move(info)).first->second;
+OpInfo& PyTorch::opInfo(const c10::FunctionSchema& schema, RankWriter& writer) {
+    auto& front = m_schemaFront[(reinterpret_cast<uintptr_t>(&schema) >> 4) % kSchemaFront];
+    if (front.first == &schema) return *front.second;
+    auto it = m_schemaOps.find(&schema);
+    if (it == m_schemaOps.end()) {
+        OpInfo info;
+        describeOp(info, operatorText(schema.operator_name()), writer);
+        it = m_schemaOps.emplace(&schema, std::move(info)).first;
+    }
+    front = {&schema, &it->second};  // map nodes do not move
+    return it->second;
 }
 
 void describeOp(OpInfo& info, std::string text, RankWriter& writer) {
@@ -293,10 +314,26 @@ DTensorFacts PyTorch::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
     auto cached = m_specs.find(spec.get());
     if (cached != m_specs.end()) return cached->second.facts;
     DTensorFacts facts = specFacts(spec.get(), writer);
+    facts.spec = spec.get();
     if (!facts.mesh) return facts;
-    if (m_specs.size() > 4096) m_specs.clear();
+    if (m_specs.size() >= kMaxSpecs) trim();  // facts are copies: nothing dangles
     m_specs.emplace(spec.get(), SpecEntry{PyRef::borrow(spec.get()), facts});
     return facts;
+}
+
+void PyTorch::rememberDescription(const DTensorFacts& facts, const SpecDescription& described) {
+    auto it = facts.spec ? m_specs.find(facts.spec) : m_specs.end();
+    if (it != m_specs.end()) it->second.facts.described = described;
+}
+
+void PyTorch::trim() {
+    // DTensor creates new spec and placements objects for redistributions
+    // and from_local() every step; once only the cache holds one, it is
+    // dead: dropping it keeps the cache (and the Python heap) from growing.
+    std::erase_if(m_specs, [](const auto& kv) { return Py_REFCNT(kv.second.spec.get()) == 1; });
+    std::erase_if(m_placementTuples,
+                  [](const auto& kv) { return Py_REFCNT(kv.second.tuple.get()) == 1; });
+    if (m_specs.size() >= kMaxSpecs) m_specs.clear();
 }
 
 DTensorFacts PyTorch::specFacts(PyObject* spec, RankWriter& writer) {

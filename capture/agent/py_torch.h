@@ -7,12 +7,14 @@
 
 #include <Python.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include <ATen/core/TensorBase.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
@@ -63,6 +65,19 @@ struct OpInfo {
     bool isInPlace = false;  // add_, _foreach_add_.List: argument 0 is the destination
 };
 
+// The tensor record shared by the DTensors of one spec (see
+// TensorDescriptions), remembered with the spec: a DTensor's global shape is
+// its spec's, and dtype, device and numel confirm the match.
+struct SpecDescription {
+    TensorId id;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    c10::Device device{c10::DeviceType::CPU};
+    int64_t numel = -1;
+    bool matches(const at::TensorBase& t) const {
+        return id && t.scalar_type() == dtype && t.device() == device && t.numel() == numel;
+    }
+};
+
 struct DTensorFacts {
     MeshId mesh;
     StringId placements;  // "[Shard(0), Replicate()]"
@@ -70,6 +85,8 @@ struct DTensorFacts {
     std::string_view placementsText;
     PyObject* meshObj = nullptr;  // borrowed from the spec
     int meshNdim = 0;
+    PyObject* spec = nullptr;  // borrowed: the key of rememberDescription()
+    SpecDescription described;
 };
 
 class PyTorch {
@@ -83,12 +100,18 @@ class PyTorch {
     }
     OpInfo& opInfo(PyObject* overload, RankWriter& writer);
     // The same facts for an operator seen by the dispatcher hook (no Python
-    // object: `overload` and `call` stay empty).
-    OpInfo& opInfo(const c10::OperatorHandle& op, RankWriter& writer);
+    // object: `overload` and `call` stay empty), by its schema.
+    OpInfo& opInfo(const c10::FunctionSchema& schema, RankWriter& writer);
     // The DTensor type; safe to compare against without the GIL.
     PyTypeObject* dtensorType() const { return m_dtensorType; }
     // Mesh and placements of a DTensor; registers the mesh on first sight.
     DTensorFacts dtensorFacts(PyObject* dtensor, RankWriter& writer);
+    // Remembers the tensor record of the DTensors of `facts.spec`.
+    void rememberDescription(const DTensorFacts& facts, const SpecDescription& described);
+    // Drops the cached specs and placements nothing but the cache still
+    // refers to, and bounds the rest: between steps, and when it is full.
+    void trim();
+    size_t cachedSpecs() const { return m_specs.size(); }
     std::string meshText(MeshId id) const;  // "mesh [2] ('model')"
     // The mesh dim a per-rank batch is sharded over: the one named like a
     // data-parallel dim ("batch", "data", "dp", ...), else dim 0.
@@ -100,7 +123,7 @@ class PyTorch {
     StringId dtypeId(c10::ScalarType type, RankWriter& writer);
     StringId deviceId(const c10::Device& device, RankWriter& writer);
     // The DTensor's local tensor (new reference), or nullptr.
-    PyRef localTensor(PyObject* dtensor) const { return m_local.read(dtensor); }
+    PyRef localTensor(PyObject* dtensor) { return m_local.read(dtensor); }
 
     PyObject* fromLocal() const { return m_fromLocal.get(); }
     PyObject* replicate() const { return m_replicate.get(); }
@@ -114,12 +137,18 @@ class PyTorch {
     class Slot {
       public:
         void load(PyTypeObject* type, PyObject* name);
-        PyRef read(PyObject* obj) const;  // new reference, or nullptr (no error set)
+        PyRef read(PyObject* obj);  // new reference, or nullptr (no error set)
         void clear();
 
       private:
+        bool direct(PyTypeObject* type);
         PyRef m_name, m_descr;
         Py_ssize_t m_offset = -1;
+        // The last type that resolved the name to m_descr, while its
+        // attribute version is unchanged (any change to the type or its
+        // bases gives it a new one): no lookup per read.
+        PyTypeObject* m_checkedType = nullptr;
+        unsigned int m_checkedVersion = 0;
     };
     // Facts of a DTensorSpec (uncached).
     DTensorFacts specFacts(PyObject* spec, RankWriter& writer);
@@ -140,6 +169,10 @@ class PyTorch {
     PyRef m_placementsName, m_meshName, m_dimName, m_reduceName, m_opName;
     std::unordered_map<PyObject*, OpInfo> m_ops;
     std::unordered_map<const c10::FunctionSchema*, OpInfo> m_schemaOps;
+    // Direct-mapped in front of m_schemaOps: one probe per op instead of a
+    // hash-node walk (the dispatcher hook asks for every DTensor op).
+    static constexpr size_t kSchemaFront = 256;
+    std::array<std::pair<const c10::FunctionSchema*, OpInfo*>, kSchemaFront> m_schemaFront{};
     std::unordered_map<PyObject*, MeshEntry> m_meshes;
     std::unordered_map<std::string, StringId> m_placementText;
     struct PlacementsEntry {
@@ -155,6 +188,7 @@ class PyTorch {
         DTensorFacts facts;
     };
     std::unordered_map<PyObject*, SpecEntry> m_specs;
+    static constexpr size_t kMaxSpecs = 4096;
 };
 
 // "aten::sub.Tensor", "aten::mm" (the default overload has no suffix), as

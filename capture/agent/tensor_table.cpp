@@ -5,11 +5,11 @@
 namespace meshscope::capture {
 
 TensorTable::Entry* TensorTable::find(const at::Tensor& tensor) {
-    if (!tensor.defined()) return nullptr;
+    if (!tensor.defined() || (m_subclassEntries == 0 && isSubclass(tensor))) return nullptr;
     auto it = m_entries.find(tensor.unsafeGetTensorImpl());
     if (it == m_entries.end()) return nullptr;
     if (it->second.weak.expired()) {  // address reused by a new tensor
-        if (it->second.provenance) --m_withProvenance;
+        erased(it->second);
         m_entries.erase(it);
         return nullptr;
     }
@@ -17,15 +17,28 @@ TensorTable::Entry* TensorTable::find(const at::Tensor& tensor) {
 }
 
 TensorTable::Entry& TensorTable::get(const at::Tensor& tensor, bool& isNew) {
-    if (Entry* live = find(tensor)) {
-        isNew = false;
-        return *live;
-    }
     if (m_entries.size() >= m_sweepAt) sweep();
+    const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+    auto it = m_entries.find(impl);
+    if (it != m_entries.end()) {
+        if (!it->second.weak.expired()) {
+            isNew = false;
+            return it->second;
+        }
+        erased(it->second);  // address reused by a new tensor
+        m_entries.erase(it);
+    }
     isNew = true;
+    bool subclass = isSubclass(tensor);
+    m_subclassEntries += subclass;
     Entry entry{c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr()), m_newId(),
-                nullptr, nullptr};
-    return m_entries.insert_or_assign(tensor.unsafeGetTensorImpl(), std::move(entry)).first->second;
+                nullptr, nullptr, false, subclass};
+    return m_entries.emplace(impl, std::move(entry)).first->second;
+}
+
+void TensorTable::erased(const Entry& entry) {
+    if (entry.provenance) --m_withProvenance;
+    m_subclassEntries -= entry.subclass;
 }
 
 void TensorTable::setProvenance(const at::Tensor& tensor, Provenance provenance) {
@@ -64,7 +77,7 @@ TensorTable::ProvenancePtr TensorTable::derivedProvenance(const at::Tensor& tens
 void TensorTable::sweep() {
     for (auto it = m_entries.begin(); it != m_entries.end();) {
         if (it->second.weak.expired()) {
-            if (it->second.provenance) --m_withProvenance;
+            erased(it->second);
             it = m_entries.erase(it);
         } else {
             ++it;
@@ -80,6 +93,7 @@ void TensorTable::sweep() {
 void TensorTable::clear() {
     m_entries.clear();
     m_withProvenance = 0;
+    m_subclassEntries = 0;
 }
 
 }  // namespace meshscope::capture

@@ -50,6 +50,7 @@ class TensorTable {
         ProvenancePtr provenance;
         ProvenancePtr derived;  // `provenance` marked derived, made on first use
         bool recorded = false;  // its TensorRecord was submitted
+        bool subclass = false;  // a DTensor (or another tensor subclass)
     };
 
     // The live entry for this tensor, or nullptr.
@@ -77,6 +78,12 @@ class TensorTable {
     std::unordered_map<const c10::TensorImpl*, Entry> m_entries;
     size_t m_sweepAt = kSweepFloor;
     std::atomic<size_t> m_withProvenance{0};
+    // Entries of tensor subclasses (DTensors): none in a usual run (only
+    // plain tensors get a provenance or an identity), so the lookup of a
+    // DTensor operand is skipped.
+    size_t m_subclassEntries = 0;
+    static bool isSubclass(const at::Tensor& t) { return t.key_set().has(c10::DispatchKey::Python); }
+    void erased(const Entry& entry);
     uint64_t m_cleared = 0;
 };
 

@@ -248,7 +248,9 @@ def test_a_long_training_loop_keeps_the_agent_bounded(mesh, run_dir):
     The agent must not keep one identity (a table entry pinning the tensor's
     TensorImpl, one TensorRecord row) per tensor it ever saw: that grew the
     table and the rank file with every step and fragmented the heap. After
-    warm-up, a step adds op records only and leaves the tables as they were."""
+    warm-up, a step adds op records only and leaves the tables as they were.
+    DTensor makes new specs every step (from_local() of each input, every
+    redistribution): the agent's spec cache must not keep them alive."""
     from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                    parallelize_module)
 
@@ -277,6 +279,7 @@ def test_a_long_training_loop_keeps_the_agent_bounded(mesh, run_dir):
     assert late["submitted"] - warm["submitted"] - ops <= 40 * 2, (warm, late)
     assert late["tensor_descriptions"] == warm["tensor_descriptions"]
     assert late["tensor_table"] <= warm["tensor_table"] + 64, (warm, late)
+    assert late["dtensor_specs"] <= warm["dtensor_specs"], (warm, late)
 
 
 @pytest.mark.parametrize("hook", ["dispatcher", "mode"])
