@@ -31,8 +31,12 @@ TensorTable::Entry& TensorTable::get(const at::Tensor& tensor, bool& isNew) {
     isNew = true;
     bool subclass = isSubclass(tensor);
     m_subclassEntries += subclass;
-    Entry entry{c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr()), m_newId(),
-                nullptr, nullptr, false, subclass};
+    Entry entry{c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr()),
+                m_newId(),
+                nullptr,
+                nullptr,
+                false,
+                subclass};
     return m_entries.emplace(impl, std::move(entry)).first->second;
 }
 

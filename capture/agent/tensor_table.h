@@ -82,7 +82,9 @@ class TensorTable {
     // plain tensors get a provenance or an identity), so the lookup of a
     // DTensor operand is skipped.
     size_t m_subclassEntries = 0;
-    static bool isSubclass(const at::Tensor& t) { return t.key_set().has(c10::DispatchKey::Python); }
+    static bool isSubclass(const at::Tensor& t) {
+        return t.key_set().has(c10::DispatchKey::Python);
+    }
     void erased(const Entry& entry);
     uint64_t m_cleared = 0;
 };

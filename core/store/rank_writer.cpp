@@ -1,6 +1,7 @@
 #include "core/store/rank_writer.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -204,6 +205,15 @@ bool RankWriter::flushNow() {
 void RankWriter::run() {
     // Named so that top -H, gdb and /proc show whose thread this is.
     pthread_setname_np(pthread_self(), "meshscope-wr");
+#ifdef __linux__
+    // Batch scheduling: same share of the CPU, but waking up does not
+    // preempt a running thread. The writer's work lands on a core that
+    // waits (a rank blocked in a collective) instead of interrupting the
+    // training threads when every core is busy. Failure changes nothing.
+    sched_param batch{};
+    batch.sched_priority = 0;
+    pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch);
+#endif
     for (;;) {
         bool stopping;
         RecordQueue::Blocks batch;

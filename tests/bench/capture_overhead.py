@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/bench/capture_overhead.py [--rounds 30] [--steps 20]
         [--warm 6 --settle 2] [--dim 256 --hidden 1024 --batch 32] [--pin]
-        [--device cuda --world 1]
+        [--device cuda --world 1] [--steady-heap] [--only 3]
 
 Starts 2 ranks (gloo, CPU; --device cuda: NCCL, rank i on GPU i % GPUs, step
 times taken after a device synchronize). Each rank trains a tensor-parallel MLP (Colwise
@@ -63,6 +63,12 @@ def parse() -> argparse.Namespace:
                    help="cuda: NCCL, one GPU per rank (NCCL refuses two ranks on one GPU)")
     p.add_argument("--only", default="", help="comma-separated configuration numbers "
                    "(0 = no instrumentation, always run), e.g. --only 3,4")
+    p.add_argument("--steady-heap", action="store_true",
+                   help="fix glibc's mmap and trim thresholds in the ranks (MALLOC_MMAP_THRESHOLD_, "
+                   "MALLOC_TRIM_THRESHOLD_), for every configuration alike: with the defaults, "
+                   "whether the 512 KiB tensors of a step come back from the heap or from fresh "
+                   "pages changes from block to block, 0 or several hundred page faults a step "
+                   "with or without instrumentation, and that noise swamps a few percent")
     return p.parse_args()
 
 
@@ -90,8 +96,14 @@ def rank_environments(world: int) -> list[dict[str, str]]:
              "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"} for rank in range(world)]
 
 
+# glibc tunables for --steady-heap: tensors up to 32 MiB come from the heap
+# and freed memory stays there (the defaults adapt both as the run goes).
+STEADY_HEAP = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
+
+
 def launch(args: argparse.Namespace) -> int:
-    procs = [subprocess.Popen([sys.executable, *sys.argv], env=env)
+    extra = STEADY_HEAP if args.steady_heap else {}
+    procs = [subprocess.Popen([sys.executable, *sys.argv], env={**env, **extra})
              for env in rank_environments(args.world)]
     return max(p.wait() for p in procs)
 
@@ -230,7 +242,7 @@ def rank_main(args: argparse.Namespace) -> None:
               f"{args.hidden}->{args.dim}), batch {args.batch}, Adam, {dist.get_world_size()} "
               f"ranks {backend} on {args.device}{', pinned' if args.pin else ''}; "
               f"{args.rounds} rounds x "
-              f"{args.steps} steps")
+              f"{args.steps} steps{'; steady heap' if args.steady_heap else ''}")
         print("ratio: median over rounds of (step time / uninstrumented step time of the same "
               "round) [95% bootstrap CI]; cpu: the process's CPU time, all threads; "
               "faults: minor page faults per step (median)")
