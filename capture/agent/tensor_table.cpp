@@ -6,7 +6,11 @@ namespace meshscope::capture {
 
 TensorTable::Entry* TensorTable::find(const at::Tensor& tensor) {
     if (!tensor.defined() || (m_subclassEntries == 0 && isSubclass(tensor))) return nullptr;
-    auto it = m_entries.find(tensor.unsafeGetTensorImpl());
+    return live(tensor.unsafeGetTensorImpl());
+}
+
+TensorTable::Entry* TensorTable::live(const c10::TensorImpl* impl) {
+    auto it = m_entries.find(impl);
     if (it == m_entries.end()) return nullptr;
     if (it->second.weak.expired()) {  // address reused by a new tensor
         erased(it->second);
@@ -19,14 +23,9 @@ TensorTable::Entry* TensorTable::find(const at::Tensor& tensor) {
 TensorTable::Entry& TensorTable::get(const at::Tensor& tensor, bool& isNew) {
     if (m_entries.size() >= m_sweepAt) sweep();
     const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
-    auto it = m_entries.find(impl);
-    if (it != m_entries.end()) {
-        if (!it->second.weak.expired()) {
-            isNew = false;
-            return it->second;
-        }
-        erased(it->second);  // address reused by a new tensor
-        m_entries.erase(it);
+    if (Entry* entry = live(impl)) {
+        isNew = false;
+        return *entry;
     }
     isNew = true;
     bool subclass = isSubclass(tensor);

@@ -85,6 +85,8 @@ class TensorTable {
     static bool isSubclass(const at::Tensor& t) {
         return t.key_set().has(c10::DispatchKey::Python);
     }
+    // The entry at this address if its tensor is alive (a dead one is dropped).
+    Entry* live(const c10::TensorImpl* impl);
     void erased(const Entry& entry);
     uint64_t m_cleared = 0;
 };

@@ -48,12 +48,11 @@ void RecordQueue::recycle(Blocks&& blocks, OperandLists& lists) {
     }
 }
 
-bool RecordQueue::reuseOperandList(std::vector<OperandRecord>& list) {
+void RecordQueue::reuseOperandList(std::vector<OperandRecord>& list) {
     if (list.capacity() == 0 && !m_spareOperands.empty()) {
         list = std::move(m_spareOperands.back());
         m_spareOperands.pop_back();
     }
-    return list.capacity() != 0;
 }
 
 }  // namespace meshscope

@@ -39,9 +39,8 @@ class RecordQueue {
     // few spare blocks and kMaxSpareOperandLists lists; the rest stay in
     // `lists`, for the caller to free outside the lock).
     void recycle(Blocks&& blocks, OperandLists& lists);
-    // Moves a spare operand list into `list` when it has no storage; true if
-    // it has storage afterwards.
-    bool reuseOperandList(std::vector<OperandRecord>& list);
+    // Moves a spare operand list into `list` when it has no storage.
+    void reuseOperandList(std::vector<OperandRecord>& list);
 
   private:
     Blocks m_blocks;
