@@ -147,7 +147,7 @@ void PyTorch::Slot::load(PyTypeObject* type, PyObject* name) {
     }
 }
 
-bool PyTorch::Slot::direct(PyTypeObject* type) {
+bool PyTorch::Slot::direct(PyTypeObject* type) const {
     if (m_offset < 0) return false;
     if (type == m_checkedType && PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) &&
         type->tp_version_tag == m_checkedVersion)
@@ -162,7 +162,7 @@ bool PyTorch::Slot::direct(PyTypeObject* type) {
     return true;
 }
 
-PyRef PyTorch::Slot::read(PyObject* obj) {
+PyRef PyTorch::Slot::read(PyObject* obj) const {
     if (direct(Py_TYPE(obj))) {
         PyObject* value = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(obj) + m_offset);
         return PyRef::borrow(value);  // null: the slot is unset
@@ -314,8 +314,8 @@ DTensorFacts PyTorch::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
     auto cached = m_specs.find(spec.get());
     if (cached != m_specs.end()) return cached->second.facts;
     DTensorFacts facts = specFacts(spec.get(), writer);
-    facts.spec = spec.get();
     if (!facts.mesh) return facts;
+    facts.spec = spec.get();                  // cached: rememberDescription() finds it
     if (m_specs.size() >= kMaxSpecs) trim();  // facts are copies: nothing dangles
     m_specs.emplace(spec.get(), SpecEntry{PyRef::borrow(spec.get()), facts});
     return facts;

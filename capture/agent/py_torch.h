@@ -123,7 +123,7 @@ class PyTorch {
     StringId dtypeId(c10::ScalarType type, RankWriter& writer);
     StringId deviceId(const c10::Device& device, RankWriter& writer);
     // The DTensor's local tensor (new reference), or nullptr.
-    PyRef localTensor(PyObject* dtensor) { return m_local.read(dtensor); }
+    PyRef localTensor(PyObject* dtensor) const { return m_local.read(dtensor); }
 
     PyObject* fromLocal() const { return m_fromLocal.get(); }
     PyObject* replicate() const { return m_replicate.get(); }
@@ -137,18 +137,18 @@ class PyTorch {
     class Slot {
       public:
         void load(PyTypeObject* type, PyObject* name);
-        PyRef read(PyObject* obj);  // new reference, or nullptr (no error set)
+        PyRef read(PyObject* obj) const;  // new reference, or nullptr (no error set)
         void clear();
 
       private:
-        bool direct(PyTypeObject* type);
+        bool direct(PyTypeObject* type) const;
         PyRef m_name, m_descr;
         Py_ssize_t m_offset = -1;
         // The last type that resolved the name to m_descr, while its
         // attribute version is unchanged (any change to the type or its
         // bases gives it a new one): no lookup per read.
-        PyTypeObject* m_checkedType = nullptr;
-        unsigned int m_checkedVersion = 0;
+        mutable PyTypeObject* m_checkedType = nullptr;
+        mutable unsigned int m_checkedVersion = 0;
     };
     // Facts of a DTensorSpec (uncached).
     DTensorFacts specFacts(PyObject* spec, RankWriter& writer);
