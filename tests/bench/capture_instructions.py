@@ -6,7 +6,7 @@ page faults, the kernel and waiting are not in them; read these next to
 capture_overhead.py's step times, not instead of them.
 
     .venv/bin/python tests/bench/capture_instructions.py [--steps 4] [--warm 3]
-        [--dim 256 --hidden 1024 --batch 32 --layers 2] [--only 3,4]
+        [--dim 256 --hidden 1024 --batch 32 --layers 2] [--only 3,4] [--cache-sim]
 
 For each configuration, 2 ranks (gloo, CPU) start under callgrind with
 instrumentation off, build the model, train 5 steps uninstrumented, enter
@@ -16,10 +16,19 @@ configuration, rank 0's instructions per step and their ratio to the
 uninstrumented loop for the training thread and for the whole process (all
 its threads: gloo's, meshscope's writer). The
 whole-process count includes meshscope's writer thread, which commits every
-50 ms of wall time; under callgrind a step takes about 200 times longer, so
+200 ms of wall time; under callgrind a step takes about 200 times longer, so
 the writer commits about 200 times more often per step than it would
-natively and its share is overstated. Needs valgrind (callgrind.h) and a C
-compiler; takes about 2 minutes per configuration."""
+natively and its share is overstated.
+
+--cache-sim adds callgrind's cache and branch-predictor simulation and a
+column of estimated cycles for the training thread: instructions + 10 per
+L1 miss + 100 per last-level miss + 15 per mispredicted branch (the weights
+of callgrind's documentation). Code that runs between torch's kernels finds
+its instructions and data evicted; the estimate counts that, instructions
+alone do not. The simulated caches are not this machine's (the estimate is
+still deterministic, which step times on a shared machine are not). Needs
+valgrind (callgrind.h) and a C compiler; takes about 2 minutes per
+configuration, 3 with --cache-sim."""
 
 from __future__ import annotations
 
@@ -53,6 +62,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--only", default="", help="comma-separated configuration numbers "
                    "(0 = no instrumentation, always run), e.g. --only 3")
+    p.add_argument("--cache-sim", action="store_true",
+                   help="simulate caches and branch prediction; print estimated cycles")
     p.add_argument("--rank-config", help=argparse.SUPPRESS)  # inside a rank
     p.add_argument("--control", help=argparse.SUPPRESS)
     return p.parse_args()
@@ -98,28 +109,50 @@ def build_control(workdir: str) -> str:
     return library
 
 
-def totals(path: str) -> int:
+def event_totals(path: str) -> dict[str, int]:
+    """The totals line of a callgrind dump, by event name (Ir, I1mr, ...)."""
     with open(path) as f:
-        match = re.search(r"^totals: (\d+)", f.read(), re.MULTILINE)
-    return int(match.group(1)) if match else 0
+        text = f.read()
+    events = re.search(r"^events: (.+)$", text, re.MULTILINE)
+    values = re.search(r"^totals: (.+)$", text, re.MULTILINE)
+    if not events or not values:
+        return {}
+    return dict(zip(events.group(1).split(), (int(v) for v in values.group(1).split())))
 
 
-def counted(out_prefix: str) -> tuple[int, int]:
-    """(training thread, whole process) instructions while counting. The
-    training thread's are in the dump cg_stop took (part 1, thread 01); the
-    other threads' in the dumps callgrind writes at exit (instrumentation
-    was off from cg_stop on, so they hold the counted steps only)."""
+def totals(path: str) -> int:
+    return event_totals(path).get("Ir", 0)
+
+
+# Estimated cycles from simulated events (callgrind's documented weights).
+CYCLE_WEIGHTS = {"Ir": 1, "I1mr": 10, "D1mr": 10, "D1mw": 10, "ILmr": 100, "DLmr": 100,
+                 "DLmw": 100, "Bcm": 15, "Bim": 15}
+
+
+def estimated_cycles(path: str) -> int:
+    events = event_totals(path)
+    return sum(weight * events.get(name, 0) for name, weight in CYCLE_WEIGHTS.items())
+
+
+def counted(out_prefix: str, cache_sim: bool) -> tuple[int, int, int]:
+    """(training thread, whole process) instructions while counting, and the
+    training thread's estimated cycles (0 without --cache-sim). The training
+    thread's are in the dump cg_stop took (part 1, thread 01); the other
+    threads' in the dumps callgrind writes at exit (instrumentation was off
+    from cg_stop on, so they hold the counted steps only)."""
     main = totals(out_prefix + ".1-01")
     others = sum(totals(p) for p in glob.glob(out_prefix + "-*"))
-    return main, main + others
+    return main, main + others, estimated_cycles(out_prefix + ".1-01") if cache_sim else 0
 
 
 def measure(args: argparse.Namespace, name: str, control: str,
-            workdir: str) -> tuple[int, int]:
+            workdir: str) -> tuple[int, int, int]:
     tag = re.sub(r"\W+", "_", name)
     procs = []
     for rank, env in enumerate(rank_environments(2)):
+        simulate = ["--cache-sim=yes", "--branch-sim=yes"] if args.cache_sim else []
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+               *simulate,
                f"--callgrind-out-file={workdir}/{tag}.r{rank}", sys.executable,
                os.path.abspath(__file__), "--rank-config", name, "--control", control,
                "--steps", str(args.steps), "--warm", str(args.warm), "--dim", str(args.dim),
@@ -129,7 +162,7 @@ def measure(args: argparse.Namespace, name: str, control: str,
         procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT))
     if max(p.wait() for p in procs) != 0:
         sys.exit(f"capture_instructions.py: {name} failed; see {workdir}/{tag}.r*.log")
-    return counted(f"{workdir}/{tag}.r0")
+    return counted(f"{workdir}/{tag}.r0", args.cache_sim)
 
 
 def main() -> int:
@@ -144,15 +177,19 @@ def main() -> int:
           f"{args.hidden}->{args.dim}), batch {args.batch}, Adam, 2 ranks gloo on cpu; "
           f"instructions of rank 0 over {args.steps} steps after {args.warm} warm steps "
           f"(callgrind; files in {workdir})", flush=True)
+    cycles_head = f" {'est. cycles/step':>17s} {'ratio':>7s}" if args.cache_sim else ""
     print(f"{'configuration':36s} {'train thread/step':>18s} {'ratio':>7s} "
-          f"{'process/step':>13s} {'ratio':>7s}", flush=True)
+          f"{'process/step':>13s} {'ratio':>7s}{cycles_head}", flush=True)
     base = None
     for name in names:
-        main_thread, process = (n / args.steps for n in measure(args, name, control, workdir))
+        main_thread, process, cycles = (n / args.steps
+                                        for n in measure(args, name, control, workdir))
         if base is None:
-            base = (main_thread, process)
+            base = (main_thread, process, cycles)
+        cycles_cell = (f" {cycles / 1e6:14.2f} M {cycles / base[2]:6.3f}x"
+                       if args.cache_sim else "")
         print(f"{name:36s} {main_thread / 1e6:15.2f} M {main_thread / base[0]:6.3f}x "
-              f"{process / 1e6:10.2f} M {process / base[1]:6.3f}x", flush=True)
+              f"{process / 1e6:10.2f} M {process / base[1]:6.3f}x{cycles_cell}", flush=True)
     return 0
 
 
