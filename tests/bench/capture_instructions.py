@@ -129,8 +129,7 @@ CYCLE_WEIGHTS = {"Ir": 1, "I1mr": 10, "D1mr": 10, "D1mw": 10, "ILmr": 100, "DLmr
                  "DLmw": 100, "Bcm": 15, "Bim": 15}
 
 
-def estimated_cycles(path: str) -> int:
-    events = event_totals(path)
+def estimated_cycles(events: dict[str, int]) -> int:
     return sum(weight * events.get(name, 0) for name, weight in CYCLE_WEIGHTS.items())
 
 
@@ -140,17 +139,18 @@ def counted(out_prefix: str, cache_sim: bool) -> tuple[int, int, int]:
     thread's are in the dump cg_stop took (part 1, thread 01); the other
     threads' in the dumps callgrind writes at exit (instrumentation was off
     from cg_stop on, so they hold the counted steps only)."""
-    main = totals(out_prefix + ".1-01")
+    events = event_totals(out_prefix + ".1-01")
+    main = events.get("Ir", 0)
     others = sum(totals(p) for p in glob.glob(out_prefix + "-*"))
-    return main, main + others, estimated_cycles(out_prefix + ".1-01") if cache_sim else 0
+    return main, main + others, estimated_cycles(events) if cache_sim else 0
 
 
 def measure(args: argparse.Namespace, name: str, control: str,
             workdir: str) -> tuple[int, int, int]:
     tag = re.sub(r"\W+", "_", name)
     procs = []
+    simulate = ["--cache-sim=yes", "--branch-sim=yes"] if args.cache_sim else []
     for rank, env in enumerate(rank_environments(2)):
-        simulate = ["--cache-sim=yes", "--branch-sim=yes"] if args.cache_sim else []
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
                *simulate,
                f"--callgrind-out-file={workdir}/{tag}.r{rank}", sys.executable,
