@@ -147,6 +147,7 @@ py::dict stats() {
     out["reconciled"] = agent.counters().reconciled.load();
     out["agent_errors"] = agent.counters().agentErrors.load();
     out["tensor_table"] = agent.tensors().size();
+    out["provenance_records"] = agent.tensors().provenanceRecords();
     out["tensor_descriptions"] = agent.descriptions().size();
     out["dtensor_specs"] = agent.py().cachedSpecs();
     out["rank_file"] = agent.writer().path().string();

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory_resource>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -175,19 +176,24 @@ class PyTorch {
     std::array<std::pair<const c10::FunctionSchema*, OpInfo*>, kSchemaFront> m_schemaFront{};
     std::unordered_map<PyObject*, MeshEntry> m_meshes;
     std::unordered_map<std::string, StringId> m_placementText;
+    // DTensor makes new spec and placements objects every step; their cache
+    // nodes live until the step's end (trim()), so they come from a pool of
+    // their own, not from the heap between the training's tensor buffers
+    // (see TensorTable). Declared before the caches it serves.
+    std::pmr::unsynchronized_pool_resource m_stepPool;
     struct PlacementsEntry {
         PyRef tuple;  // keeps the key alive
         StringId id;
         std::string_view text;  // a key of m_placementText
     };
-    std::unordered_map<PyObject*, PlacementsEntry> m_placementTuples;
+    std::pmr::unordered_map<PyObject*, PlacementsEntry> m_placementTuples{&m_stepPool};
     // DTensor's sharding propagation hands out the same DTensorSpec objects
     // again and again: their facts are read once per spec object.
     struct SpecEntry {
         PyRef spec;  // keeps the key alive
         DTensorFacts facts;
     };
-    std::unordered_map<PyObject*, SpecEntry> m_specs;
+    std::pmr::unordered_map<PyObject*, SpecEntry> m_specs{&m_stepPool};
     static constexpr size_t kMaxSpecs = 4096;
 };
 

@@ -45,7 +45,17 @@ void TensorTable::erased(const Entry& entry) {
 }
 
 void TensorTable::setProvenance(const at::Tensor& tensor, Provenance provenance) {
-    setProvenance(tensor, std::make_shared<const Provenance>(std::move(provenance)));
+    if (tensor.defined()) setProvenance(tensor, intern(std::move(provenance)));
+}
+
+TensorTable::ProvenancePtr TensorTable::intern(Provenance provenance) {
+    auto found = m_interned.find(keyOf(provenance, provenance.derived));
+    if (found != m_interned.end()) return found->second;
+    if (m_interned.size() >= kMaxInterned) m_interned.clear();
+    auto shared = std::make_shared<const Provenance>(std::move(provenance));
+    ++m_provenanceRecords;
+    m_interned.emplace(keyOf(*shared, shared->derived), shared);
+    return shared;
 }
 
 void TensorTable::setProvenance(const at::Tensor& tensor, ProvenancePtr provenance) {
@@ -66,12 +76,15 @@ TensorTable::ProvenancePtr TensorTable::derivedProvenance(const at::Tensor& tens
     Entry* entry = find(tensor);
     if (!entry || !entry->provenance) return nullptr;
     if (!entry->derived) {
-        if (entry->provenance->derived) {
+        const Provenance& own = *entry->provenance;
+        if (own.derived) {
             entry->derived = entry->provenance;
+        } else if (auto found = m_interned.find(keyOf(own, true)); found != m_interned.end()) {
+            entry->derived = found->second;
         } else {
-            Provenance derived = *entry->provenance;
+            Provenance derived = own;
             derived.derived = true;
-            entry->derived = std::make_shared<const Provenance>(std::move(derived));
+            entry->derived = intern(std::move(derived));
         }
     }
     return entry->derived;
@@ -94,7 +107,12 @@ void TensorTable::sweep() {
 }
 
 void TensorTable::clear() {
-    m_entries.clear();
+    {  // the old nodes and buckets go back to the pool, then the pool to the heap
+        decltype(m_entries) emptied(&m_pool);
+        m_entries.swap(emptied);
+    }
+    m_pool.release();
+    m_interned.clear();
     m_withProvenance = 0;
     m_subclassEntries = 0;
 }

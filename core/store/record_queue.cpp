@@ -20,7 +20,7 @@ void RecordQueue::push(Record&& record) {
 
 RecordQueue::Blocks RecordQueue::takeAll() {
     m_size = 0;
-    return std::exchange(m_blocks, Blocks{});
+    return std::exchange(m_blocks, std::move(m_spareList));
 }
 
 void RecordQueue::clearBlocks(Blocks& blocks, OperandLists& lists) {
@@ -42,6 +42,7 @@ void RecordQueue::recycle(Blocks&& blocks, OperandLists& lists) {
         m_spare.push_back(std::move(block));
     }
     blocks.clear();
+    if (blocks.capacity() > m_spareList.capacity()) m_spareList = std::move(blocks);
     while (!lists.empty() && m_spareOperands.size() < kMaxSpareOperandLists) {
         m_spareOperands.push_back(std::move(lists.back()));
         lists.pop_back();

@@ -44,6 +44,7 @@ class RecordQueue {
 
   private:
     Blocks m_blocks;
+    Blocks m_spareList;  // an emptied list of blocks, its storage kept for m_blocks
     Blocks m_spare;
     OperandLists m_spareOperands;
     size_t m_size = 0;

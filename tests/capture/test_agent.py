@@ -250,7 +250,10 @@ def test_a_long_training_loop_keeps_the_agent_bounded(mesh, run_dir):
     table and the rank file with every step and fragmented the heap. After
     warm-up, a step adds op records only and leaves the tables as they were.
     DTensor makes new specs every step (from_local() of each input, every
-    redistribution): the agent's spec cache must not keep them alive."""
+    redistribution): the agent's spec cache must not keep them alive. The
+    to_local() outputs and the activations computed from them get the same
+    provenance every step: one shared record each, not a new one per tensor
+    (each lived until the step's end between the step's tensor buffers)."""
     from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                    parallelize_module)
 
@@ -280,6 +283,8 @@ def test_a_long_training_loop_keeps_the_agent_bounded(mesh, run_dir):
     assert late["tensor_descriptions"] == warm["tensor_descriptions"]
     assert late["tensor_table"] <= warm["tensor_table"] + 64, (warm, late)
     assert late["dtensor_specs"] <= warm["dtensor_specs"], (warm, late)
+    assert warm["provenance_records"] > 0, warm
+    assert late["provenance_records"] == warm["provenance_records"], (warm, late)
 
 
 @pytest.mark.parametrize("hook", ["dispatcher", "mode"])
