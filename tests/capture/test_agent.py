@@ -22,13 +22,10 @@ import meshscope
 
 @pytest.fixture(scope="module")
 def mesh():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
-    dist.init_process_group("gloo")
+    # A world of one needs no rendezvous: an in-process store, not a probed
+    # TCP port another test running beside this one could take meanwhile.
+    os.environ.update(RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     yield init_device_mesh("cpu", (1,), mesh_dim_names=("model",))
     dist.destroy_process_group()
 
@@ -317,13 +314,12 @@ def _child(code: str, *args: str, **env: str) -> subprocess.Popen:
 
 
 CHILD_PRELUDE = """
-    import os, socket, sys, time, torch, torch.distributed as dist
+    import os, sys, time, torch, torch.distributed as dist
     import meshscope
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import Shard, distribute_tensor
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1")
-    dist.init_process_group("gloo")
+    os.environ.update(RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     mesh = init_device_mesh("cpu", (1,))
     meshscope.attach(sys.argv[1], policy="auto")
     w = distribute_tensor(torch.ones(64, 64), mesh, [Shard(0)])

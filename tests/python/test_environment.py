@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-import socket
 
 import pytest
 import torch
@@ -36,17 +35,10 @@ def test_torch_ships_its_cmake_config() -> None:
     assert config.is_file(), config
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture()
 def gloo_world_of_one():
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1
-    )
+    # in-process store: no probed TCP port that a test beside this one could take
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     yield
     dist.destroy_process_group()
 
