@@ -49,12 +49,12 @@ void TensorTable::setProvenance(const at::Tensor& tensor, Provenance provenance)
 }
 
 TensorTable::ProvenancePtr TensorTable::intern(Provenance provenance) {
-    auto found = m_interned.find(keyOf(provenance, provenance.derived));
+    auto found = m_interned.find(keyOf(provenance));
     if (found != m_interned.end()) return found->second;
     if (m_interned.size() >= kMaxInterned) m_interned.clear();
     auto shared = std::make_shared<const Provenance>(std::move(provenance));
     ++m_provenanceRecords;
-    m_interned.emplace(keyOf(*shared, shared->derived), shared);
+    m_interned.emplace(keyOf(*shared), shared);
     return shared;
 }
 
@@ -76,13 +76,10 @@ TensorTable::ProvenancePtr TensorTable::derivedProvenance(const at::Tensor& tens
     Entry* entry = find(tensor);
     if (!entry || !entry->provenance) return nullptr;
     if (!entry->derived) {
-        const Provenance& own = *entry->provenance;
-        if (own.derived) {
+        if (entry->provenance->derived) {
             entry->derived = entry->provenance;
-        } else if (auto found = m_interned.find(keyOf(own, true)); found != m_interned.end()) {
-            entry->derived = found->second;
         } else {
-            Provenance derived = own;
+            Provenance derived = *entry->provenance;
             derived.derived = true;
             entry->derived = intern(std::move(derived));
         }
