@@ -49,6 +49,20 @@ namespace {
 // attaching thread's dispatch (autograd carries it into backward).
 constexpr c10::DispatchKey kHookKey = c10::DispatchKey::TESTING_ONLY_GenericMode;
 
+// Holds the GIL for the record after an op (the op's Python binding released
+// it). PyGILState directly: pybind11's guard looks its internals up on every
+// acquisition, a cost paid per op.
+class GilHold {
+  public:
+    GilHold() : m_state(PyGILState_Ensure()) {}
+    ~GilHold() { PyGILState_Release(m_state); }
+    GilHold(const GilHold&) = delete;
+    GilHold& operator=(const GilHold&) = delete;
+
+  private:
+    PyGILState_STATE m_state;
+};
+
 // Runs the op below the hook. The key is excluded meanwhile, so the ops
 // DTensor's dispatch runs inside (local compute, redistributions) and the
 // decompositions of composite ops never come back here.
@@ -213,10 +227,14 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     if (!dtensor) {  // plain op: only provenance bookkeeping, and only when needed
         // no tensor inputs: maybe a factory (afterPlainOp knows)
         bool factory = inputs.empty() && OpCall::tagsCreations(agent->phase());
-        bool propagate = !inputs.empty() && agent->tensors().hasProvenance();
+        TensorTable& tensors = agent->tensors();
+        bool propagate = false;
+        if (tensors.hasProvenance())
+            for (const Operand& o : inputs)
+                propagate = propagate || tensors.mayHaveProvenance(o.tensor());
         redispatch(op, ks, stack);
         if (!factory && !propagate) return;
-        pybind11::gil_scoped_acquire gil;
+        GilHold gil;
         if (Agent::current() != agent) return;  // detached meanwhile
         try {
             Operands outputs = scanStack(*stack, schema.returns().size(), dtensorType);
@@ -235,7 +253,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     ++Agent::threadDepth();
     auto record = [&](bool ran) {
         int64_t end = writer.nowNs();
-        pybind11::gil_scoped_acquire gil;
+        GilHold gil;
         if (Agent::current() != agent) return;
         PendingError pending;
         try {

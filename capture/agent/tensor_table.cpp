@@ -63,6 +63,7 @@ void TensorTable::setProvenance(const at::Tensor& tensor, ProvenancePtr provenan
     bool isNew = false;
     Entry& entry = get(tensor, isNew);
     if (!entry.provenance) ++m_withProvenance;
+    m_filters[m_activeFilter.load(std::memory_order_relaxed)].add(tensor.unsafeGetTensorImpl());
     entry.provenance = std::move(provenance);
     entry.derived.reset();
 }
@@ -101,6 +102,16 @@ void TensorTable::sweep() {
         clear();
     }
     m_sweepAt = std::max<size_t>(kSweepFloor, m_entries.size() * 2);
+    rebuildFilter();
+}
+
+void TensorTable::rebuildFilter() {
+    int idle = 1 - m_activeFilter.load(std::memory_order_relaxed);
+    AddressFilter& next = m_filters[idle];
+    next.clear();
+    for (const auto& [impl, entry] : m_entries)
+        if (entry.provenance) next.add(impl);
+    m_activeFilter.store(idle, std::memory_order_release);
 }
 
 void TensorTable::clear() {
@@ -110,8 +121,10 @@ void TensorTable::clear() {
     }
     m_pool.release();
     m_interned.clear();
+    m_byPlace.clear();
     m_withProvenance = 0;
     m_subclassEntries = 0;
+    rebuildFilter();
 }
 
 }  // namespace meshscope::capture

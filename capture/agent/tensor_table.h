@@ -20,6 +20,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/intrusive_ptr.h>
+#include <array>
 #include <atomic>
 
 #include <cstdint>
@@ -75,10 +76,34 @@ class TensorTable {
     // The one shared record of this content.
     ProvenancePtr intern(Provenance provenance);
     const Provenance* provenance(const at::Tensor& tensor);
+    // Provenance records an adapter keeps by a key of its own (the user
+    // stack and layout of a to_local() call), so that a call made every step
+    // formats nothing; forgotten with the table.
+    struct PlaceKey {
+        StackId stack;
+        StringId layout;
+        int kind = 0;
+        bool operator==(const PlaceKey&) const = default;
+    };
+    ProvenancePtr byPlace(const PlaceKey& key) const {
+        auto it = m_byPlace.find(key);
+        return it == m_byPlace.end() ? nullptr : it->second;
+    }
+    void rememberPlace(const PlaceKey& key, ProvenancePtr provenance) {
+        if (m_byPlace.size() >= kMaxInterned) m_byPlace.clear();
+        m_byPlace.emplace(key, std::move(provenance));
+    }
     // The provenance of a tensor computed from this one, or null.
     ProvenancePtr derivedProvenance(const at::Tensor& tensor);
     // Read without the GIL by the dispatcher hook's plain-op fast path.
     bool hasProvenance() const { return m_withProvenance.load(std::memory_order_relaxed) > 0; }
+    // Whether this tensor may have a provenance, read without the GIL: false
+    // proves it has none (most plain ops of a step touch no tagged tensor,
+    // and then skip the GIL and the table altogether); true may be wrong.
+    bool mayHaveProvenance(const at::Tensor& tensor) const {
+        return m_filters[m_activeFilter.load(std::memory_order_acquire)].mayContain(
+            tensor.unsafeGetTensorImpl());
+    }
 
     size_t size() const { return m_entries.size(); }
     uint64_t clearedEntries() const { return m_cleared; }
@@ -90,6 +115,37 @@ class TensorTable {
     void sweep();
 
   private:
+    // A bit per hashed TensorImpl address, set when an entry gets a
+    // provenance. Two of them: sweep() rebuilds the idle one from the live
+    // entries and then makes it the active one, so a reader on another
+    // thread never sees a half-built filter.
+    class AddressFilter {
+      public:
+        void add(const void* p) {
+            size_t b = bit(p);
+            m_words[b / 64].fetch_or(uint64_t(1) << (b % 64), std::memory_order_relaxed);
+        }
+        bool mayContain(const void* p) const {
+            size_t b = bit(p);
+            return m_words[b / 64].load(std::memory_order_relaxed) & (uint64_t(1) << (b % 64));
+        }
+        void clear() {
+            for (auto& w : m_words)
+                w.store(0, std::memory_order_relaxed);
+        }
+
+      private:
+        static constexpr int kLogBits = 14;  // 2 KiB
+        static size_t bit(const void* p) {
+            return size_t((reinterpret_cast<uintptr_t>(p) >> 4) * 0x9E3779B97F4A7C15ull >>
+                          (64 - kLogBits));
+        }
+        std::array<std::atomic<uint64_t>, (size_t(1) << kLogBits) / 64> m_words{};
+    };
+    std::array<AddressFilter, 2> m_filters;
+    std::atomic<int> m_activeFilter{0};
+    void rebuildFilter();
+
     std::function<TensorId()> m_newId;
     std::pmr::unsynchronized_pool_resource m_pool;  // before m_entries: outlives it
     std::pmr::unordered_map<const c10::TensorImpl*, Entry> m_entries{&m_pool};
@@ -112,6 +168,13 @@ class TensorTable {
     }
     static constexpr size_t kMaxInterned = 4096;  // then forgotten (records stay shared)
     std::unordered_map<ProvenanceKey, ProvenancePtr, ProvenanceKeyHash> m_interned;
+    struct PlaceKeyHash {
+        size_t operator()(const PlaceKey& k) const noexcept {
+            return std::hash<StackId>{}(k.stack) * 31 + std::hash<StringId>{}(k.layout) * 7 +
+                   size_t(k.kind);
+        }
+    };
+    std::unordered_map<PlaceKey, ProvenancePtr, PlaceKeyHash> m_byPlace;
     size_t m_sweepAt = kSweepFloor;
     std::atomic<size_t> m_withProvenance{0};
     // Entries of tensor subclasses (DTensors): none in a usual run (only

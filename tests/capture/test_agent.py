@@ -284,6 +284,30 @@ def test_a_long_training_loop_keeps_the_agent_bounded(mesh, run_dir):
     assert late["provenance_records"] == warm["provenance_records"], (warm, late)
 
 
+def test_provenance_flows_through_plain_ops_across_step_ends(mesh, run_dir):
+    """Plain ops look up their inputs' provenance only when a lock-free filter
+    says an input may have one; every step's end rebuilds that filter from
+    the live entries. Tensors tagged before a step's end, and tensors derived
+    from them after it, must still pass their provenance on; tensors nobody
+    tagged get none."""
+    from meshscope import _capture
+
+    meshscope.attach(run_dir)
+    tagged = [torch.randn(4, 4) for _ in range(64)]
+    for i, t in enumerate(tagged):
+        _capture.tag(t, "D", f"batch {i}")
+    plain = torch.randn(4, 4)
+    for _ in range(3):
+        meshscope.mark_step()
+    derived = [(t * 2).relu() for t in tagged]
+    meshscope.mark_step()
+    twice = [d + 1 for d in derived]
+    for i, t in enumerate(twice):
+        assert _capture.provenance(t) == ("D", f"batch {i}", True), i
+    assert _capture.provenance(plain * 2) is None
+    assert _capture.provenance(torch.ones(4) + 1) is None
+
+
 @pytest.mark.parametrize("hook", ["dispatcher", "mode"])
 def test_both_hooks_reconcile_the_same_incident(mesh, run_dir, monkeypatch, hook):
     """MESHSCOPE_HOOK=mode selects the TorchDispatchMode that attach() falls

@@ -139,16 +139,20 @@ def _install_optimizers(patches: Patches) -> None:
 
     started: dict[int, tuple[int, str]] = {}
 
+    @functools.lru_cache(maxsize=64)
+    def name_of(kind: type) -> str:
+        return f"{kind.__module__}.{kind.__qualname__}"
+
     def pre(opt: Any, args: tuple, kwargs: dict) -> None:
         _optimizers.add(opt)
-        label = f"{type(opt).__module__}.{type(opt).__qualname__}.step()"
+        label = name_of(type(opt)) + ".step()"
         started[id(opt)] = (_capture.now_ns(), _capture.set_phase("optimizer", label))
 
     def post(opt: Any, args: tuple, kwargs: dict) -> None:
         start, previous = started.pop(id(opt), (_capture.now_ns(), "other"))
         params = sum(len(g["params"]) for g in opt.param_groups)
-        name = f"{type(opt).__module__}.{type(opt).__qualname__}"
-        _capture.record_optimizer_step(_capture.step(), name, start, _capture.now_ns(), params)
+        _capture.record_optimizer_step(_capture.step(), name_of(type(opt)), start,
+                                       _capture.now_ns(), params)
         _capture.advance_step()
         _capture.set_phase(previous)
 
@@ -178,28 +182,24 @@ def _install_dataloader(patches: Patches) -> None:
     patches.replace(dataloader._BaseDataLoaderIter, "__next__", make_next)
 
 
-@functools.lru_cache(maxsize=256)
-def _stripped_evidence(method: str, placements: tuple) -> str:
-    # formatted once per layout: tensor-parallel layers call to_local() in
-    # every forward and backward
-    return f"output of {method}() of a DTensor {list(placements)}"
-
-
 def _install_dtensor(patches: Patches) -> None:
     from torch.distributed.tensor import DTensor
 
-    def stripping(method: str) -> Callable[[Callable], Callable]:
+    # Tensor-parallel layers call to_local() in every forward: the tag is one
+    # C++ call, which keeps the evidence per call site and layout.
+    tag_stripped = _capture.tag_stripped
+
+    def stripping(kind: int) -> Callable[[Callable], Callable]:
         def make(original: Callable) -> Callable:
             def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
                 out = original(self, *args, **kwargs)
-                if isinstance(out, torch.Tensor):
-                    _capture.tag(out, "C", _stripped_evidence(method, self.placements), True)
+                tag_stripped(out, self, kind)
                 return out
             return wrapper
         return make
 
-    patches.replace(DTensor, "to_local", stripping("to_local"))
-    patches.replace(DTensor, "full_tensor", stripping("full_tensor"))
+    patches.replace(DTensor, "to_local", stripping(0))
+    patches.replace(DTensor, "full_tensor", stripping(1))
 
 
 # functional collective -> position of its `group` argument after the tensor
@@ -228,19 +228,37 @@ def _install_collectives(patches: Patches) -> None:
     the NCCL profiler plugin records (with their GPU times) are left to it."""
     import torch.distributed._functional_collectives as funcol
 
+    now_ns, record = _capture.now_ns, _capture.record_collective
+    names: dict[Any, str] = {}  # group -> its label (DTensor passes the same ones every step)
+
+    def group_label(group: Any) -> str:
+        try:
+            return names[group]
+        except KeyError:
+            if len(names) >= 256:
+                names.clear()
+            label = names[group] = _group_name(funcol, group)
+            return label
+        except TypeError:  # unhashable
+            return _group_name(funcol, group)
+
     def make(kind: str, group_at: int) -> Callable[[Callable], Callable]:
         def wrap(original: Callable) -> Callable:
             def collective(tensor: Any, *args: Any, **kwargs: Any) -> Any:
-                start = _capture.now_ns()
+                start = now_ns()
                 out = original(tensor, *args, **kwargs)
-                tensors = tensor if isinstance(tensor, (list, tuple)) else [tensor]
-                if _nccl.plugin_records(tensors):
-                    return out
-                size = sum(t.numel() * t.element_size() for t in tensors
-                           if isinstance(t, torch.Tensor))
+                if isinstance(tensor, torch.Tensor):
+                    if tensor.is_cuda and _nccl.plugin_records([tensor]):
+                        return out
+                    size = tensor.numel() * tensor.element_size()
+                else:
+                    tensors = list(tensor)
+                    if _nccl.plugin_records(tensors):
+                        return out
+                    size = sum(t.numel() * t.element_size() for t in tensors
+                               if isinstance(t, torch.Tensor))
                 group = kwargs.get("group", args[group_at] if len(args) > group_at else None)
-                _capture.record_collective(kind, _group_name(funcol, group), size, start,
-                                           _capture.now_ns())
+                record(kind, group_label(group), size, start, now_ns())
                 return out
             return collective
         return wrap
