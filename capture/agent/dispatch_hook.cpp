@@ -7,6 +7,7 @@
 #include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -228,10 +229,10 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         // no tensor inputs: maybe a factory (afterPlainOp knows)
         bool factory = inputs.empty() && OpCall::tagsCreations(agent->phase());
         TensorTable& tensors = agent->tensors();
-        bool propagate = false;
-        if (tensors.hasProvenance())
-            for (const Operand& o : inputs)
-                propagate = propagate || tensors.mayHaveProvenance(o.tensor());
+        bool propagate = tensors.hasProvenance() &&
+                         std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
+                             return tensors.mayHaveProvenance(o.tensor());
+                         });
         redispatch(op, ks, stack);
         if (!factory && !propagate) return;
         GilHold gil;

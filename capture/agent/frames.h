@@ -26,6 +26,10 @@ struct UserFrame {
     std::string file;
     int line = 0;
     std::string module;  // __name__ of the frame's globals, for policy rules
+    // " at file:line" for evidence texts, or "" when no user frame was found.
+    std::string where() const {
+        return file.empty() ? std::string() : " at " + file + ":" + std::to_string(line);
+    }
 };
 
 class FrameCache {

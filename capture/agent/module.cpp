@@ -84,20 +84,26 @@ void detach() {
     setParameterLookup(nullptr);
 }
 
+// A provenance created at the current user frame (optionally named in the
+// evidence).
+Provenance atUserFrame(Agent& agent, OriginClass origin, std::string evidence, bool withLocation) {
+    UserFrame frame = agent.frames().userFrame(agent.writer());
+    Provenance p;
+    p.origin = origin;
+    p.evidence = std::move(evidence);
+    if (withLocation) p.evidence += frame.where();
+    p.createdAt = frame.stack;
+    return p;
+}
+
 void tag(py::handle tensor, const std::string& origin, const std::string& evidence,
          bool withLocation) {
     Agent* agent = Agent::current();
     if (!agent || !THPVariable_Check(tensor.ptr()) || agent->py().isDTensor(tensor.ptr())) return;
     auto cls = origin.size() == 1 ? originFromChar(origin[0]) : std::nullopt;
     if (!cls) throw py::value_error("origin must be one of A-G");
-    Provenance p;
-    p.origin = *cls;
-    UserFrame frame = agent->frames().userFrame(agent->writer());
-    p.evidence = evidence;
-    if (withLocation && !frame.file.empty())
-        p.evidence += " at " + frame.file + ":" + std::to_string(frame.line);
-    p.createdAt = frame.stack;
-    agent->tensors().setProvenance(THPVariable_Unpack(tensor.ptr()), std::move(p));
+    agent->tensors().setProvenance(THPVariable_Unpack(tensor.ptr()),
+                                   atUserFrame(*agent, *cls, evidence, withLocation));
 }
 
 // tag_stripped(tensor, dtensor, kind): the output of DTensor.to_local()
@@ -120,15 +126,10 @@ PyObject* tagStripped(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         TensorTable::PlaceKey key{agent->frames().userStack(writer), facts.placements, kind};
         TensorTable::ProvenancePtr p = tensors.byPlace(key);
         if (!p) {
-            UserFrame frame = agent->frames().userFrame(writer);
-            Provenance made;
-            made.origin = OriginClass::StrippedDTensor;
-            made.evidence = std::string("output of ") + (kind ? "full_tensor" : "to_local") +
-                            "() of a DTensor " + std::string(facts.placementsText);
-            if (!frame.file.empty())
-                made.evidence += " at " + frame.file + ":" + std::to_string(frame.line);
-            made.createdAt = frame.stack;
-            p = tensors.intern(std::move(made));
+            std::string evidence = std::string("output of ") + (kind ? "full_tensor" : "to_local") +
+                                   "() of a DTensor " + std::string(facts.placementsText);
+            p = tensors.intern(
+                atUserFrame(*agent, OriginClass::StrippedDTensor, std::move(evidence), true));
             tensors.rememberPlace(key, p);
         }
         tensors.setProvenance(THPVariable_Unpack(out), std::move(p));

@@ -258,8 +258,7 @@ void OpCall::afterPlainOp(const Operands& outputs) {
         Phase phase = m_agent.phase();
         Provenance p;
         p.createdAt = frame.stack;
-        std::string where =
-            frame.file.empty() ? "" : " at " + frame.file + ":" + std::to_string(frame.line);
+        std::string where = frame.where();
         if (phase == Phase::Forward) {
             p.origin = OriginClass::CreatedInForward;
             p.evidence = "created by " + m_info->text + " inside " +

@@ -247,16 +247,11 @@ def _install_collectives(patches: Patches) -> None:
             def collective(tensor: Any, *args: Any, **kwargs: Any) -> Any:
                 start = now_ns()
                 out = original(tensor, *args, **kwargs)
-                if isinstance(tensor, torch.Tensor):
-                    if tensor.is_cuda and _nccl.plugin_records([tensor]):
-                        return out
-                    size = tensor.numel() * tensor.element_size()
-                else:
-                    tensors = list(tensor)
-                    if _nccl.plugin_records(tensors):
-                        return out
-                    size = sum(t.numel() * t.element_size() for t in tensors
-                               if isinstance(t, torch.Tensor))
+                tensors = tensor if isinstance(tensor, (list, tuple)) else [tensor]
+                if _nccl.plugin_records(tensors):
+                    return out
+                size = sum(t.numel() * t.element_size() for t in tensors
+                           if isinstance(t, torch.Tensor))
                 group = kwargs.get("group", args[group_at] if len(args) > group_at else None)
                 record(kind, group_label(group), size, start, now_ns())
                 return out
