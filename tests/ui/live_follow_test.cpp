@@ -56,8 +56,14 @@ class LiveFollowTest : public QObject {
         QTRY_VERIFY_WITH_TIMEOUT(w.incidentModel().rowCount() > 0, kWaitMs);
         int rows = w.incidentModel().rowCount();
         QTRY_VERIFY_WITH_TIMEOUT(w.incidentModel().rowCount() > rows, kWaitMs);
-        // Following: the newest data is in view.
+        // Following: the newest data is in view, and the view widens with
+        // the run (it opened on a few ops).
         QTRY_VERIFY_WITH_TIMEOUT(w.canvas().view().end() >= data->alignedRange().second, kWaitMs);
+        auto [lo, hi] = data->alignedRange();
+        QVERIFY2(
+            w.canvas().view().range() >= std::min(hi - lo, TimelineCanvas::kFollowWindowNs) * 0.9,
+            qPrintable(
+                QString("view %1 ns, run %2 ns").arg(w.canvas().view().range()).arg(hi - lo)));
 
         // The user pans away: following stops and the view stays put.
         QTest::keyClick(&w.canvas(), Qt::Key_Left);
@@ -67,6 +73,15 @@ class LiveFollowTest : public QObject {
         QTRY_VERIFY_WITH_TIMEOUT(data->totalOps() > ops + 100, kWaitMs);
         QCOMPARE(w.canvas().view().end(), end);
         QVERIFY(w.grab().save(QString(UI_SCREENSHOTS) + "/live-follow.png"));
+
+        // Following again after zooming in keeps the zoom and catches up.
+        w.canvas().zoomToRange(w.canvas().view().start(), w.canvas().view().start() + 2e6);
+        double zoomed = w.canvas().view().range();
+        w.canvas().setFollowLive(true);
+        ops = data->totalOps();
+        QTRY_VERIFY_WITH_TIMEOUT(data->totalOps() > ops + 100, kWaitMs);
+        QTRY_VERIFY_WITH_TIMEOUT(w.canvas().view().end() >= data->alignedRange().second, kWaitMs);
+        QCOMPARE(w.canvas().view().range(), zoomed);
 
         // The writer dies without closing its files.
         writer.kill();

@@ -10,6 +10,7 @@
 #include "core/synth/synthetic_run.h"
 #include "ui/app/replay_controller.h"
 #include "ui/timeline/timeline_feeder.h"
+#include "ui/timeline/timeline_tracks.h"
 #include "ui/timeline/timeline_view.h"
 
 namespace meshscope::ui {
@@ -123,6 +124,21 @@ TEST(TimelineView, ZoomKeepsTheAnchorAndClampsDepth) {
     for (int i = 0; i < 100; ++i)
         v.zoomAt(500, 10);
     EXPECT_GE(v.range(), TimelineView::kMinRangeNs);
+}
+
+TEST(TimelineView, TickLabelsTellNeighbouringTicksApart) {
+    // Deep in a run, ticks 50 ns apart: each label must differ from the next.
+    EXPECT_EQ(formatTick(644'670'050, 50), "644.67005 ms");
+    EXPECT_EQ(formatTick(644'670'100, 50), "644.67010 ms");
+    EXPECT_EQ(formatTick(600e6, 100e6), "600 ms");
+    EXPECT_EQ(formatTick(1.5e9, 0.5e9), "1.5 s");
+    EXPECT_EQ(formatTick(250, 50), "250 ns");
+    EXPECT_EQ(formatTick(0, 100e6), "0 ms");
+    EXPECT_EQ(formatTick(12'500, 500), "12.5 us");
+    for (double origin : {0.0, 3e6, 644.67e6, 7.2e9})
+        for (double step : {50.0, 200.0, 1e3, 2e4, 5e6})
+            EXPECT_NE(formatTick(origin, step), formatTick(origin + step, step))
+                << origin << " " << step;
 }
 
 class FeederTest : public ::testing::Test {

@@ -63,8 +63,13 @@ void TimelineCanvas::dataChanged() {
     relayout();
     if (m_follow && m_data) {
         auto [lo, hi] = m_data->alignedRange();
-        double range = std::min(m_view.range(), std::max(hi - lo, TimelineView::kMinRangeNs));
-        m_view.setRange(hi - range * 0.95, hi + range * 0.05);
+        double range = m_followRange > 0
+                           ? m_followRange
+                           : std::clamp(hi - lo, TimelineView::kMinRangeNs, kFollowWindowNs);
+        if (m_followRange == 0 && hi - lo <= kFollowWindowNs)
+            m_view.setRange(lo - range * 0.02, hi + range * 0.05);  // the whole run
+        else
+            m_view.setRange(hi - range * 0.95, hi + range * 0.05);
     }
     update();
 }
@@ -138,6 +143,11 @@ void TimelineCanvas::setReplayCursor(std::optional<double> aligned) {
 void TimelineCanvas::setFollowLive(bool follow) {
     if (m_follow == follow) return;
     m_follow = follow;
+    m_followRange = 0;
+    if (follow && m_data) {
+        auto [lo, hi] = m_data->alignedRange();
+        if (m_view.range() < hi - lo) m_followRange = m_view.range();
+    }
     emit followLiveChanged(follow);
     if (follow) dataChanged();
 }
@@ -353,7 +363,7 @@ void TimelineCanvas::drawRuler(ImDrawList* dl, float y, float width) {
         float x = kGutter + float(m_view.toPx(t));
         dl->AddLine(ImVec2(x, y + kRuler - 6), ImVec2(x, y + kRuler - 1),
                     IM_COL32(120, 120, 120, 255));
-        std::string label = "+" + formatDuration(t - origin);
+        std::string label = "+" + formatTick(t - origin, step);
         dl->AddText(ImVec2(x + 2, y + 2), IM_COL32(60, 60, 60, 255), label.c_str());
     }
 }

@@ -39,7 +39,11 @@ class TimelineCanvas : public ImGuiCanvas {
     void setSelection(const TimelineSelection& selection, bool centre);
     void setReplayCursor(std::optional<double> aligned);
     std::optional<double> replayCursor() const { return m_cursor; }
+    // Following keeps the newest data in view: the user's zoom when they
+    // had zoomed into the run, else the whole run up to its last
+    // kFollowWindowNs.
     void setFollowLive(bool follow);
+    static constexpr double kFollowWindowNs = 2e9;
     bool followLive() const { return m_follow; }
 
     // Aligned time of an incident or op of a rank, when loaded.
@@ -96,6 +100,7 @@ class TimelineCanvas : public ImGuiCanvas {
     float m_scrollY = 0, m_contentHeight = 0;
     int64_t m_itemsDrawn = 0;
     bool m_follow = false;
+    double m_followRange = 0;  // 0: the whole run, up to kFollowWindowNs
     // Mouse drag state: panning the view or dragging in the minimap.
     std::optional<QPointF> m_pressAt, m_lastDrag;
     bool m_dragged = false, m_minimapDrag = false;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 namespace meshscope::ui {
 
@@ -340,6 +341,16 @@ std::string formatDuration(double ns) {
     if (a < 1e6) return fmt::format("{:.2f} us", ns / 1e3);
     if (a < 1e9) return fmt::format("{:.2f} ms", ns / 1e6);
     return fmt::format("{:.3f} s", ns / 1e9);
+}
+
+std::string formatTick(double ns, double resolution) {
+    double a = std::max(std::fabs(ns), resolution);  // the origin reads "0 ms" on a ms axis
+    auto [unit, name] = a < 1e3   ? std::pair{1.0, "ns"}
+                        : a < 1e6 ? std::pair{1e3, "us"}
+                        : a < 1e9 ? std::pair{1e6, "ms"}
+                                  : std::pair{1e9, "s"};
+    double digits = std::ceil(-std::log10(std::max(resolution, 1.0) / unit) - 1e-9);
+    return fmt::format("{:.{}f} {}", ns / unit, std::clamp(int(digits), 0, 9), name);
 }
 
 std::string formatBytes(int64_t bytes) {

@@ -80,6 +80,9 @@ ImU32 phaseColor(Phase phase);
 
 // Human-readable duration ("1.25 ms") and byte counts ("4.0 MiB").
 std::string formatDuration(double ns);
+// A time axis label: as many decimals as telling apart ticks `resolution`
+// ns apart needs ("644.67005 ms" for ticks 50 ns apart).
+std::string formatTick(double ns, double resolution);
 std::string formatBytes(int64_t bytes);
 
 }  // namespace meshscope::ui
