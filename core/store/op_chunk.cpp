@@ -60,7 +60,7 @@ Int bounded(uint64_t v, uint64_t max, const char* what) {
 
 }  // namespace
 
-bool OpChunkEncoder::add(const OpRecord& op) {
+bool OpChunkEncoder::add(const OpRecord& op, std::span<const OperandRecord> operands) {
     if (m_bounds.count == kMaxOpsPerChunk) return false;
     if (m_bounds.count == 0) {
         m_bounds.firstSeq = op.seq;
@@ -87,8 +87,8 @@ bool OpChunkEncoder::add(const OpRecord& op) {
     putVarint(m_bytes, uint64_t(op.stack.value()));
     putVarint(m_bytes, op.depth);
     putVarint(m_bytes, uint64_t(op.incident.value()));
-    putVarint(m_bytes, op.operands.size());
-    for (const OperandRecord& o : op.operands) {
+    putVarint(m_bytes, operands.size());
+    for (const OperandRecord& o : operands) {
         putVarint(m_bytes, o.index);
         putVarint(m_bytes, uint64_t(o.role));
         putVarint(m_bytes, uint64_t(o.kind));

@@ -8,6 +8,7 @@
 // near 0.3M, and lets readers pull a time window with a few row reads.
 
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -36,7 +37,9 @@ class OpChunkEncoder {
   public:
     // False when `op` cannot join this chunk (full, or its seq does not
     // follow); the caller writes the chunk, clears it and adds again.
-    bool add(const OpRecord& op);
+    bool add(const OpRecord& op) { return add(op, op.operands); }
+    // The same with the op's operands kept apart (the writer's queue).
+    bool add(const OpRecord& op, std::span<const OperandRecord> operands);
     bool empty() const { return m_bounds.count == 0; }
     const OpChunkBounds& bounds() const { return m_bounds; }
     const std::string& bytes() const { return m_bytes; }

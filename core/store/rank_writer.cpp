@@ -133,7 +133,8 @@ int64_t* RankWriter::seqCounterFor(const Record& record) {
         record);
 }
 
-// The operand list operandList() hands this thread next.
+// The operand list operandList() hands this thread next: the list of the op
+// record it submitted last, emptied.
 thread_local std::vector<OperandRecord> t_operandList;
 
 std::vector<OperandRecord> RankWriter::operandList() {
@@ -165,9 +166,8 @@ int64_t RankWriter::enqueue(Record&& record, bool refill) {
                 },
                 record);
         }
-        m_queue.push(std::move(record));
+        m_queue.push(std::move(record), refill ? &t_operandList : nullptr);
         ++m_enqueued;
-        if (refill) m_queue.reuseOperandList(t_operandList);
         wake = m_queue.size() == m_options.batchSize;
     }
     if (wake) m_sync->wake.notify_one();
@@ -227,12 +227,11 @@ void RankWriter::run() {
             stopping = m_stopping;
         }
         size_t records = writeBatch(batch);
-        RecordQueue::OperandLists lists;
-        RecordQueue::clearBlocks(batch, lists);
+        RecordQueue::clearBlocks(batch);
         {
             std::lock_guard lock(m_sync->mutex);
             m_processed += records;
-            m_queue.recycle(std::move(batch), lists);
+            m_queue.recycle(std::move(batch));
         }
         m_sync->flushed.notify_all();
         if (stopping) return;
@@ -263,11 +262,12 @@ size_t RankWriter::writeBatch(const RecordQueue::Blocks& batch) {
             m_chunk.clear();
         };
         for (const auto& block : batch) {
-            for (const Record& r : *block) {
+            for (size_t i = 0; i < block->size(); ++i) {
+                const Record& r = (*block)[i];
                 if (auto* op = std::get_if<OpRecord>(&r)) {
-                    if (!m_chunk.add(*op)) {
+                    if (!m_chunk.add(*op, block->operandsOf(i))) {
                         writeChunk();
-                        m_chunk.add(*op);
+                        m_chunk.add(*op, block->operandsOf(i));
                     }
                 } else {
                     m_inserter->insert(r);

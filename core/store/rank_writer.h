@@ -89,8 +89,8 @@ class RankWriter {
     OpSeq submit(OpRecord record);
     IncidentSeq submit(IncidentRecord record);
     // Storage for the operands of the next OpRecord this thread submits:
-    // the emptied operand list of an op record already written, handed back
-    // by submit(OpRecord) (see RecordQueue), or a new list at first.
+    // the list of the op record it submitted last, emptied (its operands
+    // were copied into the queue, see RecordQueue), or a new list at first.
     static std::vector<OperandRecord> operandList();
     CollectiveSeq submit(CollectiveRecord record);
     bool submit(Record record);
@@ -110,8 +110,8 @@ class RankWriter {
   private:
     RankWriter(std::filesystem::path path, sql::Db db, WriterOptions options);
     bool ownedHere() const;
-    // seq, 1 if unsequenced, 0 if dropped; `refill`: hand the thread a spare
-    // operand list for its next op record
+    // seq, 1 if unsequenced, 0 if dropped; `refill`: an op record's operand
+    // list goes back to this thread for its next op record
     int64_t enqueue(Record&& record, bool refill = false);
     int64_t* seqCounterFor(const Record& record);
     void run();

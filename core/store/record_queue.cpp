@@ -4,17 +4,42 @@
 
 namespace meshscope {
 
-void RecordQueue::push(Record&& record) {
+std::span<const OperandRecord> RecordQueue::Block::operandsOf(size_t i) const {
+    uint32_t begin = i == 0 ? 0 : m_operandEnd[i - 1];
+    return std::span<const OperandRecord>(m_operands).subspan(begin, m_operandEnd[i] - begin);
+}
+
+void RecordQueue::Block::clear() {
+    m_records.clear();
+    m_operands.clear();
+    m_operandEnd.clear();
+}
+
+RecordQueue::Block& RecordQueue::blockWithRoom() {
     if (m_blocks.empty() || m_blocks.back()->size() == kBlockSize) {
         if (!m_spare.empty()) {
             m_blocks.push_back(std::move(m_spare.back()));
             m_spare.pop_back();
         } else {
-            m_blocks.push_back(std::make_unique<Block>());
-            m_blocks.back()->reserve(kBlockSize);
+            auto block = std::make_unique<Block>();
+            block->m_records.reserve(kBlockSize);
+            block->m_operandEnd.reserve(kBlockSize);
+            block->m_operands.reserve(kBlockSize * 4);
+            m_blocks.push_back(std::move(block));
         }
     }
-    m_blocks.back()->push_back(std::move(record));
+    return *m_blocks.back();
+}
+
+void RecordQueue::push(Record&& record, std::vector<OperandRecord>* list) {
+    Block& block = blockWithRoom();
+    if (auto* op = std::get_if<OpRecord>(&record)) {
+        block.m_operands.insert(block.m_operands.end(), op->operands.begin(), op->operands.end());
+        op->operands.clear();
+        if (list) *list = std::exchange(op->operands, {});
+    }
+    block.m_records.push_back(std::move(record));
+    block.m_operandEnd.push_back(uint32_t(block.m_operands.size()));
     ++m_size;
 }
 
@@ -23,19 +48,12 @@ RecordQueue::Blocks RecordQueue::takeAll() {
     return std::exchange(m_blocks, std::move(m_spareList));
 }
 
-void RecordQueue::clearBlocks(Blocks& blocks, OperandLists& lists) {
-    for (auto& block : blocks) {
-        for (Record& record : *block) {
-            auto* op = std::get_if<OpRecord>(&record);
-            if (!op || op->operands.capacity() == 0) continue;
-            op->operands.clear();
-            lists.push_back(std::move(op->operands));
-        }
+void RecordQueue::clearBlocks(Blocks& blocks) {
+    for (auto& block : blocks)
         block->clear();
-    }
 }
 
-void RecordQueue::recycle(Blocks&& blocks, OperandLists& lists) {
+void RecordQueue::recycle(Blocks&& blocks) {
     constexpr size_t kMaxSpare = 64;
     for (auto& block : blocks) {
         if (m_spare.size() >= kMaxSpare) break;
@@ -43,17 +61,6 @@ void RecordQueue::recycle(Blocks&& blocks, OperandLists& lists) {
     }
     blocks.clear();
     if (blocks.capacity() > m_spareList.capacity()) m_spareList = std::move(blocks);
-    while (!lists.empty() && m_spareOperands.size() < kMaxSpareOperandLists) {
-        m_spareOperands.push_back(std::move(lists.back()));
-        lists.pop_back();
-    }
-}
-
-void RecordQueue::reuseOperandList(std::vector<OperandRecord>& list) {
-    if (list.capacity() == 0 && !m_spareOperands.empty()) {
-        list = std::move(m_spareOperands.back());
-        m_spareOperands.pop_back();
-    }
 }
 
 }  // namespace meshscope

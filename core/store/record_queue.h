@@ -2,16 +2,20 @@
 
 // The writer's queue: records in fixed-size blocks, so a push never moves
 // earlier records (a growing vector would copy megabytes on the producer's
-// thread) and drained blocks are reused instead of reallocated. The operand
-// lists of written op records are kept too, emptied, and handed back to the
-// producers for their next op records: recording then allocates nothing per
-// op, and memory a training thread allocated is never freed on the writer
-// thread (glibc then trims and regrows the training thread's heap, and the
-// tensors allocated from it page-fault again every step). Not synchronized:
+// thread) and drained blocks are reused instead of reallocated.
+//
+// An op record's operands are copied into its block's own operand array and
+// its list goes straight back to the producer, emptied, for the next op.
+// Recording then allocates nothing per op, and no list a training thread
+// allocated waits in the queue: thousands of small lists held for a commit
+// interval (200 ms) and handed back in bulk kept the training thread's heap
+// fragmented, and glibc trimmed and regrew it every step (200-400 page
+// faults a step on the tensors allocated from it). Not synchronized:
 // RankWriter guards it with its mutex.
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/store/records.h"
@@ -21,32 +25,42 @@ namespace meshscope {
 class RecordQueue {
   public:
     static constexpr size_t kBlockSize = 1024;
-    using Block = std::vector<Record>;
+
+    class Block {
+      public:
+        size_t size() const { return m_records.size(); }
+        const Record& operator[](size_t i) const { return m_records[i]; }
+        // The operands of record i when it is an op record (its own list is
+        // empty in the queue).
+        std::span<const OperandRecord> operandsOf(size_t i) const;
+
+      private:
+        friend class RecordQueue;
+        void clear();
+        std::vector<Record> m_records;
+        std::vector<OperandRecord> m_operands;
+        std::vector<uint32_t> m_operandEnd;  // per record: its operands end there
+    };
     using Blocks = std::vector<std::unique_ptr<Block>>;
-    using OperandLists = std::vector<std::vector<OperandRecord>>;
-    // Emptied operand lists kept for the producers, at most (a few times
-    // the op records of one batch; beyond it they are freed).
-    static constexpr size_t kMaxSpareOperandLists = size_t(1) << 14;
 
     size_t size() const { return m_size; }
-    void push(Record&& record);
+    // Queues `record`. An op record's operand list comes back in `list`,
+    // emptied, its storage kept (any list `list` held is freed).
+    void push(Record&& record, std::vector<OperandRecord>* list = nullptr);
     // Moves every queued record out, in order.
     Blocks takeAll();
-    // Destroys the records of drained blocks, moving the operand lists of
-    // their op records, emptied, to `lists`; call outside the lock.
-    static void clearBlocks(Blocks& blocks, OperandLists& lists);
-    // Takes back cleared blocks and operand lists for reuse (keeps at most a
-    // few spare blocks and kMaxSpareOperandLists lists; the rest stay in
-    // `lists`, for the caller to free outside the lock).
-    void recycle(Blocks&& blocks, OperandLists& lists);
-    // Moves a spare operand list into `list` when it has no storage.
-    void reuseOperandList(std::vector<OperandRecord>& list);
+    // Empties drained blocks, keeping their storage; call outside the lock.
+    static void clearBlocks(Blocks& blocks);
+    // Takes back cleared blocks for reuse (a few spare blocks at most; the
+    // rest are freed).
+    void recycle(Blocks&& blocks);
 
   private:
+    Block& blockWithRoom();
+
     Blocks m_blocks;
     Blocks m_spareList;  // an emptied list of blocks, its storage kept for m_blocks
     Blocks m_spare;
-    OperandLists m_spareOperands;
     size_t m_size = 0;
 };
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <span>
 #include <string>
 
 #include "core/store/rank_reader.h"
@@ -69,37 +70,49 @@ TEST(RankWriter, FlushNowPutsRecordsOnDiskImmediately) {
     EXPECT_EQ(r.string(incidents[0].op), "aten::sub.Tensor");
 }
 
-// Op records' operand lists go back to the thread that submitted them once
-// written, so steady recording allocates none, and the operands written are
-// the ones submitted, not those of a reused list.
-TEST(RankWriter, WrittenOperandListsReturnToTheProducer) {
+// An op record's operand list goes straight back to the thread that
+// submitted it, emptied, its storage kept: steady recording allocates none
+// and no list of the training thread waits in the queue. The operands
+// written are the ones submitted, not those of the reused list.
+TEST(RankWriter, OperandListsStayWithTheProducer) {
     test::TempDir dir;
     WriterOptions options;
     options.flushInterval = std::chrono::milliseconds(60'000);
     auto w = RankWriter::create(dir / "r.msdb", {}, options);
+    const OperandRecord* storage = nullptr;
     auto submitOp = [&](int64_t t, int operands) {
         OpRecord op = makeOp(*w, t);
         op.operands = RankWriter::operandList();
         for (int i = 0; i < operands; ++i)
             op.operands.push_back({uint16_t(i), OperandRole::Input, OperandKind::Scalar, TensorId{},
                                    double(t * 10 + i), StringId{}});
+        storage = op.operands.data();
         return w->submit(std::move(op));
     };
     ASSERT_TRUE(submitOp(1, 5));
-    ASSERT_TRUE(w->flushNow());
-    EXPECT_EQ(RankWriter::operandList().capacity(), 0u);  // none handed back yet
-    ASSERT_TRUE(submitOp(2, 1));  // hands the first op's list to this thread
-    std::vector<OperandRecord> reused = RankWriter::operandList();
-    EXPECT_TRUE(reused.empty());
-    EXPECT_GE(reused.capacity(), 5u);
+    std::vector<OperandRecord> back = RankWriter::operandList();  // before any write
+    EXPECT_TRUE(back.empty());
+    EXPECT_GE(back.capacity(), 5u);
+    EXPECT_EQ(back.data(), storage);
+    back.push_back({});  // scribbling on it changes nothing queued
+    back.clear();
+    ASSERT_TRUE(submitOp(2, 1));
+    for (int t = 3; t < 3000; ++t)  // several queue blocks
+        ASSERT_TRUE(submitOp(t, t % 7));
     ASSERT_TRUE(w->flushNow());
     RankReader r = RankReader::open(dir / "r.msdb");
     auto ops = r.opsAfter(OpSeq{});
-    ASSERT_EQ(ops.size(), 2u);
+    ASSERT_EQ(ops.size(), 2999u);
     ASSERT_EQ(ops[0].operands.size(), 5u);
     EXPECT_EQ(ops[0].operands[4].scalar, 14.0);
     ASSERT_EQ(ops[1].operands.size(), 1u);
     EXPECT_EQ(ops[1].operands[0].scalar, 20.0);
+    for (const OpRecord& op : std::span(ops).subspan(2)) {
+        int64_t t = op.startNs;  // makeOp's time
+        ASSERT_EQ(op.operands.size(), size_t(t % 7)) << t;
+        for (size_t i = 0; i < op.operands.size(); ++i)
+            ASSERT_EQ(op.operands[i].scalar, double(t * 10 + int64_t(i))) << t;
+    }
 }
 
 TEST(RankWriter, SubmitAfterCloseIsCounted) {
