@@ -64,6 +64,10 @@ def parse() -> argparse.Namespace:
                    "(0 = no instrumentation, always run), e.g. --only 3")
     p.add_argument("--cache-sim", action="store_true",
                    help="simulate caches and branch prediction; print estimated cycles")
+    p.add_argument("--last-level", type=int, default=0, metavar="BYTES",
+                   help="with --cache-sim: the simulated last-level cache (default: the\n"
+                        "host's L3, as callgrind detects it; this machine's per-core L2\n"
+                        "is 1048576)")
     p.add_argument("--rank-config", help=argparse.SUPPRESS)  # inside a rank
     p.add_argument("--control", help=argparse.SUPPRESS)
     return p.parse_args()
@@ -150,6 +154,8 @@ def measure(args: argparse.Namespace, name: str, control: str,
     tag = re.sub(r"\W+", "_", name)
     procs = []
     simulate = ["--cache-sim=yes", "--branch-sim=yes"] if args.cache_sim else []
+    if args.cache_sim and args.last_level:
+        simulate.append(f"--LL={args.last_level},16,64")
     for rank, env in enumerate(rank_environments(2)):
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
                *simulate,
