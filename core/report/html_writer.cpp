@@ -235,7 +235,8 @@ void writeMeshDrawing(const IncidentDetail& d, std::ostream& out) {
     const int64_t cols = meshShape.size() >= 2 ? std::max<int64_t>(meshShape.back(), 1)
                                                : std::min<int64_t>(cells, 4);
     const int64_t rows = (cells + cols - 1) / cols;
-    const int cellW = 190, plainW = 170, gap = 50;
+    // The gap holds the arrow and the action above it ("sharded_from_local").
+    const int cellW = 190, plainW = 170, gap = 128;
     std::vector<const OperandDetail*> dtensors;
     const OperandDetail* plain = nullptr;
     for (const OperandDetail& o : d.operands) {
@@ -245,7 +246,7 @@ void writeMeshDrawing(const IncidentDetail& d, std::ostream& out) {
     int lines = int(dtensors.size()) + (plain && !d.promotedPlacements.empty() ? 1 : 0);
     const int cellH = 30 + 15 * std::max(lines, 1);
     int width = plainW + gap + int(cols) * (cellW + 8) + 10;
-    int height = std::max(int(rows) * (cellH + 8) + 30, 120);
+    int height = std::max(int(rows) * (cellH + 8) + 30, 132);
     out << fmt::format(
         "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' role='img' "
         "aria-label='operands on the device mesh'>\n",
@@ -265,14 +266,21 @@ void writeMeshDrawing(const IncidentDetail& d, std::ostream& out) {
                        esc(meshTitle));
     if (plain) {
         std::string kind = d.outcome == Outcome::Reconciled ? "promoted" : "raised";
+        // Its label or the evidence of its origin, in two lines; all of it on hover.
+        const std::string& about = plain->label.empty() ? d.evidence : plain->label;
+        std::vector<std::string> lines = wrapLabel(about, 25, 2);
         out << fmt::format(
-            "<rect x='2' y='24' width='{}' height='76' rx='4' fill='#fff6f6' stroke='#d32f2f' "
-            "stroke-dasharray='5 3'/>\n<text x='10' y='42' font-size='12' font-weight='600'>plain "
-            "torch.Tensor</text>\n<text x='10' y='60' font-size='12'>{} {}</text>\n<text x='10' "
-            "y='77' font-size='12'>{}</text>\n<text x='10' y='93' font-size='11' "
-            "fill='#69707d'>operand {}</text>\n",
-            plainW - 4, esc(plain->dtype), esc(plain->shape),
-            esc(plain->label.empty() ? d.evidence.substr(0, 28) : plain->label), plain->index);
+            "<g><title>{}</title><rect x='2' y='24' width='{}' height='92' rx='4' fill='#fff6f6' "
+            "stroke='#d32f2f' stroke-dasharray='5 3'/>\n<text x='10' y='42' font-size='12' "
+            "font-weight='600'>plain torch.Tensor</text>\n<text x='10' y='60' "
+            "font-size='12'>{} {}</text>\n",
+            esc(about), plainW - 4, esc(plain->dtype), esc(plain->shape));
+        for (size_t i = 0; i < lines.size(); ++i)
+            out << fmt::format("<text x='10' y='{}' font-size='12'>{}</text>\n", 77 + 16 * i,
+                               esc(lines[i]));
+        out << fmt::format(
+            "<text x='10' y='109' font-size='11' fill='#69707d'>operand {}</text></g>\n",
+            plain->index);
         out << fmt::format(
             "<path d='M{} 62h{}' stroke='{}' stroke-width='2' fill='none'/><path d='M{} 57l8 "
             "5l-8 5z' fill='{}'/>\n<text x='{}' y='54' font-size='11' "
@@ -433,6 +441,58 @@ std::string jsonForScript(const std::string& json) {
             out += c;
     }
     return out;
+}
+
+namespace {
+
+// The UTF-8 code points of `text` (a stray continuation byte stays with the
+// point before it): cuts between them never split a sequence.
+std::vector<std::string_view> codePoints(std::string_view text) {
+    std::vector<std::string_view> points;
+    for (size_t i = 0; i < text.size();) {
+        size_t n = 1;
+        while (i + n < text.size() && (static_cast<unsigned char>(text[i + n]) & 0xC0) == 0x80)
+            ++n;
+        points.push_back(text.substr(i, n));
+        i += n;
+    }
+    return points;
+}
+
+}  // namespace
+
+std::vector<std::string> wrapLabel(std::string_view text, size_t width, size_t maxLines) {
+    std::vector<std::string_view> points = codePoints(text);
+    auto skipSpaces = [&](size_t at) {
+        while (at < points.size() && points[at] == " ")
+            ++at;
+        return at;
+    };
+    std::vector<std::string> lines;
+    size_t at = skipSpaces(0);
+    while (at < points.size() && lines.size() < maxLines && width > 0) {
+        size_t end = std::min(points.size(), at + width);
+        if (end < points.size()) {  // break at the last space that fits, if any
+            size_t space = end;
+            while (space > at && points[space] != " ")
+                --space;
+            if (space > at) end = space;
+        }
+        std::string line;
+        for (size_t k = at; k < end; ++k)
+            line += points[k];
+        lines.push_back(std::move(line));
+        at = skipSpaces(end);
+    }
+    if (at < points.size() && !lines.empty()) {  // text left over: end in an ellipsis
+        std::vector<std::string_view> last = codePoints(lines.back());
+        last.resize(std::min(last.size(), width - 1));
+        std::string shortened;
+        for (std::string_view p : last)
+            shortened += p;
+        lines.back() = shortened + "\u2026";
+    }
+    return lines;
 }
 
 std::string describeLocalPiece(std::string_view shape, std::string_view placements,

@@ -27,6 +27,11 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& analysis, std::ost
 std::string htmlEscape(std::string_view text);       // element text and quoted attributes
 std::string jsonForScript(const std::string& json);  // <, >, & as \u escapes
 
+// `text` in at most `maxLines` lines of at most `width` characters (UTF-8
+// code points), broken at spaces where it can be; the last line ends in an
+// ellipsis when text is left over. For labels inside SVG boxes.
+std::vector<std::string> wrapLabel(std::string_view text, size_t width, size_t maxLines);
+
 // What one rank holds of a tensor with `shape` ("[8, 16]") and `placements`
 // ("[Shard(0), Replicate()]") at `coordinate` of a mesh of `meshShape`:
 // "rows 0-3 of [8, 16]", "all of [16]", "partial sum of [4, 4]".

@@ -115,6 +115,22 @@ TEST(HtmlReport, ShowsGroupsTimelineAndMesh) {
     EXPECT_NE(html.find(htmlEscape(a.groups[0].fix.code)), std::string::npos);
 }
 
+TEST(HtmlReport, LabelsWrapAtSpacesAndEndInAnEllipsis) {
+    using V = std::vector<std::string>;
+    EXPECT_EQ(wrapLabel("created by DataLoader batch #12 [0]", 25, 2),
+              (V{"created by DataLoader", "batch #12 [0]"}));
+    EXPECT_EQ(wrapLabel("optimizer KerasStyleAdam state 'm' of layer dense_3", 25, 2),
+              (V{"optimizer KerasStyleAdam", "state 'm' of layer\u2026"}));
+    EXPECT_EQ(wrapLabel("short", 25, 2), (V{"short"}));
+    EXPECT_EQ(wrapLabel("", 25, 2), V{});
+    // One word longer than a line is cut, never inside a UTF-8 sequence.
+    V cut = wrapLabel(std::string(30, 'x') + "\u00e9\u00e9\u00e9", 31, 1);
+    ASSERT_EQ(cut.size(), 1u);
+    EXPECT_EQ(cut[0], std::string(30, 'x') + "\u2026");
+    for (const std::string& line : wrapLabel("\u00e9t\u00e9 \u00e9t\u00e9 \u00e9t\u00e9", 4, 2))
+        EXPECT_EQ(validUtf8(line), line);
+}
+
 TEST(HtmlReport, LocalPieceOfEachPlacement) {
     EXPECT_EQ(describeLocalPiece("[8, 16]", "[Shard(0)]", {2}, {1}), "rows 4-7 of [8, 16]");
     EXPECT_EQ(describeLocalPiece("[8, 16]", "[Shard(1)]", {4}, {0}), "cols 0-3 of [8, 16]");
