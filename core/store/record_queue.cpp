@@ -34,9 +34,12 @@ RecordQueue::Block& RecordQueue::blockWithRoom() {
 void RecordQueue::push(Record&& record, std::vector<OperandRecord>* list) {
     Block& block = blockWithRoom();
     if (auto* op = std::get_if<OpRecord>(&record)) {
-        block.m_operands.insert(block.m_operands.end(), op->operands.begin(), op->operands.end());
-        op->operands.clear();
-        if (list) *list = std::exchange(op->operands, {});
+        // The list never enters the queue: back to the caller, or freed here
+        // (on the thread that allocated it).
+        std::vector<OperandRecord> operands = std::exchange(op->operands, {});
+        block.m_operands.insert(block.m_operands.end(), operands.begin(), operands.end());
+        operands.clear();
+        if (list) *list = std::move(operands);
     }
     block.m_records.push_back(std::move(record));
     block.m_operandEnd.push_back(uint32_t(block.m_operands.size()));

@@ -45,7 +45,8 @@ class RecordQueue {
 
     size_t size() const { return m_size; }
     // Queues `record`. An op record's operand list comes back in `list`,
-    // emptied, its storage kept (any list `list` held is freed).
+    // emptied, its storage kept (any list `list` held is freed); without
+    // `list` it is freed here.
     void push(Record&& record, std::vector<OperandRecord>* list = nullptr);
     // Moves every queued record out, in order.
     Blocks takeAll();
