@@ -468,6 +468,12 @@ std::vector<std::string> wrapLabel(std::string_view text, size_t width, size_t m
             ++at;
         return at;
     };
+    auto join = [&](size_t from, size_t to) {
+        std::string line;
+        for (size_t k = from; k < to; ++k)
+            line += points[k];
+        return line;
+    };
     std::vector<std::string> lines;
     size_t at = skipSpaces(0);
     while (at < points.size() && lines.size() < maxLines && width > 0) {
@@ -478,19 +484,13 @@ std::vector<std::string> wrapLabel(std::string_view text, size_t width, size_t m
                 --space;
             if (space > at) end = space;
         }
-        std::string line;
-        for (size_t k = at; k < end; ++k)
-            line += points[k];
-        lines.push_back(std::move(line));
+        if (lines.size() + 1 == maxLines && skipSpaces(end) < points.size()) {
+            // text left over after the last line: it ends in an ellipsis
+            lines.push_back(join(at, std::min(end, at + width - 1)) + "\u2026");
+            break;
+        }
+        lines.push_back(join(at, end));
         at = skipSpaces(end);
-    }
-    if (at < points.size() && !lines.empty()) {  // text left over: end in an ellipsis
-        std::vector<std::string_view> last = codePoints(lines.back());
-        last.resize(std::min(last.size(), width - 1));
-        std::string shortened;
-        for (std::string_view p : last)
-            shortened += p;
-        lines.back() = shortened + "\u2026";
     }
     return lines;
 }

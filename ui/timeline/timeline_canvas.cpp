@@ -63,11 +63,9 @@ void TimelineCanvas::dataChanged() {
     relayout();
     if (m_follow && m_data) {
         auto [lo, hi] = m_data->alignedRange();
-        double range = m_followRange > 0
-                           ? m_followRange
-                           : std::clamp(hi - lo, TimelineView::kMinRangeNs, kFollowWindowNs);
+        double range = m_followRange > 0 ? m_followRange : kFollowWindowNs;
         if (m_followRange == 0 && hi - lo <= kFollowWindowNs)
-            m_view.setRange(lo - range * 0.02, hi + range * 0.05);  // the whole run
+            fitAll();
         else
             m_view.setRange(hi - range * 0.95, hi + range * 0.05);
     }

@@ -335,20 +335,28 @@ ImU32 phaseColor(Phase phase) {
     return IM_COL32(120, 144, 156, 255);
 }
 
-std::string formatDuration(double ns) {
+namespace {
+
+// The unit a time of `ns` reads best in: ns below 1 us, then us, ms, s.
+std::pair<double, const char*> timeUnit(double ns) {
     double a = std::fabs(ns);
-    if (a < 1e3) return fmt::format("{:.0f} ns", ns);
-    if (a < 1e6) return fmt::format("{:.2f} us", ns / 1e3);
-    if (a < 1e9) return fmt::format("{:.2f} ms", ns / 1e6);
-    return fmt::format("{:.3f} s", ns / 1e9);
+    return a < 1e3   ? std::pair{1.0, "ns"}
+           : a < 1e6 ? std::pair{1e3, "us"}
+           : a < 1e9 ? std::pair{1e6, "ms"}
+                     : std::pair{1e9, "s"};
+}
+
+}  // namespace
+
+std::string formatDuration(double ns) {
+    auto [unit, name] = timeUnit(ns);
+    int digits = unit == 1.0 ? 0 : unit == 1e9 ? 3 : 2;
+    return fmt::format("{:.{}f} {}", ns / unit, digits, name);
 }
 
 std::string formatTick(double ns, double resolution) {
-    double a = std::max(std::fabs(ns), resolution);  // the origin reads "0 ms" on a ms axis
-    auto [unit, name] = a < 1e3   ? std::pair{1.0, "ns"}
-                        : a < 1e6 ? std::pair{1e3, "us"}
-                        : a < 1e9 ? std::pair{1e6, "ms"}
-                                  : std::pair{1e9, "s"};
+    // The origin reads "0 ms" on a ms axis.
+    auto [unit, name] = timeUnit(std::max(std::fabs(ns), resolution));
     double digits = std::ceil(-std::log10(std::max(resolution, 1.0) / unit) - 1e-9);
     return fmt::format("{:.{}f} {}", ns / unit, std::clamp(int(digits), 0, 9), name);
 }

@@ -229,16 +229,12 @@ def _install_collectives(patches: Patches) -> None:
     import torch.distributed._functional_collectives as funcol
 
     now_ns, record = _capture.now_ns, _capture.record_collective
-    names: dict[Any, str] = {}  # group -> its label (DTensor passes the same ones every step)
+    # DTensor passes the same groups every step: their labels are kept.
+    cached_name = functools.lru_cache(maxsize=256)(lambda group: _group_name(funcol, group))
 
     def group_label(group: Any) -> str:
         try:
-            return names[group]
-        except KeyError:
-            if len(names) >= 256:
-                names.clear()
-            label = names[group] = _group_name(funcol, group)
-            return label
+            return cached_name(group)
         except TypeError:  # unhashable
             return _group_name(funcol, group)
 
