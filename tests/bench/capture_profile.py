@@ -127,10 +127,9 @@ def parse_sample(line: str) -> Sample | None:
     fields = rest.split(None, 1)  # ip, then "symbol (dso)"
     tail = fields[1] if len(fields) > 1 else ""
     dso = "?"
-    if tail.endswith(")") and "(" in tail:
-        cut = tail.rfind(" (")
-        dso = os.path.basename(tail[cut + 2:-1]) if cut >= 0 else "?"
-        tail = tail[:cut] if cut >= 0 else tail
+    cut = tail.rfind(" (")
+    if cut >= 0 and tail.endswith(")"):
+        dso, tail = os.path.basename(tail[cut + 2:-1]), tail[:cut]
     symbol = tail.split("+0x")[0].strip() or "[unknown]"
     return Sample(comm.strip(), pid, tid, when, symbol, dso)
 
@@ -171,10 +170,7 @@ class Profile:
 
     def per_step_us(self, config: str, match=lambda key: True) -> float:
         """CPU microseconds per step (per rank) of the samples `match` keeps."""
-        if not self.steps[config]:
-            return 0.0
-        n = sum(c for key, c in self.counts.items() if key[0] == config and match(key[1:]))
-        return n / self.steps[config] / self.freq * 1e6
+        return sum(us for key, us in self.grouped(config, 3).items() if match(key))
 
     def grouped(self, config: str, depth: int) -> dict[tuple, float]:
         out: dict[tuple, float] = collections.defaultdict(float)
