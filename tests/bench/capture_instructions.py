@@ -44,8 +44,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from capture_overhead import (CONFIGURATIONS, rank_environments, selected,  # noqa: E402
-                              training)
+from capture_overhead import (CONFIGURATIONS, add_model_arguments, rank_environments,  # noqa: E402
+                              selected, training)
 CONTROL_C = """#include <valgrind/callgrind.h>
 void meshscope_cg_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
 void meshscope_cg_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_STATS; }
@@ -56,10 +56,7 @@ def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--steps", type=int, default=4, help="counted steps per configuration")
     p.add_argument("--warm", type=int, default=3, help="steps after entering, not counted")
-    p.add_argument("--dim", type=int, default=256)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--batch", type=int, default=32)
+    add_model_arguments(p)
     p.add_argument("--only", default="", help="comma-separated configuration numbers "
                    "(0 = no instrumentation, always run), e.g. --only 3")
     p.add_argument("--cache-sim", action="store_true",

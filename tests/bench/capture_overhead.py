@@ -45,14 +45,20 @@ import tempfile
 import time
 
 
-def parse() -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--rounds", type=int, default=30)
-    p.add_argument("--steps", type=int, default=20, help="steps per configuration per round")
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """The shape of the MLP training() builds; shared with
+    capture_instructions.py and capture_profile.py."""
     p.add_argument("--dim", type=int, default=256)
     p.add_argument("--hidden", type=int, default=1024)
     p.add_argument("--layers", type=int, default=2, help="Colwise/Rowwise pairs")
     p.add_argument("--batch", type=int, default=32)
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--steps", type=int, default=20, help="steps per configuration per round")
+    add_model_arguments(p)
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--warm", type=int, default=6,
                    help="steps after entering a configuration, not in the per-step ratio")

@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from capture_overhead import STEADY_HEAP, rank_environments, training  # noqa: E402
+from capture_overhead import (STEADY_HEAP, add_model_arguments, rank_environments,  # noqa: E402
+                              training)
 
 OFF, OFF_AGAIN, ADAPTERS, AGENT = ("no instrumentation", "no instrumentation (again)",
                                    "meshscope adapters only (hook off)",
@@ -60,10 +61,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--top", type=int, default=25, help="rows of the per-function table")
     p.add_argument("--steady-heap", action="store_true",
                    help="fixed glibc mmap/trim thresholds in the ranks (see capture_overhead.py)")
-    p.add_argument("--dim", type=int, default=256)
-    p.add_argument("--hidden", type=int, default=1024)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--batch", type=int, default=32)
+    add_model_arguments(p)
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--out", default="", help="keep perf.data and the block windows here")
     p.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
