@@ -1,8 +1,8 @@
 """Capture overhead on a DTensor training loop, measured side by side in one run.
 
-    .venv/bin/python tests/bench/capture_overhead.py [--rounds 30] [--steps 20]
+    .venv/bin/python tests/bench/capture_overhead.py [--rounds 120] [--steps 20]
         [--warm 6 --settle 2] [--dim 256 --hidden 1024 --batch 32] [--pin]
-        [--device cuda --world 1] [--steady-heap] [--only 3]
+        [--device cuda --world 1] [--steady-heap] [--only 3] [--json PATH]
 
 Starts 2 ranks (gloo, CPU; --device cuda: NCCL, rank i on GPU i % GPUs, step
 times taken after a device synchronize). Each rank trains a tensor-parallel MLP (Colwise
@@ -24,7 +24,15 @@ of (block time / uninstrumented block time of the same round), so slow drift
 cancels, with a 95 % bootstrap confidence interval of that median. Two
 clocks: wall time, and the process's CPU time over all its threads (the
 agent's writer thread counts; time spent waiting for the other rank does not,
-so it is the less noisy of the two on a shared machine). The faults column
+so it is the less noisy of the two on a shared machine). The "train" column
+is the CPU time of the training thread alone (from /proc/self/task: the
+agent's per-op work runs there) and "writer us" meshscope's writer thread
+per step. On a shared 2-core machine one 20-step block reads 10-15 % off
+its neighbour in either direction (standard deviation of the per-round
+ratio, any configuration): 30 rounds leave a 95 % interval of about +-6 %
+around the median, too wide to tell 1.03x from 1.07x; 120 rounds (the
+default, about 4 minutes) about +-3 %. --json PATH keeps every round's
+values. The faults column
 counts the minor page faults of a timed step: memory the training keeps
 returning to the kernel and touching anew (an agent that frees the training
 thread's allocations on another thread caused hundreds per step)."""
@@ -34,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import json
 import os
 import random
 import resource
@@ -56,7 +65,8 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--rounds", type=int, default=120,
+                   help="rounds of blocks; the 95%% interval narrows as 1/sqrt(rounds)")
     p.add_argument("--steps", type=int, default=20, help="steps per configuration per round")
     add_model_arguments(p)
     p.add_argument("--world", type=int, default=2)
@@ -76,6 +86,8 @@ def parse() -> argparse.Namespace:
                    "whether the 512 KiB tensors of a step come back from the heap or from fresh "
                    "pages changes from block to block, 0 or several hundred page faults a step "
                    "with or without instrumentation, and that noise swamps a few percent")
+    p.add_argument("--json", default="",
+                   help="write every round's values (rank 0) to this file")
     return p.parse_args()
 
 
@@ -190,6 +202,42 @@ def training(args: argparse.Namespace):
     return step, sync, configs
 
 
+def thread_cpu_ns(task_dir: str = "/proc/self/task") -> dict[str, int]:
+    """CPU time (ns) of this process's threads so far, by role: the
+    training thread (the main thread), meshscope's writer ("meshscope-wr")
+    and the others (gloo, OpenMP). Empty where /proc has no schedstat."""
+    main = os.getpid()
+    out = {"training": 0, "writer": 0, "other": 0}
+    try:
+        tids = os.listdir(task_dir)
+    except OSError:
+        return {}
+    for tid in tids:
+        try:
+            with open(os.path.join(task_dir, tid, "comm")) as f:
+                name = f.read().strip()
+            with open(os.path.join(task_dir, tid, "schedstat")) as f:
+                ns = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that just ended
+        role = ("training" if int(tid) == main else
+                "writer" if name.startswith("meshscope-wr") else "other")
+        out[role] += ns
+    return out
+
+
+def paired(values: list[float], against: list[float],
+           resamples: int = 2000) -> tuple[float, float, float]:
+    """The ratio of `values` to the uninstrumented block of the same round
+    (drift cancels): median over rounds with a 95 % bootstrap interval."""
+    ratios = [v / b for v, b in zip(values, against)]
+    rng = random.Random(0)
+    boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
+                  for _ in range(resamples))
+    return (statistics.median(ratios), boot[int(0.025 * resamples) - 1],
+            boot[int(0.975 * resamples) - 1])
+
+
 def rank_main(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
@@ -206,6 +254,9 @@ def rank_main(args: argparse.Namespace) -> None:
     cpu: dict[str, list[float]] = {name: [] for name in configs}
     entry: dict[str, list[float]] = {name: [] for name in configs}  # enter + warm steps
     faults: dict[str, list[float]] = {name: [] for name in configs}  # minor page faults
+    # CPU ms per step of the training thread and of meshscope's writer
+    training_cpu: dict[str, list[float]] = {name: [] for name in configs}
+    writer_cpu: dict[str, list[float]] = {name: [] for name in configs}
     names = list(configs)
     for r in range(args.rounds):
         # a new order each round (the same on every rank): no configuration
@@ -222,6 +273,7 @@ def rank_main(args: argparse.Namespace) -> None:
                         step()
                 sync()
                 dist.barrier()
+                threads = thread_cpu_ns()  # outside the timed span
                 start, start_cpu = time.perf_counter(), time.process_time()
                 start_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 entry[name].append(start - entered)
@@ -234,19 +286,14 @@ def rank_main(args: argparse.Namespace) -> None:
                                      - start_faults) / args.steps)
                 dist.barrier()
                 times[name].append((time.perf_counter() - start) / args.steps)
+                after = thread_cpu_ns()
+                if threads and after:
+                    for role, out in (("training", training_cpu), ("writer", writer_cpu)):
+                        out[name].append((after[role] - threads[role]) / 1e6 / args.steps)
             for _ in range(args.settle):  # what leaving it costs lands here, untimed
                 step()
     if rank == 0:
         base, base_cpu, base_entry = (values[CONFIGURATIONS[0]] for values in (times, cpu, entry))
-
-        def paired(values: list[float], against: list[float]) -> tuple[float, float, float]:
-            # ratio to the uninstrumented block of the same round (drift
-            # cancels); median over rounds with a 95 % bootstrap interval
-            ratios = [v / b for v, b in zip(values, against)]
-            rng = random.Random(0)
-            boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
-                          for _ in range(2000))
-            return statistics.median(ratios), boot[49], boot[1949]
 
         print(f"DTensor MLP: {args.layers}x(Colwise {args.dim}->{args.hidden}, Rowwise "
               f"{args.hidden}->{args.dim}), batch {args.batch}, Adam, {dist.get_world_size()} "
@@ -255,20 +302,35 @@ def rank_main(args: argparse.Namespace) -> None:
               f"{args.steps} steps{'; steady heap' if args.steady_heap else ''}")
         print("ratio: median over rounds of (step time / uninstrumented step time of the same "
               "round) [95% bootstrap CI]; cpu: the process's CPU time, all threads; "
-              "faults: minor page faults per step (median)")
+              "train: the training thread's CPU time; writer us: meshscope's writer thread "
+              "per step; faults: minor page faults per step (median)")
         print(f"entry ms: entering plus the {args.warm} warm steps, beyond the same steps "
               "uninstrumented (median over rounds; once per training run)")
         print(f"{'configuration':36s} {'ms/step':>8s} {'ratio':>7s} {'95% CI':>13s} "
-              f"{'cpu ms':>7s} {'ratio':>7s} {'95% CI':>13s} {'faults':>7s} {'entry ms':>9s}")
+              f"{'cpu ms':>7s} {'ratio':>7s} {'95% CI':>13s} {'train':>7s} {'writer us':>9s} "
+              f"{'faults':>7s} {'entry ms':>9s}")
+        base_training = training_cpu[CONFIGURATIONS[0]]
         for name in names:
             wall, wall_lo, wall_hi = paired(times[name], base)
             c, c_lo, c_hi = paired(cpu[name], base_cpu)
             per_step = configs[name][1]
             extra = statistics.median(e - b for e, b in zip(entry[name], base_entry))
+            train = (f"{paired(training_cpu[name], base_training)[0]:6.3f}x"
+                     if base_training else "      -")
+            writer = (f"{statistics.median(writer_cpu[name]) * 1e3:9.0f}"
+                      if writer_cpu[name] else "        -")
             print(f"{name:36s} {statistics.median(times[name]) * 1e3:8.2f} {wall:6.3f}x "
                   f"[{wall_lo:5.3f},{wall_hi:5.3f}] {statistics.median(cpu[name]) * 1e3:7.2f} "
-                  f"{c:6.3f}x [{c_lo:5.3f},{c_hi:5.3f}] {statistics.median(faults[name]):7.0f} "
+                  f"{c:6.3f}x [{c_lo:5.3f},{c_hi:5.3f}] {train} {writer} "
+                  f"{statistics.median(faults[name]):7.0f} "
                   f"{'per step' if per_step else f'{extra * 1e3:8.1f}':>9s}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"args": vars(args), "configurations": names,
+                           "wall_s": times, "cpu_s": cpu, "training_cpu_ms": training_cpu,
+                           "writer_cpu_ms": writer_cpu, "faults": faults, "entry_s": entry},
+                          f, indent=1)
+            print(f"per-round values: {args.json}")
     dist.destroy_process_group()
 
 
