@@ -30,8 +30,10 @@ std::string utf8(PyObject* text) {
 
 }  // namespace
 
-void FrameCache::setInternalPrefixes(std::vector<std::string> prefixes) {
+void FrameCache::setInternalPrefixes(std::vector<std::string> prefixes,
+                                     std::vector<std::string> own) {
     m_internal = std::move(prefixes);
+    m_own = std::move(own);
     clear();
 }
 
@@ -75,6 +77,8 @@ FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
     info.internal = info.fileText.empty() || info.fileText[0] == '<';
     for (const std::string& prefix : m_internal)
         if (info.fileText.starts_with(prefix)) info.internal = true;
+    for (const std::string& prefix : m_own)
+        if (info.fileText.starts_with(prefix)) info.own = info.internal = true;
     info.file = writer.intern(info.fileText);
     info.function = writer.intern(function);
     return m_codes.emplace(code, std::move(info)).first->second;
@@ -137,7 +141,7 @@ StackId FrameCache::shortStack(RankWriter& writer, int depth) {
     std::vector<Frame> frames;
     walkFrames([&](const RawFrame& f) {
         CodeInfo& ci = info(f.code, writer);
-        if (frames.empty() && ci.internal) return true;
+        if ((frames.empty() && ci.internal) || ci.own) return true;
         frames.push_back(Frame{ci.file, PyCode_Addr2Line(f.code, f.lasti), ci.function});
         return int(frames.size()) < depth;
     });
@@ -190,7 +194,7 @@ StackId FrameCache::shortStack(RankWriter& writer, int depth) {
         PyCodeObject* code = PyFrame_GetCode(frame);
         CodeInfo& ci = info(code, writer);
         Py_DECREF(code);
-        frames.push_back(Frame{ci.file, PyFrame_GetLineNumber(frame), ci.function});
+        if (!ci.own) frames.push_back(Frame{ci.file, PyFrame_GetLineNumber(frame), ci.function});
         PyFrameObject* back = PyFrame_GetBack(frame);
         Py_DECREF(frame);
         frame = back;

@@ -34,8 +34,10 @@ struct UserFrame {
 
 class FrameCache {
   public:
-    // Directory prefixes whose frames are never user frames.
-    void setInternalPrefixes(std::vector<std::string> prefixes);
+    // Directory prefixes whose frames are never user frames; frames under
+    // `own` (meshscope's package: its wrappers of Module.__call__, to_local()
+    // and the collectives) are left out of short stacks too.
+    void setInternalPrefixes(std::vector<std::string> prefixes, std::vector<std::string> own = {});
     void clear();
 
     // The innermost user frame; stack is invalid when there is none.
@@ -49,6 +51,7 @@ class FrameCache {
     struct CodeInfo {
         PyObject* code = nullptr;  // strong reference
         bool internal = false;
+        bool own = false;  // meshscope's own code: not shown in stacks
         StringId file, function;
         std::string fileText;
     };
@@ -66,6 +69,7 @@ class FrameCache {
     PyFrameObject* firstUserFrame(RankWriter& writer);
 
     std::vector<std::string> m_internal;
+    std::vector<std::string> m_own;
     std::unordered_map<PyCodeObject*, CodeInfo> m_codes;
     struct FrameKey {
         const void* code;

@@ -64,13 +64,15 @@ py::dict attach(const py::dict& c) {
     if (c.contains("max_file_bytes"))
         config.writer.maxFileBytes = c["max_file_bytes"].cast<int64_t>();
     auto internal = c["internal_prefixes"].cast<std::vector<std::string>>();
+    std::vector<std::string> own;
+    if (c.contains("own_prefixes")) own = c["own_prefixes"].cast<std::vector<std::string>>();
     Agent* agent = nullptr;
     try {
         agent = &Agent::attach(std::move(config));
     } catch (const StoreError& e) {
         throw std::runtime_error(std::string("meshscope: cannot record: ") + e.what());
     }
-    agent->frames().setInternalPrefixes(std::move(internal));
+    agent->frames().setInternalPrefixes(std::move(internal), std::move(own));
     exposeCollectiveSink();  // for the NCCL profiler plugin (plugins/nccl_profiler)
     if (agent->config().level == Level::All) installObserver();
     py::dict out;

@@ -47,7 +47,7 @@ def test_attach_is_idempotent_and_detach_restores_everything(mesh, run_dir):
 
     from meshscope import _capture
 
-    before = (DTensor.to_local, torch.nn.Module.load_state_dict,
+    before = (DTensor.to_local, torch.nn.Module.load_state_dict, torch.nn.Module.__call__,
               dataloader._BaseDataLoaderIter.__next__, funcol.all_gather_tensor,
               list(_get_current_dispatch_mode_stack()), torch.compile, _capture.hook_enabled())
     assert before[-1] is False
@@ -56,11 +56,12 @@ def test_attach_is_idempotent_and_detach_restores_everything(mesh, run_dir):
     with pytest.raises(ValueError, match="already attached"):
         meshscope.attach(run_dir, policy="auto")
     assert DTensor.to_local is not before[0]
+    assert torch.nn.Module.__call__ is not before[2]  # phases come from one wrapper
     assert _capture.hook_enabled()  # the dispatcher hook, not a Python mode
-    assert list(_get_current_dispatch_mode_stack()) == before[4]
+    assert list(_get_current_dispatch_mode_stack()) == before[5]
     meshscope.detach()
     meshscope.detach()  # twice is fine
-    after = (DTensor.to_local, torch.nn.Module.load_state_dict,
+    after = (DTensor.to_local, torch.nn.Module.load_state_dict, torch.nn.Module.__call__,
              dataloader._BaseDataLoaderIter.__next__, funcol.all_gather_tensor,
              list(_get_current_dispatch_mode_stack()), torch.compile, _capture.hook_enabled())
     assert after == before

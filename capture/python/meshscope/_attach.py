@@ -99,11 +99,14 @@ def _default_run_dir(rank: int, world: int) -> str:
     return os.path.join(base, datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
 
 
-def _internal_prefixes() -> list[str]:
-    paths = {os.path.dirname(torch.__file__), os.path.dirname(__file__),
-             sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+def _prefixes(paths: set[str]) -> list[str]:
     return sorted(os.path.join(os.path.realpath(p), "") for p in paths) + sorted(
         os.path.join(p, "") for p in paths)
+
+
+def _internal_prefixes() -> list[str]:
+    return _prefixes({os.path.dirname(torch.__file__), os.path.dirname(__file__),
+                      sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
 
 
 def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathLike[str] = "observe",
@@ -146,6 +149,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
             "run_id": run_id or os.environ.get("MESHSCOPE_RUN_ID", ""),
             "backend": backend, "device_type": device, "torch_version": torch.__version__,
             "command": list(sys.argv), "internal_prefixes": _internal_prefixes(),
+            "own_prefixes": _prefixes({os.path.dirname(__file__)}),
         })
         try:
             _capture.set_strict_error_type(MixedTensorError)
