@@ -37,7 +37,7 @@ class FrameCache {
     // Directory prefixes whose frames are never user frames; frames under
     // `own` (meshscope's package: its wrappers of Module.__call__, to_local()
     // and the collectives) are left out of short stacks too.
-    void setInternalPrefixes(std::vector<std::string> prefixes, std::vector<std::string> own = {});
+    void setInternalPrefixes(std::vector<std::string> prefixes, std::vector<std::string> own);
     void clear();
 
     // The innermost user frame; stack is invalid when there is none.

@@ -64,8 +64,7 @@ py::dict attach(const py::dict& c) {
     if (c.contains("max_file_bytes"))
         config.writer.maxFileBytes = c["max_file_bytes"].cast<int64_t>();
     auto internal = c["internal_prefixes"].cast<std::vector<std::string>>();
-    std::vector<std::string> own;
-    if (c.contains("own_prefixes")) own = c["own_prefixes"].cast<std::vector<std::string>>();
+    auto own = c["own_prefixes"].cast<std::vector<std::string>>();
     Agent* agent = nullptr;
     try {
         agent = &Agent::attach(std::move(config));

@@ -202,12 +202,23 @@ def training(args: argparse.Namespace):
     return step, sync, configs
 
 
+def thread_role(tid: int, comm: str, main_tid: int) -> str:
+    """A rank's thread by what it does (shared with capture_profile.py)."""
+    if tid == main_tid:
+        return "training thread"
+    if comm.startswith("meshscope"):
+        return "meshscope writer"
+    return "other threads (gloo, ...)"
+
+
+_ROLE_KEYS = {"training thread": "training", "meshscope writer": "writer",
+              "other threads (gloo, ...)": "other"}
+
+
 def thread_cpu_ns(task_dir: str = "/proc/self/task") -> dict[str, int]:
-    """CPU time (ns) of this process's threads so far, by role: the
-    training thread (the main thread), meshscope's writer ("meshscope-wr")
-    and the others (gloo, OpenMP). Empty where /proc has no schedstat."""
-    main = os.getpid()
-    out = {"training": 0, "writer": 0, "other": 0}
+    """CPU time (ns) of this process's threads so far, by thread_role():
+    training, writer and other. Empty where /proc has no schedstat."""
+    out = dict.fromkeys(_ROLE_KEYS.values(), 0)
     try:
         tids = os.listdir(task_dir)
     except OSError:
@@ -220,9 +231,7 @@ def thread_cpu_ns(task_dir: str = "/proc/self/task") -> dict[str, int]:
                 ns = int(f.read().split()[0])
         except (OSError, ValueError, IndexError):
             continue  # a thread that just ended
-        role = ("training" if int(tid) == main else
-                "writer" if name.startswith("meshscope-wr") else "other")
-        out[role] += ns
+        out[_ROLE_KEYS[thread_role(int(tid), name, os.getpid())]] += ns
     return out
 
 

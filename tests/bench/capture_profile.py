@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from capture_overhead import (STEADY_HEAP, add_model_arguments, rank_environments,  # noqa: E402
-                              training)
+                              thread_role, training)
 
 OFF, OFF_AGAIN, ADAPTERS, AGENT = ("no instrumentation", "no instrumentation (again)",
                                    "meshscope adapters only (hook off)",
@@ -86,14 +86,6 @@ class Windows:
         if i >= 0 and self.blocks[i][0] <= t <= self.blocks[i][1]:
             return self.blocks[i][2]
         return None
-
-
-def thread_role(tid: int, comm: str, main_tid: int) -> str:
-    if tid == main_tid:
-        return "training thread"
-    if comm.startswith("meshscope"):
-        return "meshscope writer"
-    return "other threads (gloo, ...)"
 
 
 @dataclass

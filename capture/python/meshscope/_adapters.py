@@ -109,21 +109,20 @@ def _install_modules(patches: Patches) -> None:
         def __call__(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
             if compiling():
                 return original(self, *args, **kwargs)
-            if depth[0] or phase() in ("backward", "optimizer"):
-                depth[0] += 1
-                try:
-                    return original(self, *args, **kwargs)
-                finally:
-                    depth[0] -= 1
-            _roots.add(self)
-            previous = set_phase("forward", type(self).__name__ + ".forward")
+            # the outermost module call outside backward and optimizer steps
+            root = not depth[0] and phase() not in ("backward", "optimizer")
+            if root:
+                _roots.add(self)
+                previous = set_phase("forward", type(self).__name__ + ".forward")
             depth[0] += 1
             try:
-                _tag_inputs(args, f"{type(self).__name__}.forward()")
+                if root:
+                    _tag_inputs(args, f"{type(self).__name__}.forward()")
                 return original(self, *args, **kwargs)
             finally:
                 depth[0] -= 1
-                set_phase(previous)
+                if root:
+                    set_phase(previous)
         return __call__
 
     patches.replace(torch.nn.Module, "__call__", make_call)
