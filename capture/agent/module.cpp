@@ -7,6 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
+#include <string>
+#include <string_view>
+
+#include "capture/agent/adapter_calls.h"
 #include "capture/agent/agent.h"
 #include "capture/agent/classifier.h"
 #include "capture/agent/collective_bridge.h"
@@ -30,10 +35,11 @@ Agent& attached() {
     return *agent;
 }
 
-Phase phaseFrom(const std::string& name) {
-    auto phase = phaseFromString(name);
-    if (!phase) throw py::value_error("unknown phase '" + name + "'");
-    return *phase;
+std::string upper(std::string_view text) {
+    std::string out(text);
+    for (char& c : out)
+        c = char(std::toupper(static_cast<unsigned char>(c)));
+    return out;
 }
 
 py::dict attach(const py::dict& c) {
@@ -83,18 +89,6 @@ void detach() {
     removeObserver();
     Agent::detach();
     setParameterLookup(nullptr);
-}
-
-// A provenance created at the current user frame (optionally named in the
-// evidence).
-Provenance atUserFrame(Agent& agent, OriginClass origin, std::string evidence, bool withLocation) {
-    UserFrame frame = agent.frames().userFrame(agent.writer());
-    Provenance p;
-    p.origin = origin;
-    p.evidence = std::move(evidence);
-    if (withLocation) p.evidence += frame.where();
-    p.createdAt = frame.stack;
-    return p;
 }
 
 void tag(py::handle tensor, const std::string& origin, const std::string& evidence,
@@ -156,22 +150,6 @@ py::object provenance(py::handle tensor) {
     return py::make_tuple(std::string(1, char(p->origin)), p->evidence, p->derived);
 }
 
-void recordCollective(const std::string& kind, const std::string& group, int64_t bytes,
-                      int64_t startNs, int64_t endNs) {
-    Agent* agent = Agent::current();
-    if (!agent) return;
-    RankWriter& w = agent->writer();
-    CollectiveRecord rec;
-    rec.kind = w.intern(kind);
-    rec.group = w.intern(group);
-    rec.bytes = bytes;
-    rec.startNs = startNs;
-    rec.endNs = endNs;
-    rec.thread = Agent::threadIndex();
-    rec.step = agent->step();
-    w.submit(std::move(rec));
-}
-
 void recordOptimizerStep(int64_t step, const std::string& name, int64_t startNs, int64_t endNs,
                          int64_t params) {
     Agent* agent = Agent::current();
@@ -221,22 +199,18 @@ PYBIND11_MODULE(_capture, m) {
     m.def("attach", &attach, py::arg("config"));
     m.def("detach", &detach);
     m.def("attached", [] { return Agent::current() != nullptr; });
-    m.def(
-        "set_phase",
-        [](const std::string& phase, const std::string& label) {
-            return std::string(toString(Agent::setThreadPhase(phaseFrom(phase), label)));
-        },
-        py::arg("phase"), py::arg("label") = "");
-    m.def("phase", [] {
-        Agent* a = Agent::current();
-        return std::string(toString(a ? a->phase() : Phase::Other));
-    });
+    // Phase codes of enter_phase()/leave_phase().
+    for (Phase phase :
+         {Phase::Other, Phase::Forward, Phase::Backward, Phase::Optimizer, Phase::Data})
+        m.attr(("PHASE_" + upper(toString(phase))).c_str()) = int(phase);
+    for (PyMethodDef* def = adapterMethods(); def->ml_name; ++def)
+        m.add_object(def->ml_name,
+                     py::reinterpret_steal<py::object>(PyCFunction_New(def, nullptr)));
     m.def("step", [] { return attached().step(); });
     m.def("set_step", [](int64_t s) { attached().setStep(s); });
     m.def("advance_step", [] { return attached().advanceStep(); });
     m.def("now_ns", [] { return attached().writer().nowNs(); });
     m.def("record_optimizer_step", &recordOptimizerStep);
-    m.def("record_collective", &recordCollective);
     // Whether a plugin below torch (the NCCL profiler) records collectives.
     m.def("collective_plugin_listening", &CollectiveBridge::listening);
     m.def("enter_load_state_dict", &Agent::enterLoadStateDict);

@@ -187,6 +187,7 @@ void PyTorch::clear() {
     m_dtypeIds.clear();
     m_deviceIds.clear();
     m_meshes.clear();
+    m_groups.clear();
     m_placementText.clear();
     m_placementTuples.clear();
     m_dtensorType = nullptr;
@@ -306,6 +307,30 @@ PyTorch::MeshEntry& PyTorch::mesh(PyObject* meshObj, RankWriter& writer) {
                       (i + 1 == record.dimNames.size() ? ")" : "");
     writer.submit(Record{std::move(record)});
     return m_meshes.emplace(meshObj, std::move(entry)).first->second;
+}
+
+StringId PyTorch::groupLabel(PyObject* group, PyObject* labeler, RankWriter& writer) {
+    GroupKey key{group, -1};
+    if (PyTuple_Check(group) && PyTuple_GET_SIZE(group) == 2 &&
+        PyLong_CheckExact(PyTuple_GET_ITEM(group, 1))) {
+        long dim = PyLong_AsLong(PyTuple_GET_ITEM(group, 1));
+        if (dim >= 0) key = {PyTuple_GET_ITEM(group, 0), dim};
+        PyErr_Clear();
+    }
+    auto cached = m_groups.find(key);
+    if (cached != m_groups.end()) return cached->second.label;
+    std::string text = Py_TYPE(group)->tp_name;  // when the labeler fails
+    PyRef label = PyRef::steal(PyObject_CallOneArg(labeler, group));
+    if (label && PyUnicode_Check(label.get())) {
+        Py_ssize_t size = 0;
+        const char* utf8 = PyUnicode_AsUTF8AndSize(label.get(), &size);
+        if (utf8) text.assign(utf8, size_t(size));
+    }
+    PyErr_Clear();
+    if (m_groups.size() >= kMaxGroups) m_groups.clear();
+    StringId id = writer.intern(text);
+    m_groups.emplace(key, GroupEntry{PyRef::borrow(key.obj), id});
+    return id;
 }
 
 DTensorFacts PyTorch::dtensorFacts(PyObject* dtensor, RankWriter& writer) {

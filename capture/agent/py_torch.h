@@ -126,6 +126,13 @@ class PyTorch {
     // The DTensor's local tensor (new reference), or nullptr.
     PyRef localTensor(PyObject* dtensor) const { return m_local.read(dtensor); }
 
+    // The label of a functional collective's `group` argument ("mesh dim
+    // model" for DTensor's (mesh, dim) pairs): `labeler(group)` formats it
+    // once per group object (per mesh and dim for a pair, which DTensor
+    // builds anew for every collective); the objects are kept alive while
+    // cached.
+    StringId groupLabel(PyObject* group, PyObject* labeler, RankWriter& writer);
+
     PyObject* fromLocal() const { return m_fromLocal.get(); }
     PyObject* replicate() const { return m_replicate.get(); }
     PyObject* shardType() const { return m_shard.get(); }
@@ -175,6 +182,22 @@ class PyTorch {
     static constexpr size_t kSchemaFront = 256;
     std::array<std::pair<const c10::FunctionSchema*, OpInfo*>, kSchemaFront> m_schemaFront{};
     std::unordered_map<PyObject*, MeshEntry> m_meshes;
+    struct GroupKey {
+        PyObject* obj;
+        long dim;  // -1: `obj` is the group itself
+        bool operator==(const GroupKey&) const = default;
+    };
+    struct GroupKeyHash {
+        size_t operator()(const GroupKey& k) const noexcept {
+            return std::hash<const void*>{}(k.obj) * 31 + size_t(k.dim);
+        }
+    };
+    struct GroupEntry {
+        PyRef obj;  // keeps the key alive
+        StringId label;
+    };
+    std::unordered_map<GroupKey, GroupEntry, GroupKeyHash> m_groups;
+    static constexpr size_t kMaxGroups = 256;
     std::unordered_map<std::string, StringId> m_placementText;
     // DTensor makes new spec and placements objects every step; their cache
     // nodes live until the step's end (trim()), so they come from a pool of

@@ -496,16 +496,82 @@ def test_a_users_nccl_profiler_plugin_and_the_opt_out_are_respected(mesh, tmp_pa
     assert meta["nccl_profiler"] == "off (MESHSCOPE_NCCL_PROFILER=0)"
 
 
-def test_collectives_the_nccl_plugin_records_are_not_recorded_twice(monkeypatch):
-    from meshscope import _nccl
+def _collectives(rank_file):
+    import sqlite3
 
-    class OnGpu:
-        is_cuda = True
+    with sqlite3.connect(f"file:{rank_file}?mode=ro", uri=True) as db:
+        return db.execute("SELECT k.text, g.text, c.bytes, c.end_ns >= c.start_ns "
+                          "FROM collectives c JOIN strings k ON k.id = c.kind_id "
+                          "LEFT JOIN strings g ON g.id = c.group_id ORDER BY c.seq").fetchall()
 
-    cpu = torch.ones(2)
-    listening = [False]
-    monkeypatch.setattr(_nccl._capture, "collective_plugin_listening", lambda: listening[0])
-    assert not _nccl.plugin_records([OnGpu()])  # no plugin: the wrapper records it
-    listening[0] = True
-    assert _nccl.plugin_records([OnGpu()])  # NCCL's, and the plugin records it
-    assert not _nccl.plugin_records([cpu])  # gloo beside NCCL: still the wrapper's
+
+def test_functional_collectives_are_recorded_with_kind_group_and_bytes(mesh, run_dir):
+    from torch.distributed import _functional_collectives as funcol
+
+    session = meshscope.attach(run_dir)
+    t = torch.ones(8)  # 32 bytes
+    funcol.all_reduce(t, "sum", (mesh, 0)).wait()  # DTensor's way: a (mesh, dim) pair
+    funcol.all_reduce(t, "sum", group=(mesh, 0)).wait()  # the same group, by keyword
+    funcol.all_gather_tensor(torch.ones(2, 3), 0, mesh).wait()  # the mesh itself
+    meshscope.detach()
+    rows = _collectives(session.rank_file)
+    assert rows[:2] == [("all_reduce", "mesh dim model", 32, 1)] * 2
+    kind, group, size, ordered = rows[2]
+    assert (kind, size, ordered) == ("all_gather_tensor", 24, 1) and group  # torch's group name
+
+
+def test_collectives_the_nccl_plugin_records_are_not_recorded_twice(tmp_path):
+    """Once NCCL's profiler plugin has taken the agent's collective sink, the
+    functional-collective wrapper leaves GPU collectives to it (the plugin
+    records them with their GPU times); gloo's CPU collectives stay its own."""
+    code = CHILD_PRELUDE + """
+    import ctypes
+    from meshscope import _capture
+    from torch.distributed import _functional_collectives as funcol
+    def record(t):
+        _capture.record_funcol("all_reduce", t, (mesh, 0), _capture.now_ns(), str)
+    record(torch.ones(4))
+    getter = ctypes.CDLL(_capture.__file__).meshscope_collective_sink
+    getter.restype = ctypes.c_void_p
+    assert getter()  # what NCCL's plugin does first: the agent now says a plugin listens
+    assert _capture.collective_plugin_listening()
+    funcol.all_reduce(torch.ones(2), "sum", (mesh, 0)).wait()  # gloo, CPU: recorded
+    if torch.cuda.is_available():
+        record(torch.ones(8, device="cuda"))  # the plugin's: not recorded here
+    meshscope.detach()
+    print("cuda" if torch.cuda.is_available() else "cpu")
+    """
+    child = _child(code, str(tmp_path / "run"))
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 0, err
+    (rank_file,) = (tmp_path / "run").glob("rank-*.msdb")
+    rows = [(kind, size) for kind, _, size, _ in _collectives(rank_file)]
+    assert rows == [("all_reduce", 16), ("all_reduce", 8)], (rows, out)
+
+
+def test_root_module_call_tags_its_plain_inputs_by_path(mesh, run_dir):
+    from meshscope import _capture
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Identity()
+
+        def forward(self, batch, scale):
+            return self.inner(batch["x"] * scale[1])
+
+    known, x, s = torch.ones(2), torch.ones(2), torch.ones(2)
+    w = distribute_tensor(torch.ones(4), mesh, [Shard(0)])
+    meshscope.attach(run_dir)
+    _capture.tag(known, "E", "kept by an optimizer")
+    Net()({"x": x, "w": w}, [known, s])
+    assert _capture.provenance(x) == ("D", "passed as input[0]['x'] to Net.forward()", False)
+    assert _capture.provenance(s) == ("D", "passed as input[1][1] to Net.forward()", False)
+    assert _capture.provenance(known)[:2] == ("E", "kept by an optimizer")  # known: kept
+    assert _capture.provenance(w) is None  # a DTensor has no provenance
+    with torch.no_grad():
+        y = torch.ones(2)
+        Net().inner(y)  # a root call of its own
+    assert _capture.provenance(y)[1] == "passed as input[0] to Identity.forward()"
+    meshscope.detach()
+

@@ -13,11 +13,11 @@ import importlib.util
 import itertools
 import sys
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
-from meshscope import _capture, _nccl
+from meshscope import _capture
 
 
 class Patches:
@@ -43,9 +43,28 @@ class Patches:
             self._undo.pop()()
 
 
+class _Seen:
+    """Objects seen while attached, held weakly and keyed by identity: adding
+    one seen before is a dict lookup (a WeakSet makes a new weak reference
+    on every add), which the root module call does every step."""
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref] = {}
+
+    def add(self, obj: Any) -> None:
+        key = id(obj)
+        if key not in self._refs:
+            # the callback runs while `obj` is freed, before its id can be reused
+            self._refs[key] = weakref.ref(obj, lambda _ref: self._refs.pop(key, None))
+
+    def __iter__(self) -> Iterator[Any]:
+        alive = (ref() for ref in list(self._refs.values()))
+        return (obj for obj in alive if obj is not None)
+
+
 # Objects seen while attached, for classifying plain tensors at incident time.
-_roots: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
-_optimizers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_roots = _Seen()  # root modules
+_optimizers = _Seen()
 
 
 def _walk_tensors(value: Any, visit: Callable[[torch.Tensor, str], None], path: str = "") -> None:
@@ -59,27 +78,17 @@ def _walk_tensors(value: Any, visit: Callable[[torch.Tensor, str], None], path: 
             _walk_tensors(item, visit, f"{path}[{i}]")
 
 
-def _tag_inputs(values: Any, callee: str) -> None:
-    """Tags the plain tensors passed to `callee` as input data (D), unless
-    their origin is known already."""
-    def tag(t: torch.Tensor, path: str) -> None:
-        if _capture.provenance(t) is None:
-            _capture.tag(t, "D", f"passed as input{path} to {callee}")
-
-    _walk_tensors(values, tag, "")
-
-
 def describe_tensor(tensor: torch.Tensor) -> tuple[str, str] | None:
     """Called from C++ when an incident needs classifying: is this plain
     tensor a module's parameter/buffer (A) or optimizer state (E)?"""
-    for root in list(_roots):
+    for root in _roots:
         for name, p in root.named_parameters(remove_duplicate=False):
             if p is tensor:
                 return "A", f"parameter {name} of {type(root).__name__}"
         for name, b in root.named_buffers(remove_duplicate=False):
             if b is tensor:
                 return "A", f"buffer {name} of {type(root).__name__}"
-    for opt in list(_optimizers):
+    for opt in _optimizers:
         kind = type(opt).__name__
         for group_index, group in enumerate(opt.param_groups):
             for key, value in group.items():
@@ -93,36 +102,34 @@ def describe_tensor(tensor: torch.Tensor) -> tuple[str, str] | None:
 
 
 def _install_modules(patches: Patches) -> None:
-    depth = [0]
+    inside = [False]  # within a root module call
 
     # Under torch.compile the wrapper is traced too: do nothing there (a call
     # into the agent would break the graph); incidents found while Dynamo
     # traces take their frames from Dynamo itself.
     compiling = torch.compiler.is_compiling
-    phase, set_phase = _capture.phase, _capture.set_phase
+    enter_forward, leave_phase = _capture.enter_forward, _capture.leave_phase
 
     # One wrapper around Module.__call__, not global forward hooks: any global
     # hook sends every module call down nn.Module's slow path (hook lists
     # gathered and walked per call), which cost the training thread about
-    # 1 % of its CPU in the capture benchmark; the wrapper is one call.
+    # 1 % of its CPU in the capture benchmark. A nested call costs one check;
+    # the root call one C++ call each way (phase, label and the tags of its
+    # plain tensor arguments).
     def make_call(original: Callable) -> Callable:
         def __call__(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-            if compiling():
+            if inside[0] or compiling():
                 return original(self, *args, **kwargs)
-            # the outermost module call outside backward and optimizer steps
-            root = not depth[0] and phase() not in ("backward", "optimizer")
-            if root:
-                _roots.add(self)
-                previous = set_phase("forward", type(self).__name__ + ".forward")
-            depth[0] += 1
+            previous = enter_forward(self, args)
+            if previous is None:  # inside backward or an optimizer step
+                return original(self, *args, **kwargs)
+            _roots.add(self)
+            inside[0] = True
             try:
-                if root:
-                    _tag_inputs(args, f"{type(self).__name__}.forward()")
                 return original(self, *args, **kwargs)
             finally:
-                depth[0] -= 1
-                if root:
-                    set_phase(previous)
+                inside[0] = False
+                leave_phase(previous)
         return __call__
 
     patches.replace(torch.nn.Module, "__call__", make_call)
@@ -142,7 +149,8 @@ def _install_modules(patches: Patches) -> None:
 def _install_optimizers(patches: Patches) -> None:
     from torch.optim import optimizer as optim
 
-    started: dict[int, tuple[int, str]] = {}
+    started: dict[int, tuple[int, int]] = {}
+    now_ns, enter_phase, leave_phase = _capture.now_ns, _capture.enter_phase, _capture.leave_phase
 
     @functools.lru_cache(maxsize=64)
     def name_of(kind: type) -> str:
@@ -150,16 +158,18 @@ def _install_optimizers(patches: Patches) -> None:
 
     def pre(opt: Any, args: tuple, kwargs: dict) -> None:
         _optimizers.add(opt)
-        label = name_of(type(opt)) + ".step()"
-        started[id(opt)] = (_capture.now_ns(), _capture.set_phase("optimizer", label))
+        name = name_of(type(opt))
+        started[id(opt)] = (now_ns(), enter_phase(_capture.PHASE_OPTIMIZER, name + ".step()"))
 
     def post(opt: Any, args: tuple, kwargs: dict) -> None:
-        start, previous = started.pop(id(opt), (_capture.now_ns(), "other"))
-        params = sum(len(g["params"]) for g in opt.param_groups)
-        _capture.record_optimizer_step(_capture.step(), name_of(type(opt)), start,
-                                       _capture.now_ns(), params)
+        end = now_ns()
+        start, previous = started.pop(id(opt), (end, _capture.PHASE_OTHER))
+        params = 0
+        for group in opt.param_groups:
+            params += len(group["params"])
+        _capture.record_optimizer_step(_capture.step(), name_of(type(opt)), start, end, params)
         _capture.advance_step()
-        _capture.set_phase(previous)
+        leave_phase(previous)
 
     patches.handle(optim.register_optimizer_step_pre_hook(pre))
     patches.handle(optim.register_optimizer_step_post_hook(post))
@@ -174,11 +184,11 @@ def _install_dataloader(patches: Patches) -> None:
         def __next__(self: Any) -> Any:
             batch = next(counter)
             label = f"DataLoader batch #{batch}"
-            previous = _capture.set_phase("data", label)
+            previous = _capture.enter_phase(_capture.PHASE_DATA, label)
             try:
                 data = original(self)
             finally:
-                _capture.set_phase(previous)
+                _capture.leave_phase(previous)
             _walk_tensors(data, lambda t, path: _capture.tag(
                 t, "D", f"created by {label}{(' ' + path) if path else ''}"))
             return data
@@ -229,32 +239,24 @@ def _group_name(funcol: Any, group: Any) -> str:
 def _install_collectives(patches: Patches) -> None:
     """The functional collectives DTensor's redistributions call (looked up
     through the module at call time). Records kind, group, bytes and the
-    host-side issue span; the async wait shows up at level "all". Collectives
-    the NCCL profiler plugin records (with their GPU times) are left to it."""
+    host-side issue span (one C++ call after the collective returns); the
+    async wait shows up at level "all". Collectives the NCCL profiler plugin
+    records (with their GPU times) are left to it."""
     import torch.distributed._functional_collectives as funcol
 
-    now_ns, record = _capture.now_ns, _capture.record_collective
-    # DTensor passes the same groups every step: their labels are kept.
-    cached_name = functools.lru_cache(maxsize=256)(lambda group: _group_name(funcol, group))
+    now_ns, record = _capture.now_ns, _capture.record_funcol
 
-    def group_label(group: Any) -> str:
-        try:
-            return cached_name(group)
-        except TypeError:  # unhashable
-            return _group_name(funcol, group)
+    def label(group: Any) -> str:  # called once per group (C++ keeps the labels)
+        return _group_name(funcol, group)
 
     def make(kind: str, group_at: int) -> Callable[[Callable], Callable]:
         def wrap(original: Callable) -> Callable:
             def collective(tensor: Any, *args: Any, **kwargs: Any) -> Any:
                 start = now_ns()
                 out = original(tensor, *args, **kwargs)
-                tensors = tensor if isinstance(tensor, (list, tuple)) else [tensor]
-                if _nccl.plugin_records(tensors):
-                    return out
-                size = sum(t.numel() * t.element_size() for t in tensors
-                           if isinstance(t, torch.Tensor))
-                group = kwargs.get("group", args[group_at] if len(args) > group_at else None)
-                record(kind, group_label(group), size, start, now_ns())
+                group = (kwargs["group"] if "group" in kwargs
+                         else args[group_at] if len(args) > group_at else None)
+                record(kind, tensor, group, start, label)
                 return out
             return collective
         return wrap
@@ -358,11 +360,11 @@ def _patch_keras_optimizer(patches: Patches, base: Any) -> None:
             _optimizers.add(self) if hasattr(self, "param_groups") else None
             label = f"keras {type(self).__name__}.apply()"
             start = _capture.now_ns()
-            previous = _capture.set_phase("optimizer", label)
+            previous = _capture.enter_phase(_capture.PHASE_OPTIMIZER, label)
             try:
                 return original(self, *args, **kwargs)
             finally:
-                _capture.set_phase(previous)
+                _capture.leave_phase(previous)
                 _capture.record_optimizer_step(_capture.step(), f"keras.{type(self).__name__}",
                                                start, _capture.now_ns(), 0)
                 _capture.advance_step()
@@ -382,10 +384,12 @@ def _install_compile(patches: Patches) -> None:
             return compiled
         name = getattr(source, "__qualname__", None) or type(source).__name__
 
+        callee = f"torch.compile'd {name}()"
+
         @functools.wraps(compiled)
         def call(*args: Any, **kwargs: Any) -> Any:
-            _tag_inputs(args, f"torch.compile'd {name}()")
-            _tag_inputs(kwargs, f"torch.compile'd {name}()")
+            _capture.tag_inputs(args, callee)
+            _capture.tag_inputs(kwargs, callee)
             return compiled(*args, **kwargs)
         return call
 

@@ -49,11 +49,3 @@ def restore() -> None:
     if _set_here is not None and os.environ.get(_ENV) == _set_here:
         del os.environ[_ENV]
     _set_here = None
-
-
-def plugin_records(tensors: list) -> bool:
-    """Whether the NCCL plugin records this collective (it listens, and the
-    tensors are on a GPU), so the functional-collective wrapper must not
-    record it a second time."""
-    return _capture.collective_plugin_listening() and any(
-        getattr(t, "is_cuda", False) for t in tensors)

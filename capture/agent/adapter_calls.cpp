@@ -1,0 +1,233 @@
+#include "capture/agent/adapter_calls.h"
+
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <exception>
+#include <string>
+#include <utility>
+
+#include "capture/agent/agent.h"
+#include "capture/agent/collective_bridge.h"
+
+namespace meshscope::capture {
+
+Provenance atUserFrame(Agent& agent, OriginClass origin, std::string evidence, bool withLocation) {
+    UserFrame frame = agent.frames().userFrame(agent.writer());
+    Provenance p;
+    p.origin = origin;
+    p.evidence = std::move(evidence);
+    if (withLocation) p.evidence += frame.where();
+    p.createdAt = frame.stack;
+    return p;
+}
+
+namespace {
+
+constexpr int kMaxNesting = 8;  // containers inside containers, as far as inputs go
+
+void tagValue(Agent& agent, PyObject* value, std::string& path, const std::string& callee,
+              int nesting) {
+    if (THPVariable_Check(value)) {
+        if (agent.py().isDTensor(value)) return;
+        const at::Tensor& tensor = THPVariable_Unpack(value);
+        if (agent.tensors().provenance(tensor)) return;  // its origin is known already
+        agent.tensors().setProvenance(
+            tensor, atUserFrame(agent, OriginClass::InputData,
+                                "passed as input" + path + " to " + callee, false));
+        return;
+    }
+    if (nesting >= kMaxNesting) return;
+    size_t mark = path.size();
+    if (PyDict_Check(value)) {
+        // A snapshot: a key's __repr__ is Python code and may touch the dict.
+        PyRef items = PyRef::steal(PyDict_Items(value));
+        for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items.get()); ++i) {
+            PyObject* pair = PyList_GET_ITEM(items.get(), i);
+            PyRef key = PyRef::steal(PyObject_Repr(PyTuple_GET_ITEM(pair, 0)));
+            const char* text = key ? PyUnicode_AsUTF8(key.get()) : nullptr;
+            PyErr_Clear();
+            path += "[" + std::string(text ? text : "?") + "]";
+            tagValue(agent, PyTuple_GET_ITEM(pair, 1), path, callee, nesting + 1);
+            path.resize(mark);
+        }
+        PyErr_Clear();
+    } else if (PyList_Check(value) || PyTuple_Check(value)) {
+        PyRef items = PyRef::steal(PySequence_Tuple(value));
+        for (Py_ssize_t i = 0; items && i < PyTuple_GET_SIZE(items.get()); ++i) {
+            path += "[" + std::to_string(i) + "]";
+            tagValue(agent, PyTuple_GET_ITEM(items.get(), i), path, callee, nesting + 1);
+            path.resize(mark);
+        }
+        PyErr_Clear();
+    }
+}
+
+// The agent's own trouble never reaches the training: counted, said once.
+template <typename Body>
+PyObject* guarded(const char* what, Body&& body) {
+    Agent* agent = Agent::current();
+    if (!agent) Py_RETURN_NONE;
+    try {
+        return body(*agent);
+    } catch (const std::exception& e) {
+        PyErr_Clear();
+        agent->counters().agentErrors.fetch_add(1);
+        agent->warnOnce(what, std::string("meshscope: ") + what + ": " + e.what());
+        Py_RETURN_NONE;
+    }
+}
+
+bool phaseFromCode(PyObject* code, Phase& phase) {
+    long value = PyLong_Check(code) ? PyLong_AsLong(code) : -1;
+    if (value < long(Phase::Other) || value > long(Phase::Data)) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "meshscope: not a phase code");
+        return false;
+    }
+    phase = Phase(value);
+    return true;
+}
+
+bool nameOf(PyObject* text, std::string& out) {
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &size) : nullptr;
+    if (!utf8) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_TypeError, "meshscope: expected a str");
+        return false;
+    }
+    out.assign(utf8, size_t(size));
+    return true;
+}
+
+// enter_forward(module, args) -> previous phase code, or None: the outermost
+// module call outside backward and optimizer steps starts a forward phase
+// labelled "<Module>.forward" and tags its plain tensor arguments as input
+// data. None (nothing changed) inside backward or an optimizer step.
+PyObject* enterForward(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    if (argc != 2) {
+        PyErr_SetString(PyExc_TypeError, "enter_forward(module, args)");
+        return nullptr;
+    }
+    return guarded("forward", [&](Agent& agent) -> PyObject* {
+        Phase phase = agent.phase();
+        if (phase == Phase::Backward || phase == Phase::Optimizer) Py_RETURN_NONE;
+        std::string name = Py_TYPE(argv[0])->tp_name;  // a heap type's is its __name__
+        name = name.substr(name.rfind('.') + 1) + ".forward";
+        std::string path;
+        tagValue(agent, argv[1], path, name + "()", 0);
+        return PyLong_FromLong(long(Agent::setThreadPhase(Phase::Forward, std::move(name))));
+    });
+}
+
+// enter_phase(code, label) -> previous phase code: the calling thread's
+// phase while an adapter's span runs (an optimizer step, a DataLoader batch).
+PyObject* enterPhase(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    Phase phase;
+    std::string label;
+    if (argc != 2 || !phaseFromCode(argv[0], phase) || !nameOf(argv[1], label)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "enter_phase(code, label)");
+        return nullptr;
+    }
+    return PyLong_FromLong(long(Agent::setThreadPhase(phase, std::move(label))));
+}
+
+// leave_phase(code): back to the phase enter_* returned.
+PyObject* leavePhase(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    Phase phase;
+    if (argc != 1 || !phaseFromCode(argv[0], phase)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "leave_phase(code)");
+        return nullptr;
+    }
+    Agent::setThreadPhase(phase);
+    Py_RETURN_NONE;
+}
+
+// tag_inputs(values, callee): tags the plain tensors passed to `callee`
+// (a torch.compile'd function) as input data, unless their origin is known.
+PyObject* tagInputsCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    std::string callee;
+    if (argc != 2 || !nameOf(argv[1], callee)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "tag_inputs(values, callee)");
+        return nullptr;
+    }
+    return guarded("input provenance", [&](Agent& agent) -> PyObject* {
+        std::string path;
+        tagValue(agent, argv[0], path, callee, 0);
+        Py_RETURN_NONE;
+    });
+}
+
+// record_funcol(kind, tensor_or_list, group, start_ns, labeler): a
+// functional collective that returned: kind, group label, bytes and the
+// host-side span up to now. Left to the NCCL profiler plugin when it
+// listens and the tensors are on a GPU (it records them with GPU times).
+PyObject* recordFuncol(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    std::string kind;
+    if (argc != 5 || !nameOf(argv[0], kind) || !PyLong_Check(argv[3])) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError,
+                            "record_funcol(kind, tensor, group, start_ns, labeler)");
+        return nullptr;
+    }
+    return guarded("collective", [&](Agent& agent) -> PyObject* {
+        int64_t bytes = 0;
+        bool cuda = false;
+        auto add = [&](PyObject* obj) {
+            if (!THPVariable_Check(obj)) return;
+            const at::Tensor& t = THPVariable_Unpack(obj);
+            cuda = cuda || t.is_cuda();
+            bytes += t.numel() * int64_t(t.element_size());
+        };
+        PyObject* tensors = argv[1];
+        if (PyList_Check(tensors) || PyTuple_Check(tensors)) {
+            PyRef items = PyRef::steal(PySequence_Tuple(tensors));
+            for (Py_ssize_t i = 0; items && i < PyTuple_GET_SIZE(items.get()); ++i)
+                add(PyTuple_GET_ITEM(items.get(), i));
+            PyErr_Clear();
+        } else {
+            add(tensors);
+        }
+        if (cuda && CollectiveBridge::listening()) Py_RETURN_NONE;
+        RankWriter& w = agent.writer();
+        CollectiveRecord rec;
+        rec.kind = w.intern(kind);
+        rec.group = agent.py().groupLabel(argv[2], argv[4], w);
+        rec.bytes = bytes;
+        rec.startNs = PyLong_AsLongLong(argv[3]);
+        rec.endNs = w.nowNs();
+        rec.thread = Agent::threadIndex();
+        rec.step = agent.step();
+        PyErr_Clear();
+        w.submit(std::move(rec));
+        Py_RETURN_NONE;
+    });
+}
+
+template <auto F>
+PyCFunction fastcall() {
+    return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(F));
+}
+
+PyMethodDef g_methods[] = {
+    {"enter_forward", fastcall<&enterForward>(), METH_FASTCALL,
+     "enter_forward(module, args) -> previous phase code, or None inside backward/optimizer: "
+     "the root module call starts a forward phase and tags its plain tensor arguments"},
+    {"enter_phase", fastcall<&enterPhase>(), METH_FASTCALL,
+     "enter_phase(code, label) -> previous phase code"},
+    {"leave_phase", fastcall<&leavePhase>(), METH_FASTCALL,
+     "leave_phase(code): restores the phase enter_forward/enter_phase returned"},
+    {"tag_inputs", fastcall<&tagInputsCall>(), METH_FASTCALL,
+     "tag_inputs(values, callee): tags the untagged plain tensors in values as input data (D)"},
+    {"record_funcol", fastcall<&recordFuncol>(), METH_FASTCALL,
+     "record_funcol(kind, tensor, group, start_ns, labeler): records a functional collective"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace
+
+PyMethodDef* adapterMethods() {
+    return g_methods;
+}
+
+}  // namespace meshscope::capture
