@@ -8,6 +8,7 @@
 
 #include "capture/agent/agent.h"
 #include "capture/agent/collective_bridge.h"
+#include "capture/agent/op_call.h"
 
 namespace meshscope::capture {
 
@@ -204,6 +205,65 @@ PyObject* recordFuncol(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     });
 }
 
+// The output of DTensor.to_local() (kind 0) or full_tensor() (kind 1),
+// called every forward by tensor-parallel layers: tagged as stripped local
+// data (C). The record is kept per user stack and layout: a repeated call
+// formats nothing.
+void tagStripped(Agent& agent, PyObject* out, PyObject* dtensor, int kind) {
+    if (!THPVariable_Check(out) || agent.py().isDTensor(out)) return;
+    RankWriter& writer = agent.writer();
+    DTensorFacts facts = agent.py().dtensorFacts(dtensor, writer);
+    TensorTable& tensors = agent.tensors();
+    TensorTable::PlaceKey key{agent.frames().userStack(writer), facts.placements, kind};
+    TensorTable::ProvenancePtr p = tensors.byPlace(key);
+    if (!p) {
+        std::string evidence = std::string("output of ") + (kind ? "full_tensor" : "to_local") +
+                               "() of a DTensor " + std::string(facts.placementsText);
+        p = tensors.intern(
+            atUserFrame(agent, OriginClass::StrippedDTensor, std::move(evidence), true));
+        tensors.rememberPlace(key, p);
+    }
+    tensors.setProvenance(THPVariable_Unpack(out), std::move(p));
+}
+
+// The replacement of DTensor.to_local / full_tensor: `self` is (original,
+// kind); the instance method binding puts the DTensor first in `args`. Calls
+// the original with the arguments as given and tags what it returned. No
+// Python frame of its own: the call costs what the original does, plus the
+// tag.
+PyObject* strippedCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+    PyObject* original = PyTuple_GET_ITEM(self, 0);
+    PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
+    if (!out || nargs < 1) return out;
+    int kind = PyTuple_GET_ITEM(self, 1) == Py_True ? 1 : 0;
+    PendingError pending;  // a tag never disturbs the caller's error state
+    PyRef none = PyRef::steal(guarded("to_local() provenance", [&](Agent& agent) -> PyObject* {
+        tagStripped(agent, out, args[0], kind);
+        Py_RETURN_NONE;
+    }));
+    return out;
+}
+
+PyMethodDef g_strippedDef = {
+    "stripped", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&strippedCall)),
+    METH_FASTCALL | METH_KEYWORDS,
+    "DTensor.to_local()/full_tensor() as meshscope wraps them: the original's result, its "
+    "provenance recorded (origin C)"};
+
+// stripping(original, full_tensor: bool) -> the method that replaces
+// DTensor.to_local (False) or DTensor.full_tensor (True).
+PyObject* strippingCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    if (argc != 2 || !PyCallable_Check(argv[0]) || !PyBool_Check(argv[1])) {
+        PyErr_SetString(PyExc_TypeError, "stripping(original, full_tensor: bool)");
+        return nullptr;
+    }
+    PyRef state = PyRef::steal(PyTuple_Pack(2, argv[0], argv[1]));
+    if (!state) return nullptr;
+    PyRef function = PyRef::steal(PyCFunction_New(&g_strippedDef, state.get()));
+    if (!function) return nullptr;
+    return PyInstanceMethod_New(function.get());
+}
+
 template <auto F>
 PyCFunction fastcall() {
     return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(F));
@@ -219,6 +279,9 @@ PyMethodDef g_methods[] = {
      "leave_phase(code): restores the phase enter_forward/enter_phase returned"},
     {"tag_inputs", fastcall<&tagInputsCall>(), METH_FASTCALL,
      "tag_inputs(values, callee): tags the untagged plain tensors in values as input data (D)"},
+    {"stripping", fastcall<&strippingCall>(), METH_FASTCALL,
+     "stripping(original, full_tensor: bool) -> the replacement method of DTensor.to_local "
+     "(False) or full_tensor (True): calls the original and tags its result (origin C)"},
     {"record_funcol", fastcall<&recordFuncol>(), METH_FASTCALL,
      "record_funcol(kind, tensor, group, start_ns, labeler): records a functional collective"},
     {nullptr, nullptr, 0, nullptr},

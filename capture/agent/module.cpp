@@ -101,47 +101,6 @@ void tag(py::handle tensor, const std::string& origin, const std::string& eviden
                                    atUserFrame(*agent, *cls, evidence, withLocation));
 }
 
-// tag_stripped(tensor, dtensor, kind): the output of DTensor.to_local()
-// (kind 0) or full_tensor() (kind 1), called every forward by tensor-parallel
-// layers. A raw fastcall function (no argument conversion), and the record
-// is kept per user stack and layout: a repeated call formats nothing.
-PyObject* tagStripped(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyLong_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "tag_stripped(tensor, dtensor, kind: int)");
-        return nullptr;
-    }
-    Agent* agent = Agent::current();
-    PyObject* out = args[0];
-    if (!agent || !THPVariable_Check(out) || agent->py().isDTensor(out)) Py_RETURN_NONE;
-    try {
-        RankWriter& writer = agent->writer();
-        int kind = PyLong_AsLong(args[2]) == 1 ? 1 : 0;
-        DTensorFacts facts = agent->py().dtensorFacts(args[1], writer);
-        TensorTable& tensors = agent->tensors();
-        TensorTable::PlaceKey key{agent->frames().userStack(writer), facts.placements, kind};
-        TensorTable::ProvenancePtr p = tensors.byPlace(key);
-        if (!p) {
-            std::string evidence = std::string("output of ") + (kind ? "full_tensor" : "to_local") +
-                                   "() of a DTensor " + std::string(facts.placementsText);
-            p = tensors.intern(
-                atUserFrame(*agent, OriginClass::StrippedDTensor, std::move(evidence), true));
-            tensors.rememberPlace(key, p);
-        }
-        tensors.setProvenance(THPVariable_Unpack(out), std::move(p));
-    } catch (const std::exception& e) {
-        PyErr_Clear();
-        agent->counters().agentErrors.fetch_add(1);
-        agent->warnOnce("tag", std::string("meshscope: to_local() provenance: ") + e.what());
-    }
-    Py_RETURN_NONE;
-}
-
-PyMethodDef g_tagStrippedDef = {
-    "tag_stripped", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&tagStripped)),
-    METH_FASTCALL,
-    "tag_stripped(tensor, dtensor, kind): tags the output of DTensor.to_local() (kind 0) or "
-    "full_tensor() (kind 1) as stripped local data (origin C)"};
-
 py::object provenance(py::handle tensor) {
     Agent* agent = Agent::current();
     if (!agent || !THPVariable_Check(tensor.ptr())) return py::none();
@@ -216,8 +175,6 @@ PYBIND11_MODULE(_capture, m) {
     m.def("enter_load_state_dict", &Agent::enterLoadStateDict);
     m.def("tag", &tag, py::arg("tensor"), py::arg("origin"), py::arg("evidence"),
           py::arg("with_location") = false);
-    m.add_object("tag_stripped",
-                 py::reinterpret_steal<py::object>(PyCFunction_New(&g_tagStrippedDef, nullptr)));
     m.def("record_meta", [](const std::string& key, const std::string& value) {
         if (Agent* a = Agent::current()) a->writer().submit(Record{MetaRecord{key, value}});
     });

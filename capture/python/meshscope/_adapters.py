@@ -200,21 +200,11 @@ def _install_dataloader(patches: Patches) -> None:
 def _install_dtensor(patches: Patches) -> None:
     from torch.distributed.tensor import DTensor
 
-    # Tensor-parallel layers call to_local() in every forward: the tag is one
-    # C++ call, which keeps the evidence per call site and layout.
-    tag_stripped = _capture.tag_stripped
-
-    def stripping(kind: int) -> Callable[[Callable], Callable]:
-        def make(original: Callable) -> Callable:
-            def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-                out = original(self, *args, **kwargs)
-                tag_stripped(out, self, kind)
-                return out
-            return wrapper
-        return make
-
-    patches.replace(DTensor, "to_local", stripping(0))
-    patches.replace(DTensor, "full_tensor", stripping(1))
+    # Tensor-parallel layers call to_local() in every forward: the wrapper is
+    # a C++ method (no Python frame of its own) that calls the original and
+    # tags its result, keeping the evidence per call site and layout.
+    patches.replace(DTensor, "to_local", lambda original: _capture.stripping(original, False))
+    patches.replace(DTensor, "full_tensor", lambda original: _capture.stripping(original, True))
 
 
 # functional collective -> position of its `group` argument after the tensor
