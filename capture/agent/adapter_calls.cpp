@@ -24,6 +24,12 @@ Provenance atUserFrame(Agent& agent, OriginClass origin, std::string evidence, b
 
 namespace {
 
+// A raw C function as a PyMethodDef's entry (fastcall signatures).
+template <auto F>
+PyCFunction fastcall() {
+    return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(F));
+}
+
 constexpr int kMaxNesting = 8;  // containers inside containers, as far as inputs go
 
 void tagValue(Agent& agent, PyObject* value, std::string& path, const std::string& callee,
@@ -76,6 +82,19 @@ PyObject* guarded(const char* what, Body&& body) {
         agent->warnOnce(what, std::string("meshscope: ") + what + ": " + e.what());
         Py_RETURN_NONE;
     }
+}
+
+// Runs body(agent) after a wrapped original returned `out` (a new
+// reference, returned as is): the agent's trouble is counted, never raised,
+// and the caller's error state is left as it was.
+template <typename Body>
+PyObject* afterCall(PyObject* out, const char* what, Body&& body) {
+    PendingError pending;
+    PyRef none = PyRef::steal(guarded(what, [&](Agent& agent) -> PyObject* {
+        body(agent);
+        Py_RETURN_NONE;
+    }));
+    return out;
 }
 
 bool phaseFromCode(PyObject* code, Phase& phase) {
@@ -159,50 +178,83 @@ PyObject* tagInputsCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     });
 }
 
-// record_funcol(kind, tensor_or_list, group, start_ns, labeler): a
-// functional collective that returned: kind, group label, bytes and the
-// host-side span up to now. Left to the NCCL profiler plugin when it
-// listens and the tensors are on a GPU (it records them with GPU times).
-PyObject* recordFuncol(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
-    std::string kind;
-    if (argc != 5 || !nameOf(argv[0], kind) || !PyLong_Check(argv[3])) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError,
-                            "record_funcol(kind, tensor, group, start_ns, labeler)");
+// A functional collective that returned: kind, group label, bytes and the
+// host-side span from `startNs` to now. Left to the NCCL profiler plugin
+// when it listens and the tensors are on a GPU (it records them with their
+// GPU times).
+void recordCollective(Agent& agent, const std::string& kind, PyObject* tensors, PyObject* group,
+                      PyObject* labeler, int64_t startNs) {
+    int64_t bytes = 0;
+    bool cuda = false;
+    auto add = [&](PyObject* obj) {
+        if (!THPVariable_Check(obj)) return;
+        const at::Tensor& t = THPVariable_Unpack(obj);
+        cuda = cuda || t.is_cuda();
+        bytes += t.numel() * int64_t(t.element_size());
+    };
+    if (PyList_Check(tensors) || PyTuple_Check(tensors)) {
+        PyRef items = PyRef::steal(PySequence_Tuple(tensors));
+        for (Py_ssize_t i = 0; items && i < PyTuple_GET_SIZE(items.get()); ++i)
+            add(PyTuple_GET_ITEM(items.get(), i));
+        PyErr_Clear();
+    } else {
+        add(tensors);
+    }
+    if (cuda && CollectiveBridge::listening()) return;
+    RankWriter& w = agent.writer();
+    CollectiveRecord rec;
+    rec.kind = w.intern(kind);
+    rec.group = agent.py().groupLabel(group, labeler, w);
+    rec.bytes = bytes;
+    rec.startNs = startNs;
+    rec.endNs = w.nowNs();
+    rec.thread = Agent::threadIndex();
+    rec.step = agent.step();
+    w.submit(std::move(rec));
+}
+
+// The replacement of a functional collective: `self` is (original, kind,
+// position of `group` after the tensor, labeler). Calls the original with
+// the arguments as given and records the collective; no Python frame of
+// its own.
+PyObject* collectiveCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
+                         PyObject* kwnames) {
+    PyObject* original = PyTuple_GET_ITEM(self, 0);
+    Agent* agent = Agent::current();
+    int64_t start = agent ? agent->writer().nowNs() : 0;
+    PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
+    if (!out || nargs < 1 || !agent) return out;
+    PyObject* group = Py_None;
+    Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(self, 2)) + 1;
+    if (at < nargs) group = args[at];
+    for (Py_ssize_t k = 0; kwnames && k < PyTuple_GET_SIZE(kwnames); ++k)
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), "group") == 0)
+            group = args[nargs + k];
+    return afterCall(out, "collective", [&](Agent& a) {
+        std::string kind;
+        if (nameOf(PyTuple_GET_ITEM(self, 1), kind))
+            recordCollective(a, kind, args[0], group, PyTuple_GET_ITEM(self, 3), start);
+    });
+}
+
+PyMethodDef g_collectiveDef = {
+    "collective", fastcall<&collectiveCall>(), METH_FASTCALL | METH_KEYWORDS,
+    "a functional collective as meshscope wraps it: the original's result, the collective "
+    "recorded (kind, group, bytes, host span)"};
+
+// collective(original, kind, group_at, labeler) -> the function that
+// replaces a functional collective; `group_at` is the position of its
+// `group` argument after the tensor, `labeler(group)` names a group (once
+// per group: the labels are cached).
+PyObject* collectiveWrapper(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    if (argc != 4 || !PyCallable_Check(argv[0]) || !PyUnicode_Check(argv[1]) ||
+        !PyLong_Check(argv[2]) || !PyCallable_Check(argv[3])) {
+        PyErr_SetString(PyExc_TypeError, "collective(original, kind: str, group_at: int, labeler)");
         return nullptr;
     }
-    return guarded("collective", [&](Agent& agent) -> PyObject* {
-        int64_t bytes = 0;
-        bool cuda = false;
-        auto add = [&](PyObject* obj) {
-            if (!THPVariable_Check(obj)) return;
-            const at::Tensor& t = THPVariable_Unpack(obj);
-            cuda = cuda || t.is_cuda();
-            bytes += t.numel() * int64_t(t.element_size());
-        };
-        PyObject* tensors = argv[1];
-        if (PyList_Check(tensors) || PyTuple_Check(tensors)) {
-            PyRef items = PyRef::steal(PySequence_Tuple(tensors));
-            for (Py_ssize_t i = 0; items && i < PyTuple_GET_SIZE(items.get()); ++i)
-                add(PyTuple_GET_ITEM(items.get(), i));
-            PyErr_Clear();
-        } else {
-            add(tensors);
-        }
-        if (cuda && CollectiveBridge::listening()) Py_RETURN_NONE;
-        RankWriter& w = agent.writer();
-        CollectiveRecord rec;
-        rec.kind = w.intern(kind);
-        rec.group = agent.py().groupLabel(argv[2], argv[4], w);
-        rec.bytes = bytes;
-        rec.startNs = PyLong_AsLongLong(argv[3]);
-        rec.endNs = w.nowNs();
-        rec.thread = Agent::threadIndex();
-        rec.step = agent.step();
-        PyErr_Clear();
-        w.submit(std::move(rec));
-        Py_RETURN_NONE;
-    });
+    PyRef state = PyRef::steal(PyTuple_Pack(4, argv[0], argv[1], argv[2], argv[3]));
+    if (!state) return nullptr;
+    return PyCFunction_New(&g_collectiveDef, state.get());
 }
 
 // The output of DTensor.to_local() (kind 0) or full_tensor() (kind 1),
@@ -236,17 +288,12 @@ PyObject* strippedCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
     PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
     if (!out || nargs < 1) return out;
     int kind = PyTuple_GET_ITEM(self, 1) == Py_True ? 1 : 0;
-    PendingError pending;  // a tag never disturbs the caller's error state
-    PyRef none = PyRef::steal(guarded("to_local() provenance", [&](Agent& agent) -> PyObject* {
-        tagStripped(agent, out, args[0], kind);
-        Py_RETURN_NONE;
-    }));
-    return out;
+    return afterCall(out, "to_local() provenance",
+                     [&](Agent& agent) { tagStripped(agent, out, args[0], kind); });
 }
 
 PyMethodDef g_strippedDef = {
-    "stripped", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&strippedCall)),
-    METH_FASTCALL | METH_KEYWORDS,
+    "stripped", fastcall<&strippedCall>(), METH_FASTCALL | METH_KEYWORDS,
     "DTensor.to_local()/full_tensor() as meshscope wraps them: the original's result, its "
     "provenance recorded (origin C)"};
 
@@ -264,11 +311,6 @@ PyObject* strippingCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     return PyInstanceMethod_New(function.get());
 }
 
-template <auto F>
-PyCFunction fastcall() {
-    return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(F));
-}
-
 PyMethodDef g_methods[] = {
     {"enter_forward", fastcall<&enterForward>(), METH_FASTCALL,
      "enter_forward(module, args) -> previous phase code, or None inside backward/optimizer: "
@@ -282,8 +324,9 @@ PyMethodDef g_methods[] = {
     {"stripping", fastcall<&strippingCall>(), METH_FASTCALL,
      "stripping(original, full_tensor: bool) -> the replacement method of DTensor.to_local "
      "(False) or full_tensor (True): calls the original and tags its result (origin C)"},
-    {"record_funcol", fastcall<&recordFuncol>(), METH_FASTCALL,
-     "record_funcol(kind, tensor, group, start_ns, labeler): records a functional collective"},
+    {"collective", fastcall<&collectiveWrapper>(), METH_FASTCALL,
+     "collective(original, kind, group_at, labeler) -> the replacement of a functional "
+     "collective: calls the original and records the collective"},
     {nullptr, nullptr, 0, nullptr},
 };
 

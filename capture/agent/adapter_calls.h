@@ -22,7 +22,7 @@ struct Provenance;
 // the evidence).
 Provenance atUserFrame(Agent& agent, OriginClass origin, std::string evidence, bool withLocation);
 
-// enter_forward, leave_phase, enter_phase, tag_inputs, record_funcol
+// enter_forward, leave_phase, enter_phase, tag_inputs, stripping, collective
 // (documented in adapter_calls.cpp), terminated by a null entry.
 PyMethodDef* adapterMethods();
 

@@ -536,11 +536,16 @@ def test_functional_collectives_are_recorded_with_kind_group_and_bytes(mesh, run
     funcol.all_reduce(t, "sum", (mesh, 0)).wait()  # DTensor's way: a (mesh, dim) pair
     funcol.all_reduce(t, "sum", group=(mesh, 0)).wait()  # the same group, by keyword
     funcol.all_gather_tensor(torch.ones(2, 3), 0, mesh).wait()  # the mesh itself
+    with pytest.raises(Exception) as raised:
+        funcol.all_reduce(t, "no such op", (mesh, 0))
     meshscope.detach()
+    with pytest.raises(type(raised.value)):  # the same error without meshscope
+        funcol.all_reduce(t, "no such op", (mesh, 0))
     rows = _collectives(session.rank_file)
     assert rows[:2] == [("all_reduce", "mesh dim model", 32, 1)] * 2
     kind, group, size, ordered = rows[2]
     assert (kind, size, ordered) == ("all_gather_tensor", 24, 1) and group  # torch's group name
+    assert len(rows) == 3  # the failed call is not recorded
 
 
 def test_collectives_the_nccl_plugin_records_are_not_recorded_twice(tmp_path):
@@ -551,16 +556,15 @@ def test_collectives_the_nccl_plugin_records_are_not_recorded_twice(tmp_path):
     import ctypes
     from meshscope import _capture
     from torch.distributed import _functional_collectives as funcol
-    def record(t):
-        _capture.record_funcol("all_reduce", t, (mesh, 0), _capture.now_ns(), str)
-    record(torch.ones(4))
+    record = _capture.collective(lambda t, group: t, "all_reduce", 0, str)
+    record(torch.ones(4), (mesh, 0))
     getter = ctypes.CDLL(_capture.__file__).meshscope_collective_sink
     getter.restype = ctypes.c_void_p
     assert getter()  # what NCCL's plugin does first: the agent now says a plugin listens
     assert _capture.collective_plugin_listening()
     funcol.all_reduce(torch.ones(2), "sum", (mesh, 0)).wait()  # gloo, CPU: recorded
     if torch.cuda.is_available():
-        record(torch.ones(8, device="cuda"))  # the plugin's: not recorded here
+        record(torch.ones(8, device="cuda"), group=(mesh, 0))  # the plugin's: not recorded here
     meshscope.detach()
     print("cuda" if torch.cuda.is_available() else "cpu")
     """

@@ -229,31 +229,20 @@ def _group_name(funcol: Any, group: Any) -> str:
 def _install_collectives(patches: Patches) -> None:
     """The functional collectives DTensor's redistributions call (looked up
     through the module at call time). Records kind, group, bytes and the
-    host-side issue span (one C++ call after the collective returns); the
-    async wait shows up at level "all". Collectives the NCCL profiler plugin
-    records (with their GPU times) are left to it."""
+    host-side issue span. The replacement is a C++ function (no Python frame
+    of its own) that calls the original; the async wait shows up at level
+    "all". Collectives the NCCL profiler plugin records (with their GPU
+    times) are left to it."""
     import torch.distributed._functional_collectives as funcol
-
-    now_ns, record = _capture.now_ns, _capture.record_funcol
 
     def label(group: Any) -> str:  # called once per group (C++ keeps the labels)
         return _group_name(funcol, group)
 
-    def make(kind: str, group_at: int) -> Callable[[Callable], Callable]:
-        def wrap(original: Callable) -> Callable:
-            def collective(tensor: Any, *args: Any, **kwargs: Any) -> Any:
-                start = now_ns()
-                out = original(tensor, *args, **kwargs)
-                group = (kwargs["group"] if "group" in kwargs
-                         else args[group_at] if len(args) > group_at else None)
-                record(kind, tensor, group, start, label)
-                return out
-            return collective
-        return wrap
-
     for kind, group_at in _COLLECTIVES.items():
         if hasattr(funcol, kind):
-            patches.replace(funcol, kind, make(kind, group_at))
+            patches.replace(funcol, kind,
+                            lambda original, kind=kind, at=group_at:
+                            _capture.collective(original, kind, at, label))
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
