@@ -4,6 +4,7 @@
 
 #include <exception>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "capture/agent/agent.h"
@@ -32,15 +33,18 @@ PyCFunction fastcall() {
 
 constexpr int kMaxNesting = 8;  // containers inside containers, as far as inputs go
 
-void tagValue(Agent& agent, PyObject* value, std::string& path, const std::string& callee,
+// `callee` is named in the evidence as called: "passed as input[0] to
+// <callee>()"; the text is built only for a tensor that gets the tag.
+void tagValue(Agent& agent, PyObject* value, std::string& path, std::string_view callee,
               int nesting) {
     if (THPVariable_Check(value)) {
         if (agent.py().isDTensor(value)) return;
         const at::Tensor& tensor = THPVariable_Unpack(value);
         if (agent.tensors().provenance(tensor)) return;  // its origin is known already
         agent.tensors().setProvenance(
-            tensor, atUserFrame(agent, OriginClass::InputData,
-                                "passed as input" + path + " to " + callee, false));
+            tensor,
+            atUserFrame(agent, OriginClass::InputData,
+                        "passed as input" + path + " to " + std::string(callee) + "()", false));
         return;
     }
     if (nesting >= kMaxNesting) return;
@@ -132,11 +136,11 @@ PyObject* enterForward(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     return guarded("forward", [&](Agent& agent) -> PyObject* {
         Phase phase = agent.phase();
         if (phase == Phase::Backward || phase == Phase::Optimizer) Py_RETURN_NONE;
-        std::string name = Py_TYPE(argv[0])->tp_name;  // a heap type's is its __name__
-        name = name.substr(name.rfind('.') + 1) + ".forward";
+        std::string_view type = Py_TYPE(argv[0])->tp_name;  // a heap type's is its __name__
+        std::string label = std::string(type.substr(type.rfind('.') + 1)) + ".forward";
         std::string path;
-        tagValue(agent, argv[1], path, name + "()", 0);
-        return PyLong_FromLong(long(Agent::setThreadPhase(Phase::Forward, std::move(name))));
+        tagValue(agent, argv[1], path, label, 0);
+        return PyLong_FromLong(long(Agent::setThreadPhase(Phase::Forward, std::move(label))));
     });
 }
 
@@ -163,7 +167,7 @@ PyObject* leavePhase(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     Py_RETURN_NONE;
 }
 
-// tag_inputs(values, callee): tags the plain tensors passed to `callee`
+// tag_inputs(values, callee): tags the plain tensors passed to callee()
 // (a torch.compile'd function) as input data, unless their origin is known.
 PyObject* tagInputsCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     std::string callee;
@@ -182,7 +186,7 @@ PyObject* tagInputsCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
 // host-side span from `startNs` to now. Left to the NCCL profiler plugin
 // when it listens and the tensors are on a GPU (it records them with their
 // GPU times).
-void recordCollective(Agent& agent, const std::string& kind, PyObject* tensors, PyObject* group,
+void recordCollective(Agent& agent, std::string_view kind, PyObject* tensors, PyObject* group,
                       PyObject* labeler, int64_t startNs) {
     int64_t bytes = 0;
     bool cuda = false;
@@ -231,9 +235,11 @@ PyObject* collectiveCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs
         if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), "group") == 0)
             group = args[nargs + k];
     return afterCall(out, "collective", [&](Agent& a) {
-        std::string kind;
-        if (nameOf(PyTuple_GET_ITEM(self, 1), kind))
-            recordCollective(a, kind, args[0], group, PyTuple_GET_ITEM(self, 3), start);
+        Py_ssize_t size = 0;  // a str (checked when the wrapper was made), UTF-8 cached
+        const char* kind = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(self, 1), &size);
+        if (kind)
+            recordCollective(a, std::string_view(kind, size_t(size)), args[0], group,
+                             PyTuple_GET_ITEM(self, 3), start);
     });
 }
 
