@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
@@ -68,7 +69,11 @@ nlohmann::json validate(const std::string& text) {
     EXPECT_TRUE(doc["traceEvents"].is_array());
     EXPECT_EQ(doc["displayTimeUnit"], "ns");
     const auto& events = doc["traceEvents"];
-    std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+    // Spans in whole nanoseconds, as Perfetto reads them: the exporter writes
+    // exact decimal microseconds, and adding two parsed doubles can round a
+    // child's end past its parent's (3562.481 + 0.4 > 3561.881 + 1.0).
+    auto ns = [](const nlohmann::json& us) { return std::llround(us.get<double>() * 1000.0); };
+    std::map<std::pair<int, int>, std::vector<std::pair<int64_t, int64_t>>> tracks;
     std::set<std::pair<int, int>> used, named;
     std::set<int> processes;
     std::map<int64_t, int> flowStarts, flowEnds;
@@ -90,7 +95,7 @@ nlohmann::json validate(const std::string& text) {
         if (ph == "X") {
             EXPECT_TRUE(e["dur"].is_number()) << e;
             EXPECT_GE(e["dur"].get<double>(), 0);
-            double ts = e["ts"], dur = e["dur"];
+            int64_t ts = ns(e["ts"]), dur = ns(e["dur"]);
             tracks[track].emplace_back(ts, ts + dur);
         } else if (ph == "i") {
             EXPECT_EQ(e["s"], "t");
@@ -117,7 +122,7 @@ nlohmann::json validate(const std::string& text) {
         std::sort(spans.begin(), spans.end(), [](const auto& a, const auto& b) {
             return a.first != b.first ? a.first < b.first : a.second > b.second;
         });
-        std::vector<double> open;
+        std::vector<int64_t> open;
         for (const auto& [b, e] : spans) {
             while (!open.empty() && open.back() <= b)
                 open.pop_back();
@@ -142,6 +147,12 @@ TEST(ChromeTrace, FixtureFollowsTheFormat) {
     nlohmann::json events = validate(out.str());
     int incidents = 0, names = 0;
     bool clampedChild = false;
+    // Per rank, the end of aten::linear and of its clamped child, in ns.
+    std::map<int, int64_t> parentEnd, childEnd;
+    auto endNs = [](const nlohmann::json& e) {
+        return std::llround(e["ts"].get<double>() * 1000.0) +
+               std::llround(e["dur"].get<double>() * 1000.0);
+    };
     for (const auto& e : events) {
         if (e["ph"] == "i") {
             ++incidents;
@@ -153,11 +164,19 @@ TEST(ChromeTrace, FixtureFollowsTheFormat) {
         if (e["ph"] == "X" && e["name"] == "aten::add \"x\" </script> \xEF\xBF\xBD") {
             clampedChild = true;
             EXPECT_EQ(e["dur"].get<double>(), 0.4);  // 1600..2000 ns
+            childEnd[e["pid"].get<int>()] = endNs(e);
         }
+        if (e["ph"] == "X" && e["name"] == "aten::linear")
+            parentEnd[e["pid"].get<int>()] = endNs(e);
     }
     EXPECT_EQ(incidents, 2);
     EXPECT_EQ(names, 2);
     EXPECT_TRUE(clampedChild);
+    // Rank 1's clock origin is later than rank 0's by however long rank 0's
+    // writer took to open; the clamped child still ends exactly where its
+    // parent does on both ranks.
+    EXPECT_EQ(childEnd.size(), 2u);
+    EXPECT_EQ(childEnd, parentEnd);
 }
 
 TEST(ChromeTrace, SyntheticRunFollowsTheFormat) {
