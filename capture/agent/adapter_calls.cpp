@@ -82,8 +82,7 @@ PyObject* guarded(const char* what, Body&& body) {
         return body(*agent);
     } catch (const std::exception& e) {
         PyErr_Clear();
-        agent->counters().agentErrors.fetch_add(1);
-        agent->warnOnce(what, std::string("meshscope: ") + what + ": " + e.what());
+        agent->ownError(what, std::string("meshscope: ") + what + ": " + e.what());
         Py_RETURN_NONE;
     }
 }

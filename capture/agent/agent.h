@@ -105,6 +105,13 @@ class Agent {
     // training goes on.
     void warnOnce(const std::string& kind, const std::string& message);
 
+    // The agent's own failure (an exception it caught): counted in
+    // counters().agentErrors and reported once per kind.
+    void ownError(const std::string& kind, const std::string& message) {
+        m_counters.agentErrors.fetch_add(1);
+        warnOnce(kind, message);
+    }
+
   private:
     explicit Agent(AgentConfig config);
     void recordMeta();

@@ -32,8 +32,7 @@ PyObject* torchDispatch(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
             return OpCall(*agent, func, args, kwargs).run();
         } catch (const std::exception& e) {
             // The agent's own trouble never changes the training: run the op as is.
-            agent->counters().agentErrors.fetch_add(1);
-            agent->warnOnce("dispatch", std::string("meshscope: dispatch hook error: ") + e.what());
+            agent->ownError("dispatch", std::string("meshscope: dispatch hook error: ") + e.what());
             PyErr_Clear();
         }
     }
@@ -242,8 +241,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
             OpCall(*agent, agent->py().opInfo(schema, agent->writer()), std::move(inputs))
                 .afterPlainOp(outputs);
         } catch (const std::exception& e) {
-            agent->counters().agentErrors.fetch_add(1);
-            agent->warnOnce("dispatch", std::string("meshscope: provenance: ") + e.what());
+            agent->ownError("dispatch", std::string("meshscope: provenance: ") + e.what());
         }
         return;
     }
@@ -263,8 +261,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
             scope.recorded(OpCall(*agent, agent->py().opInfo(schema, writer), std::move(inputs))
                                .recordDTensorOp(start, end, outputs));
         } catch (const std::exception& e) {
-            agent->counters().agentErrors.fetch_add(1);
-            agent->warnOnce("record", std::string("could not record an op: ") + e.what());
+            agent->ownError("record", std::string("could not record an op: ") + e.what());
         }
     };
     // A promotion laid out as Shard(batch) can meet an op DTensor has no

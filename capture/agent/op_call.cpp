@@ -439,8 +439,7 @@ PyObject* OpCall::dtensorOp() {
     try {
         scope.recorded(recordOp(start, end, result, IncidentSeq{}, *m_info));
     } catch (const std::exception& e) {
-        m_agent.counters().agentErrors.fetch_add(1);
-        m_agent.warnOnce("record", std::string("could not record an op: ") + e.what());
+        m_agent.ownError("record", std::string("could not record an op: ") + e.what());
     }
     return result;
 }
