@@ -16,12 +16,26 @@ if(EXISTS "${MESHSCOPE_PYTHON}")
     include("${PROJECT_BINARY_DIR}/cuda_paths.cmake")
   endif()
 endif()
-set(cuda_hints ${MESHSCOPE_WHEEL_INCLUDE_DIRS} $ENV{NCCL_HOME}/include $ENV{CUDA_HOME}/include
-    /usr/local/cuda/include)
-find_path(MESHSCOPE_NCCL_INCLUDE_DIR nccl.h HINTS ${cuda_hints}
-  DOC "Folder of nccl.h (NCCL 2.27 or later) for the NCCL profiler plugin")
-find_path(MESHSCOPE_CUDA_INCLUDE_DIR cuda_runtime.h HINTS ${cuda_hints}
-  DOC "Folder of cuda_runtime.h (nccl.h includes it)")
+include(${CMAKE_CURRENT_LIST_DIR}/meshscope_cuda_headers.cmake)
+# A cached folder of cuda_runtime.h without crt/ (an earlier configure took
+# the wheel's nvidia/cu13/include) is searched again, as is a missing one.
+if(MESHSCOPE_CUDA_INCLUDE_DIR AND NOT EXISTS "${MESHSCOPE_CUDA_INCLUDE_DIR}/crt/host_config.h")
+  message(WARNING "MESHSCOPE_CUDA_INCLUDE_DIR=${MESHSCOPE_CUDA_INCLUDE_DIR} has cuda_runtime.h but "
+                  "no crt/host_config.h, which it includes: looking for a complete CUDA include "
+                  "folder instead")
+  unset(MESHSCOPE_CUDA_INCLUDE_DIR CACHE)
+endif()
+if(NOT MESHSCOPE_NCCL_INCLUDE_DIR OR NOT MESHSCOPE_CUDA_INCLUDE_DIR)
+  meshscope_find_cuda_headers(nccl_dir cuda_dir HINTS ${MESHSCOPE_WHEEL_INCLUDE_DIRS})
+  if(NOT MESHSCOPE_NCCL_INCLUDE_DIR)  # cached, so a user's -D... wins
+    set(MESHSCOPE_NCCL_INCLUDE_DIR "${nccl_dir}" CACHE PATH
+        "Folder of nccl.h (NCCL 2.27 or later) for the NCCL profiler plugin" FORCE)
+  endif()
+  if(NOT MESHSCOPE_CUDA_INCLUDE_DIR)
+    set(MESHSCOPE_CUDA_INCLUDE_DIR "${cuda_dir}" CACHE PATH
+        "Folder of cuda_runtime.h and its crt/ (nccl.h includes it)" FORCE)
+  endif()
+endif()
 
 set(cuda_found OFF)
 if(MESHSCOPE_NCCL_INCLUDE_DIR AND MESHSCOPE_CUDA_INCLUDE_DIR)
