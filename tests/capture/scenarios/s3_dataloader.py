@@ -6,16 +6,16 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from common import WORLD, finish, reference_mode, scalar, setup
+from common import WORLD, _to_default_device, finish, reference_mode, scalar, setup
 
 STEPS, ROWS, VOCAB, DIM = 4, 8, 50, 16
 
 
 def rank_dataset(rank: int) -> TensorDataset:
     g = torch.Generator().manual_seed(31 + rank)
-    ids = torch.randint(0, VOCAB, (STEPS * ROWS,), generator=g)
-    targets = torch.randn(STEPS * ROWS, 1, generator=g)
-    return TensorDataset(ids, targets)
+    ids = torch.randint(0, VOCAB, (STEPS * ROWS,), generator=g, device="cpu")
+    targets = torch.randn(STEPS * ROWS, 1, generator=g, device="cpu")
+    return TensorDataset(*_to_default_device(ids, targets))  # drawn on the CPU: same data
 
 
 class Embedder(nn.Module):
