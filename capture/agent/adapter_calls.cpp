@@ -182,17 +182,14 @@ PyObject* tagInputsCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
 }
 
 // A functional collective that returned: kind, group label, bytes and the
-// host-side span from `startNs` to now. Left to the NCCL profiler plugin
-// when it listens and the tensors are on a GPU (it records them with their
-// GPU times).
-void recordCollective(Agent& agent, std::string_view kind, PyObject* tensors, PyObject* group,
-                      PyObject* labeler, int64_t startNs) {
+// host-side span from `startNs` to now. What NCCL ran under it (`current`)
+// adds its GPU time to this record through the plugin.
+void recordCollective(Agent& agent, const CurrentOp& current, std::string_view kind,
+                      PyObject* tensors, PyObject* group, PyObject* labeler, int64_t startNs) {
     int64_t bytes = 0;
-    bool cuda = false;
     auto add = [&](PyObject* obj) {
         if (!THPVariable_Check(obj)) return;
         const at::Tensor& t = THPVariable_Unpack(obj);
-        cuda = cuda || t.is_cuda();
         bytes += t.numel() * int64_t(t.element_size());
     };
     if (PyList_Check(tensors) || PyTuple_Check(tensors)) {
@@ -203,7 +200,6 @@ void recordCollective(Agent& agent, std::string_view kind, PyObject* tensors, Py
     } else {
         add(tensors);
     }
-    if (cuda && CollectiveBridge::listening()) return;
     RankWriter& w = agent.writer();
     CollectiveRecord rec;
     rec.kind = w.intern(kind);
@@ -213,7 +209,7 @@ void recordCollective(Agent& agent, std::string_view kind, PyObject* tensors, Py
     rec.endNs = w.nowNs();
     rec.thread = Agent::threadIndex();
     rec.step = agent.step();
-    w.submit(std::move(rec));
+    current.collective(agent.collectives(), std::move(rec));
 }
 
 // The replacement of a functional collective: `self` is (original, kind,
@@ -225,6 +221,7 @@ PyObject* collectiveCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs
     PyObject* original = PyTuple_GET_ITEM(self, 0);
     Agent* agent = Agent::current();
     int64_t start = agent ? agent->writer().nowNs() : 0;
+    CurrentOp current;  // the NCCL calls under it, for the plugin
     PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
     if (!out || nargs < 1 || !agent) return out;
     PyObject* group = Py_None;
@@ -237,7 +234,7 @@ PyObject* collectiveCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs
         Py_ssize_t size = 0;  // a str (checked when the wrapper was made), UTF-8 cached
         const char* kind = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(self, 1), &size);
         if (kind)
-            recordCollective(a, std::string_view(kind, size_t(size)), args[0], group,
+            recordCollective(a, current, std::string_view(kind, size_t(size)), args[0], group,
                              PyTuple_GET_ITEM(self, 3), start);
     });
 }

@@ -61,6 +61,12 @@ void sinkDropped(void*, uint64_t total) {
     withAgent([&](Agent& a) { a.collectives().dropped(total); });
 }
 
+uint64_t sinkGeneration(void*) {
+    uint64_t generation = 0;
+    withAgent([&](Agent& a) { generation = a.generation(); });
+    return generation;
+}
+
 const MeshscopeCollectiveSink kSink{
     MESHSCOPE_COLLECTIVE_SINK_ABI_VERSION,
     nullptr,
@@ -69,6 +75,7 @@ const MeshscopeCollectiveSink kSink{
     &sinkCommunicator,
     &sinkRecord,
     &sinkDropped,
+    &sinkGeneration,
 };
 
 }  // namespace
@@ -95,28 +102,62 @@ void CurrentOp::leave(uint64_t token, uint64_t previous) {
     if (token) t_token = previous;
 }
 
-// The op of `token`: its seq once recorded; an invalid seq when a newer op
+// What `token` stood for once recorded; an empty subject when a newer token
 // took its place in the table (too old to know); nullopt while it may still
 // be recorded.
-std::optional<OpSeq> CollectiveBridge::recordedOp(uint64_t token) const {
-    const auto& [known, seq] = m_recent[token % kRecentOps];
-    if (known == token) return seq;
-    if (known > token) return OpSeq{};
+std::optional<CollectiveBridge::Subject> CollectiveBridge::recordedSubject(uint64_t token) const {
+    const auto& [known, subject] = m_recent[token % kRecentOps];
+    if (known == token) return subject;
+    if (known > token) return Subject{};
     return std::nullopt;
 }
 
 void CollectiveBridge::opRecorded(uint64_t token, OpSeq seq) {
     std::lock_guard lock(m_mutex);
-    m_recent[token % kRecentOps] = {token, seq};
+    resolved(token, Subject{seq, CollectiveSeq{}});
+}
+
+CollectiveSeq CollectiveBridge::agentCollective(CollectiveRecord rec, uint64_t enclosing,
+                                                uint64_t own) {
+    std::lock_guard lock(m_mutex);
+    Enclosed enclosed{std::move(rec), enclosing, own};
+    std::optional<Subject> op = enclosing ? recordedSubject(enclosing) : Subject{};
+    if (!op && m_enclosed.size() < kMaxWaiting) {  // the op it ran inside is still running
+        m_enclosed.push_back(std::move(enclosed));
+        return CollectiveSeq{};
+    }
+    return submit(enclosed, op.value_or(Subject{}).op);
+}
+
+CollectiveSeq CollectiveBridge::submit(Enclosed& enclosed, OpSeq op) {
+    if (op) enclosed.record.op = op;  // else the op it names itself (c10d calls), or none
+    CollectiveSeq seq = m_agent.writer().submit(std::move(enclosed.record));
+    if (enclosed.own && seq) resolved(enclosed.own, Subject{OpSeq{}, seq});
+    return seq;
+}
+
+void CollectiveBridge::resolved(uint64_t token, Subject subject) {
+    m_recent[token % kRecentOps] = {token, subject};
     for (auto it = m_waiting.begin(); it != m_waiting.end();) {
         if (it->token != token) {
             ++it;
             continue;
         }
-        it->record.op = seq;
-        submit(*it);
+        submit(*it, subject);
         it = m_waiting.erase(it);
     }
+    if (!subject.op) return;
+    std::vector<Enclosed> ready;  // submitting resolves further tokens: take them out first
+    for (auto it = m_enclosed.begin(); it != m_enclosed.end();) {
+        if (it->enclosing != token) {
+            ++it;
+            continue;
+        }
+        ready.push_back(std::move(*it));
+        it = m_enclosed.erase(it);
+    }
+    for (Enclosed& enclosed : ready)
+        submit(enclosed, subject.op);
 }
 
 void CollectiveBridge::record(const MeshscopeCollectiveEvent& e) {
@@ -135,18 +176,21 @@ void CollectiveBridge::record(const MeshscopeCollectiveEvent& e) {
             DeviceTimeRecord{CollectiveSeq{}, e.deviceEndNs - e.deviceStartNs, e.deviceStartNs};
     waiting.token = e.opToken;
     std::lock_guard lock(m_mutex);
-    std::optional<OpSeq> op = waiting.token ? recordedOp(waiting.token) : OpSeq{};
-    if (!op && m_waiting.size() < kMaxWaiting) {  // its op is still running
+    std::optional<Subject> subject = waiting.token ? recordedSubject(waiting.token) : Subject{};
+    if (!subject && m_waiting.size() < kMaxWaiting) {  // its op is still running
         m_waiting.push_back(std::move(waiting));
         return;
     }
-    r.op = op.value_or(OpSeq{});
-    submit(waiting);
+    submit(waiting, subject.value_or(Subject{}));
 }
 
-void CollectiveBridge::submit(Waiting& waiting) {
+void CollectiveBridge::submit(Waiting& waiting, const Subject& subject) {
     RankWriter& w = m_agent.writer();
-    CollectiveSeq seq = w.submit(std::move(waiting.record));
+    CollectiveSeq seq = subject.collective;
+    if (!seq) {  // the library's own record, tied to the op that issued it
+        waiting.record.op = subject.op;
+        seq = w.submit(std::move(waiting.record));
+    }
     if (!seq || !waiting.device) return;
     waiting.device->subject = seq;
     w.submit(Record{std::move(*waiting.device)});
@@ -165,8 +209,12 @@ void CollectiveBridge::dropped(uint64_t total) {
 
 void CollectiveBridge::flush() {
     std::lock_guard lock(m_mutex);
+    std::vector<Enclosed> enclosed = std::move(m_enclosed);
+    m_enclosed.clear();
+    for (Enclosed& e : enclosed)
+        submit(e, OpSeq{});
     for (Waiting& waiting : m_waiting)
-        submit(waiting);
+        submit(waiting, Subject{});
     m_waiting.clear();
 }
 

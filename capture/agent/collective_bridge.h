@@ -3,6 +3,9 @@
 // The agent's end of core/plugin_abi/collective_sink.h: plugins that see
 // collectives below torch (plugins/nccl_profiler, loaded by NCCL) record
 // them into the rank file through it, each tied to the op that issued it.
+// A collective the agent recorded itself at torch's level (a c10d call such
+// as dist.all_reduce, a functional collective) is not recorded twice: what
+// the library ran under it adds its GPU time to that record.
 // Recorded ops announce themselves on their thread with CurrentOp; a
 // plugin reads that token when the library is called and hands it back with
 // the finished collective. A collective that finishes before its op has
@@ -30,6 +33,12 @@ class CollectiveBridge {
 
     // Ties the collectives issued under op `token` to the op's seq.
     void opRecorded(uint64_t token, OpSeq seq);
+    // A collective the agent recorded at torch's level, called under op
+    // `enclosing` (0: none known) as `own`: submitted once the enclosing op
+    // has its seq (rec.op), and the library calls under `own` give it their
+    // GPU time instead of records of their own. Returns its seq when it
+    // could be submitted at once.
+    CollectiveSeq agentCollective(CollectiveRecord rec, uint64_t enclosing, uint64_t own);
     void record(const MeshscopeCollectiveEvent& event);
     void communicator(uint64_t hash, std::string_view name, int rank, int size, int nodes);
     void dropped(uint64_t total);
@@ -48,8 +57,21 @@ class CollectiveBridge {
         std::optional<DeviceTimeRecord> device;
         uint64_t token = 0;
     };
-    std::optional<OpSeq> recordedOp(uint64_t token) const;
-    void submit(Waiting& waiting);
+    // What a token stood for: an op, or a collective recorded at torch's level.
+    struct Subject {
+        OpSeq op;
+        CollectiveSeq collective;
+    };
+    // A torch-level collective waiting for the op it ran inside.
+    struct Enclosed {
+        CollectiveRecord record;
+        uint64_t enclosing = 0, own = 0;
+    };
+    std::optional<Subject> recordedSubject(uint64_t token) const;
+    // With m_mutex held:
+    void resolved(uint64_t token, Subject subject);
+    void submit(Waiting& waiting, const Subject& subject);
+    CollectiveSeq submit(Enclosed& enclosed, OpSeq op);
 
     // token -> seq of the latest ops; NCCL may report a collective many
     // (level "all": thousands of) ops after the one that issued it
@@ -57,9 +79,10 @@ class CollectiveBridge {
     static constexpr size_t kMaxWaiting = 1024;
 
     Agent& m_agent;
-    std::mutex m_mutex;                                             // guards the two tables below
-    std::array<std::pair<uint64_t, OpSeq>, kRecentOps> m_recent{};  // at token % kRecentOps
-    std::vector<Waiting> m_waiting;  // finished before their op was recorded
+    std::mutex m_mutex;                                               // guards the tables below
+    std::array<std::pair<uint64_t, Subject>, kRecentOps> m_recent{};  // at token % kRecentOps
+    std::vector<Waiting> m_waiting;    // finished before their op was recorded
+    std::vector<Enclosed> m_enclosed;  // recorded before their op was
 };
 
 // Names the recorded op running on this thread, for the collectives a plugin
@@ -73,6 +96,11 @@ class CurrentOp {
     // The op was recorded as `seq` (call at most once).
     void recorded(CollectiveBridge& bridge, OpSeq seq) const {
         if (m_token && seq) bridge.opRecorded(m_token, seq);
+    }
+    // This scope is a collective the agent records itself (c10d calls,
+    // functional collectives): see CollectiveBridge::agentCollective.
+    CollectiveSeq collective(CollectiveBridge& bridge, CollectiveRecord rec) const {
+        return bridge.agentCollective(std::move(rec), m_previous, m_token);
     }
 
     // The same, for hooks that cannot hold a scope (the RecordFunction

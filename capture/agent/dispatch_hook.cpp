@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/agent/c10d_calls.h"
 #include "capture/agent/op_call.h"
 
 namespace meshscope::capture {
@@ -210,6 +211,48 @@ bool retryReplicated(Agent& agent, const c10::OperatorHandle& op, const Operands
     return true;
 }
 
+// A c10d collective the program called itself (dist.all_reduce, broadcast,
+// barrier, send, ...; c10d_calls.h): recorded as an op with the user's call
+// site, and as a collective tied to that op. What NCCL runs under it adds
+// its GPU time to that record through the plugin. A call that raises is
+// not recorded and raises as without meshscope.
+void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                    torch::jit::Stack* stack, Operands inputs) {
+    const c10::FunctionSchema& schema = op.schema();
+    C10dFacts facts = c10dFacts(schema, torch::jit::last(*stack, schema.arguments().size()));
+    RankWriter& writer = agent.writer();
+    CurrentOp current;
+    int64_t start = writer.nowNs();
+    ++Agent::threadDepth();
+    try {
+        redispatch(op, ks, stack);
+    } catch (...) {
+        --Agent::threadDepth();
+        throw;
+    }
+    --Agent::threadDepth();
+    int64_t end = writer.nowNs();
+    GilHold gil;
+    if (Agent::current() != &agent) return;
+    PendingError pending;
+    try {
+        OpSeq seq = OpCall(agent, agent.py().opInfo(schema, writer), std::move(inputs))
+                        .recordDTensorOp(start, end, Operands{});
+        CollectiveRecord rec;
+        rec.op = seq;
+        rec.kind = writer.intern(facts.kind);
+        rec.group = writer.intern(facts.group.empty() ? std::string("process group") : facts.group);
+        rec.bytes = facts.bytes;
+        rec.startNs = start;
+        rec.endNs = end;
+        rec.thread = Agent::threadIndex();
+        rec.step = agent.step();
+        current.collective(agent.collectives(), std::move(rec));
+    } catch (const std::exception& e) {
+        agent.ownError("record", std::string("could not record a c10d collective: ") + e.what());
+    }
+}
+
 void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     Agent* agent = Agent::current();
     PyTypeObject* dtensorType = agent ? agent->py().dtensorType() : nullptr;
@@ -224,6 +267,8 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
             if (!o.dtensor && isPlainMixedCandidate(o.tensor())) mixed = o.mixed = true;
     if (mixed) return mixedOp(*agent, op, stack);
 
+    if (!dtensor && isC10dOp(schema))
+        return c10dCollective(*agent, op, ks, stack, std::move(inputs));
     if (!dtensor) {  // plain op: only provenance bookkeeping, and only when needed
         // no tensor inputs: maybe a factory (afterPlainOp knows)
         bool factory = inputs.empty() && OpCall::tagsCreations(agent->phase());
@@ -315,6 +360,11 @@ void enableDispatcherHook(bool on) {
 
 bool dispatcherHookEnabled() {
     return c10::impl::tls_is_dispatch_key_included(kHookKey);
+}
+
+bool dispatcherHookSeesOps() {
+    return c10::impl::tls_is_dispatch_key_included(kHookKey) &&
+           !c10::impl::tls_is_dispatch_key_excluded(kHookKey);
 }
 
 }  // namespace meshscope::capture

@@ -41,5 +41,8 @@ bool installDispatcherHook(std::string& why);
 // Includes (or excludes) the hook's key in the calling thread's dispatch.
 void enableDispatcherHook(bool on);
 bool dispatcherHookEnabled();
+// Whether an op dispatched on this thread now reaches the hook (enabled, and
+// not inside an op the hook already runs).
+bool dispatcherHookSeesOps();
 
 }  // namespace meshscope::capture

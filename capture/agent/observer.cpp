@@ -2,11 +2,13 @@
 
 #include <ATen/record_function.h>
 
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
 
 #include "capture/agent/agent.h"
+#include "capture/agent/dispatch_hook.h"
 
 namespace meshscope::capture {
 namespace {
@@ -46,6 +48,8 @@ std::unique_ptr<at::ObserverContext> onStart(const at::RecordFunction& fn) {
     Agent* agent = Agent::current();
     if (!agent) return nullptr;
     if (fn.scope() == at::RecordScope::USER_SCOPE) return nullptr;
+    // The dispatcher hook records c10d collectives with their call site.
+    if (dispatcherHookSeesOps() && std::strncmp(fn.name(), "c10d::", 6) == 0) return nullptr;
     auto ctx = std::make_unique<OpContext>();
     ctx->startNs = agent->writer().nowNs();
     ctx->depth = Agent::threadDepth()++;

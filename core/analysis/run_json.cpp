@@ -59,28 +59,44 @@ nlohmann::json meshesToJson(const RankReader& rank) {
     return out;
 }
 
-// Names of the ops with the given seqs, in one pass over the ops.
-std::map<int64_t, std::string> opNames(const RankReader& rank, const std::set<int64_t>& seqs) {
-    std::map<int64_t, std::string> names;
-    if (seqs.empty()) return names;
+// What a collective's op says about it: the op's name and its call site
+// (the innermost user frame, "file:line"; empty when it has no stack).
+struct IssuingOp {
+    std::string name, site;
+};
+
+// The ops with the given seqs, in one pass over the ops.
+std::map<int64_t, IssuingOp> issuingOps(const RankReader& rank, const std::set<int64_t>& seqs) {
+    std::map<int64_t, IssuingOp> ops;
+    if (seqs.empty()) return ops;
     rank.scanOps(OpSeq{*seqs.begin() - 1}, kNoLimit, [&](const OpRecord& op) {
-        if (seqs.count(op.seq.value())) names[op.seq.value()] = rank.string(op.name);
+        if (!seqs.count(op.seq.value())) return;
+        IssuingOp& o = ops[op.seq.value()];
+        o.name = rank.string(op.name);
+        if (!op.stack) return;
+        std::vector<Frame> frames = rank.stack(op.stack);
+        if (!frames.empty())
+            o.site = fmt::format("{}:{}", rank.string(frames.front().file), frames.front().line);
     });
-    return names;
+    return ops;
 }
 
-// Per kind: count and bytes; where known, the GPU time (device_ns) and the
-// ops that issued them (ops: name -> count).
+// Per kind: count and bytes; where known, the GPU time (device_ns), the
+// ops that issued them (ops: name -> count) and their call sites (sites:
+// "file:line" -> count).
 nlohmann::json collectivesToJson(const RankReader& rank) {
     std::map<int64_t, int64_t> deviceNs;  // collective seq -> GPU ns
     for (const DeviceTimeRecord& d : rank.deviceTimes())
         if (auto* seq = std::get_if<CollectiveSeq>(&d.subject))
-            deviceNs[seq->value()] = d.durationNs;
+            deviceNs[seq->value()] += d.durationNs;  // a collective NCCL ran in parts
     std::vector<CollectiveRecord> all = rank.collectivesInTimeRange(INT64_MIN, INT64_MAX);
     std::set<int64_t> opSeqs;
     for (const CollectiveRecord& c : all)
         if (c.op) opSeqs.insert(c.op.value());
-    std::map<int64_t, std::string> ops = opNames(rank, opSeqs);
+    std::map<int64_t, IssuingOp> ops = issuingOps(rank, opSeqs);
+    auto count = [](nlohmann::json& map, const std::string& key) {
+        map[key] = map.is_null() ? 1 : map.value(key, int64_t(0)) + 1;
+    };
     nlohmann::json out = nlohmann::json::object();
     for (const CollectiveRecord& c : all) {
         auto& entry = out[rank.string(c.kind)];
@@ -90,9 +106,11 @@ nlohmann::json collectivesToJson(const RankReader& rank) {
         if (auto it = deviceNs.find(c.seq.value()); it != deviceNs.end())
             entry["device_ns"] = entry.value("device_ns", int64_t(0)) + it->second;
         if (auto it = ops.find(c.op.value()); c.op && it != ops.end()) {
-            nlohmann::json& byOp = entry["ops"];
-            byOp[it->second] = byOp.is_null() ? 1 : byOp.value(it->second, int64_t(0)) + 1;
+            count(entry["ops"], it->second.name);
+            if (!it->second.site.empty()) count(entry["sites"], it->second.site);
         }
+        std::string group = rank.string(c.group);
+        if (!group.empty()) count(entry["groups"], group);
     }
     return out;
 }

@@ -10,7 +10,14 @@
  * version (it says so once and records nothing).
  *
  * Every function may be called from any thread (NCCL's proxy and CUDA
- * callback threads included), never throws, and returns quickly. */
+ * callback threads included), never throws, and returns quickly.
+ *
+ * The getter returns NULL while no agent is attached; once it returned the
+ * sink, the sink stays valid for the life of the process: its functions do
+ * nothing while no agent is attached, and generation() tells a plugin that
+ * another agent (another rank file) took over, so it announces its
+ * communicators again. A plugin asks the getter again later when it got
+ * NULL (communicators NCCL created before attach). */
 
 #include <stdint.h>
 
@@ -18,7 +25,7 @@
 extern "C" {
 #endif
 
-#define MESHSCOPE_COLLECTIVE_SINK_ABI_VERSION 1u
+#define MESHSCOPE_COLLECTIVE_SINK_ABI_VERSION 2u
 #define MESHSCOPE_COLLECTIVE_SINK_SYMBOL "meshscope_collective_sink"
 
 /* One collective (or point-to-point transfer) as the library ran it. */
@@ -50,6 +57,9 @@ typedef struct MeshscopeCollectiveSink {
     void (*record)(void* ctx, const MeshscopeCollectiveEvent* event);
     /* Total events the plugin could not follow (its pool was full). */
     void (*dropped)(void* ctx, uint64_t total);
+    /* Nonzero id of the attached agent, new at every attach; 0 while none
+     * is attached. Communicators are announced once per generation. */
+    uint64_t (*generation)(void* ctx);
 } MeshscopeCollectiveSink;
 
 /* Type of the exported MESHSCOPE_COLLECTIVE_SINK_SYMBOL. */

@@ -21,12 +21,17 @@
 
 namespace meshscope::nccl_plugin {
 
-// One NCCL communicator the plugin watches (its profiler context).
+// One NCCL communicator the plugin watches (its profiler context), from
+// NCCL's init on, whether or not an agent is attached yet.
 struct CommInfo {
     uint64_t hash = 0;
     int32_t rank = 0;
     int32_t size = 0;
+    int32_t nodes = 0;
     bool kernelTiming = false;  // KernelCh events were requested for it
+    char name[128] = {};        // NCCL's commName, cut to fit
+    // The sink generation it was last announced to (0: none yet).
+    mutable std::atomic<uint64_t> announced{0};
 };
 
 // What NCCL's descriptors say about a collective or a point-to-point call.

@@ -1,10 +1,15 @@
 // NCCL's entry points into meshscope's profiler plugin: the exported
 // ncclProfiler_v5 and ncclProfiler_v4 turn NCCL's event descriptors into
-// CollectiveTracker calls. A communicator is followed only while a capture
-// agent is attached in the process (its collective sink is found at the
-// communicator's init); otherwise, or when NCCL's plugin version does not
-// match, the plugin says so once on stderr and activates no events, so NCCL
-// runs as without it. Nothing here throws or blocks NCCL's threads.
+// CollectiveTracker calls. Every communicator is followed from its init,
+// also one NCCL creates before a capture agent attaches (eager init through
+// init_process_group(device_id=...), then meshscope.attach()): the agent's
+// collective sink is looked up again, at most every 10 ms, until one is
+// attached, and each communicator is announced to every agent that
+// attaches. When NCCL's plugin version does not match, the plugin says so
+// once on stderr and activates no events, so NCCL runs as without it.
+// Nothing here throws or blocks NCCL's threads.
+
+#include <time.h>
 
 #include <dlfcn.h>
 
@@ -78,24 +83,38 @@ bool ncclMatches(int abi, int firstNccl) {
     return false;
 }
 
-const MeshscopeCollectiveSink* findSink() {
+constexpr int64_t kSinkRetryNs = 10'000'000;
+std::atomic<const MeshscopeCollectiveSink*> g_sink{nullptr};
+std::atomic<int64_t> g_nextSinkLookup{0};
+
+int64_t steadyNs() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// The attached agent's sink, kept once found (it stays valid for the
+// process, core/plugin_abi/collective_sink.h); until then looked up at most
+// every kSinkRetryNs (always when `now`), so an agent that attaches after
+// NCCL created its communicators still gets their collectives.
+const MeshscopeCollectiveSink* findSink(bool now) {
+    if (const MeshscopeCollectiveSink* sink = g_sink.load(std::memory_order_acquire)) return sink;
+    int64_t t = steadyNs();
+    if (!now && t < g_nextSinkLookup.load(std::memory_order_relaxed)) return nullptr;
+    g_nextSinkLookup.store(t + kSinkRetryNs, std::memory_order_relaxed);
     auto getter = reinterpret_cast<MeshscopeCollectiveSinkGetter>(
         dlsym(RTLD_DEFAULT, MESHSCOPE_COLLECTIVE_SINK_SYMBOL));
     const MeshscopeCollectiveSink* sink = getter ? getter() : nullptr;
-    if (!sink) {
-        sayOnce(g_saidNoSink,
-                "no meshscope agent is attached in this process when NCCL creates a "
-                "communicator; its collectives are not recorded (attach before "
-                "init_process_group)");
-        return nullptr;
-    }
+    if (!sink) return nullptr;
     if (sink->abiVersion != MESHSCOPE_COLLECTIVE_SINK_ABI_VERSION) {
         sayOnce(g_saidSinkVersion,
                 "the attached meshscope agent speaks collective-sink ABI v%u, this plugin v%u: "
                 "use the plugin built with that agent; no NCCL collective is recorded",
                 sink->abiVersion, MESHSCOPE_COLLECTIVE_SINK_ABI_VERSION);
+        g_nextSinkLookup.store(INT64_MAX, std::memory_order_relaxed);  // never again
         return nullptr;
     }
+    g_sink.store(sink, std::memory_order_release);
     return sink;
 }
 
@@ -106,29 +125,65 @@ size_t envSize(const char* name, size_t fallback) {
     return text && end != text && *end == '\0' ? size_t(value) : fallback;
 }
 
-// The process's tracker, made at the first communicator with a sink.
-CollectiveTracker* trackerFor(const MeshscopeCollectiveSink& sink) {
+// The process's tracker, made once a sink is found (by whichever thread
+// gets there first: NCCL's init or an event after a late attach).
+CollectiveTracker* tracker(bool lookNow = false) {
     if (CollectiveTracker* t = g_tracker.load(std::memory_order_acquire)) return t;
+    const MeshscopeCollectiveSink* sink = findSink(lookNow);
+    if (!sink) return nullptr;
     size_t slots = envSize("MESHSCOPE_NCCL_PROFILER_SLOTS", kDefaultSlots);
-    auto* t = new (std::nothrow) CollectiveTracker(sink, slots);
-    g_tracker.store(t, std::memory_order_release);
+    auto* made = new (std::nothrow) CollectiveTracker(*sink, slots);
+    CollectiveTracker* expected = nullptr;
+    if (made && !g_tracker.compare_exchange_strong(expected, made, std::memory_order_acq_rel)) {
+        delete made;  // another thread's won
+        return expected;
+    }
+    return made;
+}
+
+// Tells the attached agent about `comm` once per agent (generation).
+void announce(const CommInfo& comm) {
+    const MeshscopeCollectiveSink* sink = g_sink.load(std::memory_order_acquire);
+    uint64_t generation = sink ? sink->generation(sink->ctx) : 0;
+    if (!generation) return;
+    uint64_t seen = comm.announced.load(std::memory_order_relaxed);
+    if (seen == generation || !comm.announced.compare_exchange_strong(seen, generation)) return;
+    sink->communicator(sink->ctx, comm.hash, comm.name, comm.rank, comm.size, comm.nodes);
+}
+
+// The tracker for an event of `comm`, announcing the communicator to a newly
+// attached agent; null (the event is not followed) while none ever was.
+CollectiveTracker* trackerFor(const CommInfo* comm) {
+    CollectiveTracker* t = comm ? tracker() : nullptr;
+    if (!t) {
+        if (comm)
+            sayOnce(g_saidNoSink,
+                    "NCCL ran a collective while no meshscope agent was attached in this process; "
+                    "collectives are recorded from the agent's attach() on");
+        return nullptr;
+    }
+    announce(*comm);
     return t;
 }
 
-// Follows one communicator. NCCL keeps one activation mask for all its
-// communicators, so it is written only when this one is followed.
+// Follows one communicator, attached or not (see the top of this file).
+// NCCL keeps one activation mask for all its communicators; every
+// communicator asks for the same events.
 ncclResult_t initComm(void** context, int* mask, int active, uint64_t hash, const char* name,
                       int nodes, int ranks, int rank) noexcept {
     *context = nullptr;
     try {
         std::lock_guard lock(g_initMutex);
-        const MeshscopeCollectiveSink* sink = findSink();
-        CollectiveTracker* tracker = sink ? trackerFor(*sink) : nullptr;
-        if (!tracker) return ncclSuccess;
         bool kernels = envSize("MESHSCOPE_NCCL_KERNEL_TIMING", 1) != 0;
-        auto* comm = new (std::nothrow) CommInfo{hash, rank, ranks, kernels};
+        auto* comm = new (std::nothrow) CommInfo{};
         if (!comm) return ncclSuccess;
-        sink->communicator(sink->ctx, hash, name ? name : "", rank, ranks, nodes);
+        comm->hash = hash;
+        comm->rank = rank;
+        comm->size = ranks;
+        comm->nodes = nodes;
+        comm->kernelTiming = kernels;
+        std::snprintf(comm->name, sizeof comm->name, "%s", name ? name : "");
+        if (tracker(true)) announce(*comm);
         *context = comm;
         *mask = kernels ? active : active & ~int(kKernelCh);
     } catch (...) {  // a mutex failure: stay off for this communicator
@@ -169,9 +224,9 @@ ncclResult_t initV4(void** context, int* mask, const char* commName, uint64_t co
 
 ncclResult_t startEventV5(void* context, void** handle, EventDescrV5* d) {
     *handle = nullptr;
-    CollectiveTracker* t = g_tracker.load(std::memory_order_acquire);
     auto* comm = static_cast<const CommInfo*>(context);
-    if (!t || !comm || !d) return ncclSuccess;
+    CollectiveTracker* t = d ? trackerFor(comm) : nullptr;
+    if (!t) return ncclSuccess;
     if (d->type == kCollApi)
         *handle = t->startApi(*comm, {d->collApi.func, d->collApi.count, d->collApi.datatype});
     else if (d->type == kP2pApi)
@@ -183,9 +238,9 @@ ncclResult_t startEventV5(void* context, void** handle, EventDescrV5* d) {
 
 ncclResult_t startEventV4(void* context, void** handle, EventDescrV4* d) {
     *handle = nullptr;
-    CollectiveTracker* t = g_tracker.load(std::memory_order_acquire);
     auto* comm = static_cast<const CommInfo*>(context);
-    if (!t || !comm || !d) return ncclSuccess;
+    CollectiveTracker* t = d ? trackerFor(comm) : nullptr;
+    if (!t) return ncclSuccess;
     *handle = startTaskEvent(*t, *comm, nullptr, *d);  // v4 parents are groups, not calls
     return ncclSuccess;
 }

@@ -545,10 +545,12 @@ def test_functional_collectives_are_recorded_with_kind_group_and_bytes(mesh, run
     assert len(rows) == 3  # the failed call is not recorded
 
 
-def test_collectives_the_nccl_plugin_records_are_not_recorded_twice(tmp_path):
+def test_functional_collectives_are_recorded_while_the_nccl_plugin_listens(tmp_path):
     """Once NCCL's profiler plugin has taken the agent's collective sink, the
-    functional-collective wrapper leaves GPU collectives to it (the plugin
-    records them with their GPU times); gloo's CPU collectives stay its own."""
+    functional-collective wrapper still records every collective, GPU ones
+    included: what NCCL runs under it only adds its GPU time to that record
+    (tests/plugins/test_nccl_profiler_agent.py), so a plugin that sees nothing
+    (NCCL reports no events for a one-rank communicator) loses nothing."""
     code = CHILD_PRELUDE + """
     import ctypes
     from meshscope import _capture
@@ -559,9 +561,9 @@ def test_collectives_the_nccl_plugin_records_are_not_recorded_twice(tmp_path):
     getter.restype = ctypes.c_void_p
     assert getter()  # what NCCL's plugin does first: the agent now says a plugin listens
     assert _capture.collective_plugin_listening()
-    funcol.all_reduce(torch.ones(2), "sum", (mesh, 0)).wait()  # gloo, CPU: recorded
+    funcol.all_reduce(torch.ones(2), "sum", (mesh, 0)).wait()  # gloo, CPU
     if torch.cuda.is_available():
-        record(torch.ones(8, device="cuda"), group=(mesh, 0))  # the plugin's: not recorded here
+        record(torch.ones(8, device="cuda"), group=(mesh, 0))
     meshscope.detach()
     print("cuda" if torch.cuda.is_available() else "cpu")
     """
@@ -569,8 +571,47 @@ def test_collectives_the_nccl_plugin_records_are_not_recorded_twice(tmp_path):
     out, err = child.communicate(timeout=120)
     assert child.returncode == 0, err
     (rank_file,) = (tmp_path / "run").glob("rank-*.msdb")
-    rows = [(kind, size) for kind, _, size, _ in _collectives(rank_file)]
-    assert rows == [("all_reduce", 16), ("all_reduce", 8)], (rows, out)
+    # (the prelude's distribute_tensor scatters directly through c10d)
+    rows = [(kind, size) for kind, _, size, _ in _collectives(rank_file) if kind == "all_reduce"]
+    cuda = [("all_reduce", 32)] if out.strip() == "cuda" else []
+    assert rows == [("all_reduce", 16), ("all_reduce", 8)] + cuda, (rows, out)
+
+
+def test_direct_c10d_collectives_are_recorded_with_kind_bytes_group_and_call_site(
+        mesh, run_dir):
+    """dist.all_reduce, broadcast, all_gather_into_tensor, barrier called by
+    the program itself (no DTensor, no functional collective): each recorded
+    once, tied to its c10d op and the line that called it. The c10d calls
+    inside functional collectives are not counted again."""
+    from torch.distributed import _functional_collectives as funcol
+
+    meshscope.attach(run_dir)
+    t = torch.ones(16)  # 64 bytes
+    line = inspect.currentframe().f_lineno + 1
+    dist.all_reduce(t)
+    dist.broadcast(t, src=0)
+    dist.all_gather_into_tensor(torch.empty(16), t)
+    dist.barrier()
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    funcol.all_reduce(t, "sum", (mesh, 0)).wait()  # recorded once, as before
+    meshscope.detach()
+    rank = meshscope.load_run(run_dir, op_names=True)["rank_details"][0]
+    collectives = rank["collectives"]
+    here = os.path.basename(__file__)
+    assert collectives["all_reduce"]["count"] == 3  # two direct, one functional
+    assert collectives["all_reduce"]["ops"] == {"c10d::allreduce_": 2}
+    assert collectives["all_reduce"]["bytes"] == 3 * 64
+    sites = {site.rsplit("/", 1)[-1]: n for site, n in collectives["all_reduce"]["sites"].items()}
+    assert sites == {f"{here}:{line}": 1, f"{here}:{line + 4}": 1}
+    for kind, op, size, offset in (("broadcast", "c10d::broadcast_", 64, 1),
+                                   ("all_gather_into_tensor", "c10d::_allgather_base_", 64, 2),
+                                   ("barrier", "c10d::barrier", 0, 3)):
+        entry = collectives[kind]
+        assert (entry["count"], entry["bytes"], entry["ops"]) == (1, size, {op: 1}), (kind, entry)
+        assert [s.rsplit("/", 1)[-1] for s in entry["sites"]] == [f"{here}:{line + offset}"]
+        assert list(entry["groups"]) == ["default_pg (1 ranks)"], entry
+    assert rank["op_names"]["c10d::allreduce_"] == 2
 
 
 def test_root_module_call_tags_its_plain_inputs_by_path(mesh, run_dir):
@@ -599,3 +640,18 @@ def test_root_module_call_tags_its_plain_inputs_by_path(mesh, run_dir):
     assert _capture.provenance(y)[1] == "passed as input[0] to Identity.forward()"
     meshscope.detach()
 
+
+
+@pytest.mark.parametrize("value, meta", [("", "every 10 steps"), ("all", "every step"),
+                                         ("every:3", "every 3 steps"), ("off", "off")])
+def test_gpu_op_timing_is_sampled_by_step_as_configured(run_dir, monkeypatch, value, meta):
+    monkeypatch.setenv("MESHSCOPE_DEVICE_TIMING", value)
+    meshscope.attach(run_dir)
+    meshscope.detach()
+    assert meshscope.load_run(run_dir)["rank_details"][0]["meta"]["device_timing"] == meta
+
+
+def test_a_bad_gpu_op_timing_setting_is_a_clear_error(run_dir, monkeypatch):
+    monkeypatch.setenv("MESHSCOPE_DEVICE_TIMING", "every:0")
+    with pytest.raises(ValueError, match="MESHSCOPE_DEVICE_TIMING='every:0'"):
+        meshscope.attach(run_dir)

@@ -10,6 +10,8 @@ import ctypes
 import json
 import os
 import subprocess
+import threading
+import time
 
 import pytest
 import torch
@@ -86,10 +88,61 @@ def test_collectives_land_in_the_rank_file_tied_to_their_op(tmp_path, driver):
     assert (ranks[0]["collectives"], ranks[0]["collective_bytes"]) == (3, 3 * COUNT * 4)
 
 
-def test_plugin_stays_off_without_an_attached_agent(driver, capfd):
+def test_a_communicator_made_before_attach_is_recorded_from_attach_on(tmp_path, driver):
+    """init_process_group(device_id=...) makes NCCL create the world
+    communicator eagerly, before a late meshscope.attach(); DeviceMesh splits
+    sub-groups after it. NCCL reports tasks and kernels from its own threads."""
     assert not meshscope.attached()
-    assert not driver.fake_nccl_init(1, 0, 1)
-    assert "no meshscope agent is attached" in capfd.readouterr().err
+    world = driver.fake_nccl_init(0xEA51, 0, 1)
+    assert world, "a communicator made before attach must still be followed"
+    all_reduce(driver, world, 500_000)  # no agent: recorded nowhere
+    run_dir = tmp_path / "run"
+    meshscope.attach(run_dir)
+    try:
+        time.sleep(0.03)  # the plugin asks for the agent again at most every 10 ms
+        api = driver.fake_nccl_api_call(world, b"AllReduce", COUNT, b"ncclFloat32")
+        on_nccl_thread = threading.Thread(target=all_reduce, args=(driver, world, 1_000_000, api))
+        on_nccl_thread.start()
+        on_nccl_thread.join()
+        split = driver.fake_nccl_init(0x5B17, 0, 1)
+        all_reduce(driver, split, 2_000_000)
+        driver.fake_nccl_finalize(split)
+        driver.fake_nccl_finalize(world)
+    finally:
+        meshscope.detach()
+    rank = meshscope.load_run(run_dir)["rank_details"][0]
+    assert rank["collectives"]["AllReduce"]["count"] == 2
+    assert rank["collectives"]["AllReduce"]["device_ns"] == 2 * 5000
+    assert rank["meta"][f"comm.{0xEA51:016x}"] == "name=driver comm rank=0 size=1 nodes=1"
+    assert f"comm.{0x5B17:016x}" in rank["meta"]
+
+
+def test_nccl_under_a_torch_collective_adds_its_gpu_time_without_a_second_record(
+        tmp_path, driver):
+    """A functional collective (as DTensor's redistributions call them) that
+    NCCL runs: one record, of torch's kind, group and bytes, carrying NCCL's
+    GPU time; not a second "AllReduce" record beside it."""
+    meshscope.attach(tmp_path / "run")
+    try:
+        comm = driver.fake_nccl_init(0xF00D, 0, 1)
+        apis = []
+
+        def original(tensor, op, group):  # what funcol does: NCCL is called inside
+            apis.append(driver.fake_nccl_api_call(comm, b"AllReduce", COUNT, b"ncclFloat32"))
+            return tensor.clone()
+
+        wrapped = _capture.collective(original, "all_reduce", 1, lambda group: "mesh dim tp")
+        wrapped(torch.ones(COUNT), "sum", None)
+        all_reduce(driver, comm, 7_000_000, api=apis[0])  # the kernel ends after the call
+        driver.fake_nccl_finalize(comm)
+    finally:
+        meshscope.detach()
+    collectives = meshscope.load_run(tmp_path / "run")["rank_details"][0]["collectives"]
+    assert set(collectives) == {"all_reduce"}, collectives
+    assert collectives["all_reduce"]["count"] == 1
+    assert collectives["all_reduce"]["bytes"] == COUNT * 4
+    assert collectives["all_reduce"]["device_ns"] == 5000
+    assert collectives["all_reduce"]["groups"] == {"mesh dim tp": 1}
 
 
 def test_sink_is_null_when_detached_and_reachable_when_attached(tmp_path):

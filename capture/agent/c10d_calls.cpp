@@ -1,0 +1,97 @@
+#include "capture/agent/c10d_calls.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include <array>
+#include <utility>
+
+namespace meshscope::capture {
+namespace {
+
+// c10d op -> the kind torch.distributed's API calls it (the functional
+// collectives' names where they exist, so kinds read alike).
+constexpr std::array<std::pair<std::string_view, std::string_view>, 20> kKinds{{
+    {"allreduce_", "all_reduce"},
+    {"allreduce_coalesced_", "all_reduce_coalesced"},
+    {"allgather_", "all_gather"},
+    {"_allgather_base_", "all_gather_into_tensor"},
+    {"allgather_coalesced_", "all_gather_coalesced"},
+    {"allgather_into_tensor_coalesced_", "all_gather_into_tensor_coalesced"},
+    {"reduce_scatter_", "reduce_scatter"},
+    {"_reduce_scatter_base_", "reduce_scatter_tensor"},
+    {"reduce_scatter_tensor_coalesced_", "reduce_scatter_tensor_coalesced"},
+    {"alltoall_", "all_to_all"},
+    {"alltoall_base_", "all_to_all_single"},
+    {"broadcast_", "broadcast"},
+    {"reduce_", "reduce"},
+    {"gather_", "gather"},
+    {"scatter_", "scatter"},
+    {"barrier", "barrier"},
+    {"monitored_barrier_", "monitored_barrier"},
+    {"send", "send"},
+    {"recv_", "recv"},
+    {"recv_any_source_", "recv"},
+}};
+
+// The argument whose tensors a collective sends, by the names c10d's
+// schemas give it.
+constexpr std::array<std::string_view, 5> kDataArguments{"tensors", "input_tensors", "input_tensor",
+                                                         "input", "tensor"};
+
+int64_t tensorBytes(const c10::IValue& v) {
+    int64_t bytes = 0;
+    auto add = [&](const at::Tensor& t) {
+        if (t.defined()) bytes += t.numel() * int64_t(t.element_size());
+    };
+    if (v.isTensor()) {
+        add(v.toTensor());
+    } else if (v.isTensorList()) {
+        for (const at::Tensor& t : v.toTensorList().vec())
+            add(t);
+    } else if (v.isList()) {  // Tensor?[] or Tensor[][] (scatter's and gather's lists)
+        for (const c10::IValue& item : v.toListRef())
+            bytes += tensorBytes(item);
+    }
+    return bytes;
+}
+
+// The ProcessGroup a custom-class argument holds (its one slot is a
+// capsule), without torch's class registry.
+c10d::ProcessGroup* processGroup(const c10::IValue& v) {
+    if (!v.isObject()) return nullptr;
+    const auto& object = v.toObjectRef();
+    if (object.slots().size() != 1 || !object.getSlot(0).isCapsule()) return nullptr;
+    return dynamic_cast<c10d::ProcessGroup*>(object.getSlot(0).toCapsule().get());
+}
+
+}  // namespace
+
+C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+    C10dFacts facts;
+    std::string_view op = std::string_view(schema.name()).substr(6);
+    facts.kind = op;
+    for (const auto& [name, kind] : kKinds)
+        if (name == op) facts.kind = kind;
+    const auto& arguments = schema.arguments();
+    for (std::string_view wanted : kDataArguments) {
+        if (facts.kind == "barrier" || facts.kind == "monitored_barrier") break;
+        bool found = false;
+        for (size_t i = 0; i < arguments.size() && i < args.size() && !found; ++i)
+            if (arguments[i].name() == wanted) {
+                facts.bytes = tensorBytes(args[i]);
+                found = true;
+            }
+        if (found) break;
+    }
+    for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
+        if (arguments[i].name() != "process_group") continue;
+        if (c10d::ProcessGroup* pg = processGroup(args[i])) {
+            std::string label = pg->getGroupDesc();
+            if (label.empty()) label = "group " + pg->getGroupName();
+            facts.group = label + " (" + std::to_string(pg->getSize()) + " ranks)";
+        }
+    }
+    return facts;
+}
+
+}  // namespace meshscope::capture
