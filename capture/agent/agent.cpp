@@ -59,6 +59,7 @@ Agent::Agent(AgentConfig config)
     m_deviceTimes = std::make_unique<DeviceTimer>(
         *m_writer, [this](const std::string& why) { warnOnce("device-timer", why); });
     m_generation = ++g_generation;
+    m_deviceTimes->setActive(timesDevicesAt(std::max<int64_t>(0, step())));
     m_py.load();
     recordMeta();
 }
@@ -93,6 +94,10 @@ void Agent::recordMeta() {
     meta("device_type", m_config.deviceType);
     meta("policy", m_config.policyName);
     meta("level", m_config.level == Level::All ? "all" : "dtensor");
+    int64_t every = m_config.deviceTimingEvery;
+    meta("device_timing", every <= 0   ? "off"
+                          : every == 1 ? "every step"
+                                       : "every " + std::to_string(every) + " steps");
     std::string command;
     for (const auto& part : m_config.command)
         command += (command.empty() ? "" : " ") + part;
@@ -107,7 +112,14 @@ Phase Agent::phase() const {
 int64_t Agent::advanceStep() {
     m_tensors.sweep();
     m_py.trim();
-    return m_step.fetch_add(1, std::memory_order_relaxed) + 1;
+    int64_t step = m_step.fetch_add(1, std::memory_order_relaxed) + 1;
+    m_deviceTimes->setActive(timesDevicesAt(step));
+    return step;
+}
+
+bool Agent::timesDevicesAt(int64_t step) const {
+    int64_t every = m_config.deviceTimingEvery;
+    return every > 0 && step % every == 0;
 }
 
 Phase Agent::setThreadPhase(Phase phase, std::string label) {

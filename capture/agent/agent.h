@@ -46,6 +46,11 @@ struct AgentConfig {
     std::string deviceType = "cpu";
     std::vector<std::string> command;
     WriterOptions writer;
+    // GPU durations of ops (CUDA events) on every Nth step: 1 every step,
+    // 0 never. Each timed op costs two event records on the training
+    // thread; the default samples (MESHSCOPE_DEVICE_TIMING, README).
+    int64_t deviceTimingEvery = kDefaultDeviceTimingEvery;
+    static constexpr int64_t kDefaultDeviceTimingEvery = 10;
 };
 
 class Agent {
@@ -79,6 +84,8 @@ class Agent {
     // Ends a step: also releases the dead tensors the step left in the table.
     // Requires the GIL.
     int64_t advanceStep();
+    // Whether ops of `step` get GPU durations (AgentConfig::deviceTimingEvery).
+    bool timesDevicesAt(int64_t step) const;
 
     // Phase of the calling thread: Backward inside an autograd graph task,
     // otherwise what the Python adapters last set on this thread.

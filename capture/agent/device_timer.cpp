@@ -11,7 +11,7 @@ DeviceTimer::DeviceTimer(RankWriter& writer, std::function<void(const std::strin
 
 DeviceTimer::Span::Span(DeviceTimer& timer, std::optional<c10::Device> device)
     : m_timer(timer), m_device(device) {
-    if (device) m_start = timer.startEvent(*device);
+    if (device && timer.active()) m_start = timer.startEvent(*device);
 }
 
 DeviceTimer::Span::~Span() {

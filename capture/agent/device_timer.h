@@ -13,6 +13,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/Event.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -32,6 +33,10 @@ class DeviceTimer {
   public:
     // `warn` hears, once per device type, why timing is off there.
     DeviceTimer(RankWriter& writer, std::function<void(const std::string&)> warn);
+
+    // Whether ops are timed now (sampling by step: Agent::advanceStep).
+    void setActive(bool active) { m_active.store(active, std::memory_order_relaxed); }
+    bool active() const { return m_active.load(std::memory_order_relaxed); }
 
     // One op being timed: constructed right before it runs (start event),
     // end() right after it ran (end event: before anything else the host
@@ -80,6 +85,7 @@ class DeviceTimer {
 
     RankWriter& m_writer;
     std::function<void(const std::string&)> m_warn;
+    std::atomic<bool> m_active{true};
     mutable std::mutex m_mutex;  // guards everything below
     std::deque<Pending> m_pending;
     std::unordered_map<c10::Device, std::vector<c10::Event>> m_spare;

@@ -69,6 +69,8 @@ py::dict attach(const py::dict& c) {
         config.writer.queueCapacity = c["queue_capacity"].cast<size_t>();
     if (c.contains("max_file_bytes"))
         config.writer.maxFileBytes = c["max_file_bytes"].cast<int64_t>();
+    if (c.contains("device_timing_every"))
+        config.deviceTimingEvery = c["device_timing_every"].cast<int64_t>();
     auto internal = c["internal_prefixes"].cast<std::vector<std::string>>();
     auto own = c["own_prefixes"].cast<std::vector<std::string>>();
     Agent* agent = nullptr;

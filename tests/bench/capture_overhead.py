@@ -92,14 +92,19 @@ def parse() -> argparse.Namespace:
 
 
 # The configurations, in the order --only numbers them (training() builds them).
+# 5 and 6 break the GPU-only per-op cost of level dtensor down (its CUDA event
+# pairs, MESHSCOPE_DEVICE_TIMING): they run only when --only names them.
 CONFIGURATIONS = ("no instrumentation", "CommDebugMode", "torch.profiler(record_shapes=True)",
-                  "meshscope observe, level dtensor", "meshscope observe, level all")
+                  "meshscope observe, level dtensor", "meshscope observe, level all",
+                  "meshscope level dtensor, GPU op timing every step",
+                  "meshscope level dtensor, GPU op timing off")
+DEFAULT_CONFIGURATIONS = 5
 
 
 def selected(names, only: str) -> list:
     """The configurations --only keeps (the uninstrumented one always)."""
     if not only:
-        return list(names)
+        return list(names)[:DEFAULT_CONFIGURATIONS]
     keep = {0, *(int(i) for i in only.split(","))}
     return [name for i, name in enumerate(names) if i in keep]
 
@@ -175,8 +180,9 @@ def training(args: argparse.Namespace):
     counter = [0]
 
     @contextlib.contextmanager
-    def meshscope_level(level: str):
+    def meshscope_level(level: str, device_timing: str = ""):
         counter[0] += 1
+        os.environ["MESHSCOPE_DEVICE_TIMING"] = device_timing  # "": the default sampling
         meshscope.attach(os.path.join(runs, f"{level}-{counter[0]}"), policy="observe", level=level)
         try:
             yield
@@ -198,6 +204,8 @@ def training(args: argparse.Namespace):
         (profiler, False),
         (lambda: meshscope_level("dtensor"), False),
         (lambda: meshscope_level("all"), False),
+        (lambda: meshscope_level("dtensor", "all"), False),
+        (lambda: meshscope_level("dtensor", "off"), False),
     ]))
     return step, sync, configs
 

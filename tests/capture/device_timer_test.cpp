@@ -26,7 +26,8 @@ using meshscope::capture::DeviceTimer;
 // The fake device's clock: record() stamps events with `now`; events stamped
 // up to `completed` have passed.
 std::atomic<double> g_nowMs{0}, g_completedMs{-1};
-std::atomic<int> g_waits{0};  // synchronizeEvent/Stream/Device calls
+std::atomic<int> g_waits{0};        // synchronizeEvent/Stream/Device calls
+std::atomic<int64_t> g_records{0};  // events recorded
 
 struct FakeEvent {
     double atMs = 0;
@@ -44,6 +45,7 @@ struct FakeDevice final : c10::impl::DeviceGuardImplInterface {
     void record(void** event, const c10::Stream&, c10::DeviceIndex, c10::EventFlag) const override {
         if (!*event) *event = new FakeEvent;
         static_cast<FakeEvent*>(*event)->atMs = g_nowMs;
+        ++g_records;
     }
     bool queryEvent(void* event) const override {
         return static_cast<FakeEvent*>(event)->atMs <= g_completedMs;
@@ -118,6 +120,22 @@ TEST_F(DeviceTimerTest, HostOpsAndUnrecordedOpsAreNotTimed) {
     g_completedMs = 100;
     m_timer->poll();
     EXPECT_TRUE(written().empty());
+}
+
+TEST_F(DeviceTimerTest, OpsOutsideTheSampledStepsRecordNoEvents) {
+    op(1, 1.0);
+    m_timer->setActive(false);  // a step the sampling skips (Agent::advanceStep)
+    int64_t before = g_records;
+    op(2, 1.0);
+    EXPECT_EQ(g_records, before) << "an op of a skipped step recorded device events";
+    m_timer->setActive(true);
+    op(3, 1.0);
+    g_completedMs = 100;
+    m_timer->poll();
+    auto times = written();
+    ASSERT_EQ(times.size(), 2u);
+    EXPECT_EQ(std::get<OpSeq>(times[0].subject), OpSeq{1});
+    EXPECT_EQ(std::get<OpSeq>(times[1].subject), OpSeq{3});
 }
 
 TEST_F(DeviceTimerTest, AFullQueueGivesUpNewOpsWithoutWaiting) {

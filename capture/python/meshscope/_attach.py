@@ -73,6 +73,26 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"meshscope: environment variable {name}={value!r} is not an integer")
 
 
+DEFAULT_DEVICE_TIMING_EVERY = 10
+
+
+def _device_timing_every(value: str) -> int:
+    """MESHSCOPE_DEVICE_TIMING: which steps' ops get GPU durations (two CUDA
+    events per op on the training thread): "every:N" (default every:10, the
+    steps 0, 10, 20, ...), "all" (every step), "off"."""
+    text = value.strip().lower()
+    if text in ("", "default"):
+        return DEFAULT_DEVICE_TIMING_EVERY
+    if text == "all":
+        return 1
+    if text == "off":
+        return 0
+    if text.startswith("every:") and text[6:].isdigit() and int(text[6:]) > 0:
+        return int(text[6:])
+    raise ValueError(f"meshscope: MESHSCOPE_DEVICE_TIMING={value!r}: use all, off or every:N "
+                     "(N steps apart, N >= 1)")
+
+
 def _dist_info() -> tuple[int, int, str, str]:
     import torch.distributed as dist
 
@@ -141,9 +161,11 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         limits = {key: _env_int(env, 0) for key, env in (
             ("max_file_bytes", "MESHSCOPE_MAX_FILE_BYTES"),
             ("queue_capacity", "MESHSCOPE_QUEUE_CAPACITY")) if os.environ.get(env)}
+        device_timing = _device_timing_every(os.environ.get("MESHSCOPE_DEVICE_TIMING", ""))
         nccl_profiler = _nccl.point_nccl_at_plugin()
         info = _capture.attach({
             **limits,
+            "device_timing_every": device_timing,
             "run_dir": run_dir, "policy": policy, "level": level, "rank": rank,
             "world_size": world, "local_rank": local_rank,
             "run_id": run_id or os.environ.get("MESHSCOPE_RUN_ID", ""),
