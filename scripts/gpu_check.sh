@@ -1,45 +1,80 @@
 #!/usr/bin/env bash
 # The GPU path of meshscope on a machine with an NVIDIA GPU (no Qt needed;
-# torch with CUDA in its own Python, CMake and ninja). Builds core, the
-# capture agent and the NCCL profiler plugin against that machine's torch,
-# then runs, each part logged under LOG_DIR:
-#   unit     the plugin's, the store's and the fingerprint tests (CUDA cases
-#            included) through ctest, when GoogleTest is there
+# torch with CUDA in its own Python, CMake and ninja), with that machine's
+# default compiler. Builds core, the capture agent and the NCCL profiler
+# plugin against that machine's torch, then runs, each part logged under
+# LOG_DIR and timed in summary.txt:
+#   unit     the plugin's, the store's, the fingerprint and the agent's tests
+#            (CUDA cases included), the CUDA-header and static-libstdc++
+#            checks, through ctest, when GoogleTest is there
 #   w1       capture scenarios s1-s4 with NCCL on the GPU, world size 1,
-#            recorded with policy auto (attach() points NCCL_PROFILER_PLUGIN
-#            at the staged plugin); checks the rank files: reconciled
-#            incidents with fingerprints, the plugin loaded, NCCL collectives
-#            tied to ops and carrying GPU times
-#   w2       the same with 2 ranks on the one GPU if NCCL allows it, else
-#            with gloo for the CPU tensors beside NCCL ("cpu:gloo,cuda:nccl")
-#   bench    tests/bench/capture_overhead.py --device cuda
+#            recorded with policy auto, side by side; checks the rank files:
+#            reconciled incidents with fingerprints, the plugin loaded and
+#            its communicators announced, torch-level collectives recorded,
+#            ops with GPU durations
+#   c10d     direct c10d collectives (all_reduce, broadcast, barrier,
+#            all_to_all_single) and a redistribution on NCCL, meshscope
+#            attached through the Python API after an eager NCCL init
+#            (scripts/gpu/c10d_late_attach.py)
+#   w2       the scenarios with 2 ranks: NCCL on two GPUs, else (NCCL
+#            refuses two ranks on one GPU) gloo for CPU tensors beside NCCL
+#   (w1, c10d and w2 run side by side; the benchmark alone after them)
+#   bench    tests/bench/capture_overhead.py --device cuda: uninstrumented,
+#            torch.profiler, meshscope level dtensor (GPU op timing sampled,
+#            every step, off), side by side, --rounds rounds
 #
-#   scripts/gpu_check.sh LOG_DIR [--deb PKG.deb]... [--no-gpu]
+#   scripts/gpu_check.sh LOG_DIR [--debs DIR] [--deb PKG.deb]... [--no-gpu]
+#                        [--rounds N] [--steps N]
+#   scripts/gpu_check.sh --fetch-debs DIR     (on a Debian 12 machine, first)
 #
-# --deb: a Debian package to unpack (dpkg-deb -x) into LOG_DIR/deps and
-#        build against, for what the machine lacks (libsqlite3-dev,
-#        libcli11-dev, libfmt-dev, nlohmann-json3-dev, libtomlplusplus-dev,
-#        libgtest-dev); repeat for several.
+# --fetch-debs: downloads (apt-get download) the Debian packages a GPU
+#        machine without them needs into DIR: SQLite, CLI11, fmt, toml++,
+#        nlohmann-json headers and runtimes, GoogleTest, Google Benchmark.
+# --debs DIR: unpacks every .deb in DIR (dpkg-deb -x, or ar + tar) into
+#        LOG_DIR/deps and builds against it; --deb one package, repeatable.
 # --no-gpu: configure, build and unit-test only (what a CPU machine can check).
+# --rounds, --steps: rounds of the overhead benchmark and steps per block
+#        (default 60 x 40: a 95 % interval of about +-3 % at 6 ms a step).
 # Environment: PYTHON (default: python3 on PATH), BUILD_DIR (default:
-# build/gpu-check), JOBS (build jobs, default: all cores).
+# build/gpu-check), JOBS (build jobs, default: all cores), CXX (default:
+# the machine's).
 # Exit status: the number of failed parts (0: all passed or skipped).
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 usage() {
-    sed -n '16,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '26,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
+
+fetch_debs() {
+    local dir=$1
+    mkdir -p "$dir" && cd "$dir" || exit 2
+    apt-get download libsqlite3-dev libcli11-dev libfmt-dev libfmt9 nlohmann-json3-dev \
+        libtomlplusplus-dev libtomlplusplus3 libgtest-dev libgmock-dev googletest \
+        libbenchmark-dev libbenchmark1debian || exit 1
+    ls -1 "$dir"/*.deb
+}
+
 (($# >= 1)) || usage
+if [[ $1 == --fetch-debs ]]; then
+    (($# == 2)) || usage
+    fetch_debs "$2"
+    exit
+fi
 logs=$(mkdir -p "$1" && cd "$1" && pwd) || usage
 shift
 debs=()
 gpu=1
+rounds=60
+steps=40
 while (($#)); do
     case "$1" in
         --deb) debs+=("$(realpath "$2")") && shift 2 ;;
+        --debs) for deb in "$2"/*.deb; do debs+=("$(realpath "$deb")"); done && shift 2 ;;
         --no-gpu) gpu=0 && shift ;;
+        --rounds) rounds=$2 && shift 2 ;;
+        --steps) steps=$2 && shift 2 ;;
         *) usage ;;
     esac
 done
@@ -51,11 +86,14 @@ scenarios=$root/tests/capture/scenarios
 failed=0
 summary=$logs/summary.txt
 : >"$summary"
+part_start=$SECONDS
 
-# report PART STATUS [DETAIL]: one line in summary.txt and on stdout
+# report PART STATUS [DETAIL]: one line in summary.txt and on stdout, with
+# the seconds the part took
 report() {
-    printf '%-6s %-7s %s\n' "$1" "$2" "${3:-}" | tee -a "$summary"
+    printf '%-6s %-7s %4ss  %s\n' "$1" "$2" "$((SECONDS - part_start))" "${3:-}" | tee -a "$summary"
     [[ $2 == FAILED ]] && failed=$((failed + 1))
+    part_start=$SECONDS
     return 0
 }
 
@@ -69,10 +107,12 @@ environment() {
 "nccl", torch.cuda.nccl.version() if torch.cuda.is_available() else "-")' 2>&1
         cmake --version | head -1
         ninja --version
-    } >"$logs/environment.txt"
+        echo "CXX=${CXX:-} ($(command -v "${CXX:-c++}")): $("${CXX:-c++}" --version | head -1)"
+        command -v nvcc && nvcc --version | tail -1
+    } >"$logs/environment.txt" 2>&1
 }
 
-# Unpacks the --deb packages; prints CMake arguments that point at them.
+# Unpacks the debs; prints CMake arguments that point at them.
 unpack_debs() {
     ((${#debs[@]})) || return 0
     local deps=$logs/deps deb
@@ -122,11 +162,12 @@ configure_and_build() {
 
 unit_tests() {
     if [[ $(cat "$logs/tests_built") != ON ]]; then
-        report unit SKIPPED "no GoogleTest/Google Benchmark (see configure.log); --deb libgtest-dev"
+        report unit SKIPPED "no GoogleTest/Google Benchmark (see configure.log); --debs DIR"
         return
     fi
     if ctest --test-dir "$build" -j "$jobs" --output-on-failure \
-        -R '^(plugins\.|RoundTrip\.|capture\.DeviceTimerTest|capture\.fingerprint|capture\.agent)' >"$logs/unit.log" 2>&1; then
+        -R '^(plugins\.|RoundTrip\.|cmake\.|capture\.DeviceTimerTest|capture\.fingerprint|capture\.agent|capture\.static_libstdcxx)' \
+        >"$logs/unit.log" 2>&1; then
         report unit passed "$(grep -E 'tests passed' "$logs/unit.log")"
     else
         report unit FAILED "$(grep -E 'tests passed|tests failed' "$logs/unit.log")"
@@ -137,18 +178,19 @@ unit_tests() {
 record() {
     local name=$1 nproc=$2 backend=$3 device=$4 scenario=$5
     local run=$logs/runs/$name/$scenario
-    rm -rf "$run" && mkdir -p "$logs/runs/$name"
+    rm -rf "$run" && mkdir -p "$logs/runs/$name/$scenario.out"
     (cd "$scenarios" && env PYTHONPATH="$build/python:$scenarios" \
         MESHSCOPE_SCENARIO_BACKEND="$backend" MESHSCOPE_SCENARIO_DEVICE="$device" \
         NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV \
-        SCENARIO_OUT="$logs/runs/$name" timeout 600 \
+        SCENARIO_OUT="$logs/runs/$name/$scenario.out" timeout 300 \
         "$build/app/meshscope" record -o "$run" -n "$nproc" --policy auto -- \
         "$python" "$scenarios/$scenario.py") >"$logs/runs/$name/$scenario.log" 2>&1
 }
 
-# check_run RUN GPU: the recorded run's incidents were reconciled and
-# fingerprinted; with GPU=1 NCCL collectives came through the plugin, tied
-# to ops, with GPU times, and ops have GPU durations.
+# check_run RUN NCCL: the recorded run's incidents were reconciled and
+# fingerprinted; with NCCL=1 the plugin was loaded and announced its
+# communicators, torch-level collectives were recorded (NCCL itself reports
+# nothing for a one-rank communicator), ops have GPU durations.
 check_run() {
     PYTHONPATH="$build/python" "$python" - "$1" "$2" <<'EOF'
 import sys
@@ -163,20 +205,20 @@ for rank in run["rank_details"]:
     if any(not i["fingerprint"] for i in incidents):
         problems.append(f"rank {rank['rank']}: an incident without fingerprint")
     comms = [k for k in rank["meta"] if k.startswith("comm.")]
-    kinds = {k: v for k, v in rank["collectives"].items() if k[:1].isupper()}  # NCCL's names
+    collectives = rank["collectives"]
+    library = {k: v for k, v in collectives.items() if k[:1].isupper()}  # NCCL's own names
     print(f"rank {rank['rank']}: {len(incidents)} incidents, communicators {comms}, "
-          f"NCCL collectives {kinds}, ops timed on the GPU {rank.get('op_device_times')}")
+          f"collectives {collectives}, NCCL-only {library}, "
+          f"ops timed on the GPU {rank.get('op_device_times')}")
     loaded = rank["meta"].get("nccl_profiler", "")
     if nccl and not loaded.endswith("libnccl-profiler-meshscope.so"):
         problems.append(f"rank {rank['rank']}: attach() did not point NCCL at the plugin ({loaded})")
     if nccl and not comms:
         problems.append(f"rank {rank['rank']}: the plugin announced no communicator")
-    if nccl and not kinds:
-        problems.append(f"rank {rank['rank']}: no NCCL collective recorded")
-    if nccl and kinds and not any(v.get("device_ns", 0) > 0 for v in kinds.values()):
-        problems.append(f"rank {rank['rank']}: no NCCL collective with a GPU time")
-    if nccl and kinds and not any(v.get("ops") for v in kinds.values()):
-        problems.append(f"rank {rank['rank']}: no NCCL collective tied to an op")
+    if not collectives:
+        problems.append(f"rank {rank['rank']}: no collective recorded")
+    if collectives and not any(v.get("ops") for v in collectives.values()):
+        problems.append(f"rank {rank['rank']}: no collective tied to an op")
     if nccl and not rank.get("op_device_times"):
         problems.append(f"rank {rank['rank']}: no op with a GPU duration")
 print("\n".join(problems) or "ok")
@@ -184,11 +226,17 @@ sys.exit(1 if problems else 0)
 EOF
 }
 
-# scenarios NAME NPROC BACKEND DEVICE NCCL: s1-s4 recorded and checked.
+# scenarios NAME NPROC BACKEND DEVICE NCCL: s1-s4 recorded side by side, checked.
 scenario_part() {
-    local name=$1 nproc=$2 backend=$3 device=$4 nccl=$5 scenario bad=()
-    for scenario in s1_input_batch s2_optimizer s3_dataloader s4_compile; do
-        if ! record "$name" "$nproc" "$backend" "$device" "$scenario" ||
+    local name=$1 nproc=$2 backend=$3 device=$4 nccl=$5 scenario bad=() pids=()
+    local all=(s1_input_batch s2_optimizer s3_dataloader s4_compile)
+    for scenario in "${all[@]}"; do
+        record "$name" "$nproc" "$backend" "$device" "$scenario" &
+        pids+=($!)
+    done
+    for i in "${!all[@]}"; do
+        scenario=${all[$i]}
+        if ! wait "${pids[$i]}" ||
             ! check_run "$logs/runs/$name/$scenario" "$nccl" >>"$logs/runs/$name/$scenario.log" 2>&1; then
             bad+=("$scenario")
         fi
@@ -197,6 +245,48 @@ scenario_part() {
         report "$name" FAILED "$nproc rank(s) $backend on $device: ${bad[*]} (runs/$name/*.log)"
     else
         report "$name" passed "$nproc rank(s) $backend on $device"
+    fi
+}
+
+# Direct c10d collectives on NCCL, attached late (scripts/gpu/c10d_late_attach.py).
+c10d_part() {
+    local run=$logs/runs/c10d
+    rm -rf "$run" && mkdir -p "$logs/runs"
+    if ! PYTHONPATH="$build/python" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV timeout 300 \
+        "$python" -m torch.distributed.run --standalone --nproc-per-node 1 \
+        "$root/scripts/gpu/c10d_late_attach.py" "$run" >"$logs/c10d.log" 2>&1; then
+        report c10d FAILED "see c10d.log"
+        return
+    fi
+    if PYTHONPATH="$build/python" "$python" - "$logs/c10d.log" >>"$logs/c10d.log" 2>&1 <<'EOF'; then
+import json
+import sys
+
+facts = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+c = facts["collectives"]
+problems = []
+for kind, op, count in (("all_reduce", "c10d::allreduce_", 3), ("broadcast", "c10d::broadcast_", 1),
+                        ("barrier", "c10d::barrier", 1)):
+    entry = c.get(kind, {})
+    if entry.get("ops", {}).get(op) != count:
+        problems.append(f"{kind}: want {count} tied to {op}, got {entry}")
+    if not any("c10d_late_attach.py:" in site for site in entry.get("sites", {})):
+        problems.append(f"{kind}: no call site in c10d_late_attach.py: {entry}")
+if c.get("all_reduce", {}).get("bytes", 0) < 3 * 4 << 20:
+    problems.append(f"all_reduce bytes: {c.get('all_reduce')}")
+if not facts["communicators"]:
+    problems.append("the communicator NCCL made before attach() was not announced")
+if not facts["nccl_profiler"].endswith("libnccl-profiler-meshscope.so"):
+    problems.append(f"plugin: {facts['nccl_profiler']}")
+timed = {k: v["device_ns"] for k, v in c.items() if v.get("device_ns")}
+print("collectives with a GPU time from NCCL:", timed or "none (NCCL reports no events for a "
+      "one-rank communicator)")
+print("\n".join(problems) or "ok")
+sys.exit(1 if problems else 0)
+EOF
+        report c10d passed "$(grep -E '^collectives with a GPU time' "$logs/c10d.log")"
+    else
+        report c10d FAILED "see c10d.log"
     fi
 }
 
@@ -215,16 +305,17 @@ torch.cuda.synchronize()
 assert t[0].item() == dist.get_world_size()
 dist.destroy_process_group()
 EOF
-    timeout 180 "$python" -m torch.distributed.run --nproc-per-node 2 \
+    timeout 90 "$python" -m torch.distributed.run --standalone --nproc-per-node 2 \
         "$logs/two_ranks_probe.py" >"$logs/two_ranks_probe.log" 2>&1
 }
 
 benchmark() {
     local world=$1
-    if PYTHONPATH="$build/python" NCCL_PROFILER_PLUGIN="$plugin" timeout 1800 "$python" \
-        "$root/tests/bench/capture_overhead.py" --device cuda --world "$world" --rounds 10 \
+    if PYTHONPATH="$build/python" timeout 900 "$python" \
+        "$root/tests/bench/capture_overhead.py" --device cuda --world "$world" \
+        --rounds "$rounds" --steps "$steps" --only 2,3,5,6 --json "$logs/bench.json" \
         >"$logs/bench.txt" 2>&1; then
-        report bench passed "$world rank(s) on cuda: see bench.txt"
+        report bench passed "$world rank(s) on cuda, $rounds rounds of $steps steps: see bench.txt"
     else
         report bench FAILED "see bench.txt"
     fi
@@ -238,16 +329,28 @@ fi
 report build passed "$build (plugin: $plugin)"
 unit_tests
 if ((!gpu)); then
-    for part in w1 w2 bench; do report "$part" SKIPPED "--no-gpu"; done
+    for part in w1 c10d w2 bench; do report "$part" SKIPPED "--no-gpu"; done
     exit "$failed"
 fi
-scenario_part w1 1 nccl cuda 1
-if two_ranks_on_one_gpu; then
-    scenario_part w2 2 nccl cuda 1
-    benchmark 2
+# The recorded runs side by side (each reports its own line), then the
+# benchmark alone on the machine. NCCL refuses two ranks on one GPU, so with
+# one GPU w2 runs gloo for the CPU tensors beside NCCL without probing.
+gpus=$("$python" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+w2=(2 cpu:gloo,cuda:nccl cpu 0)
+if ((gpus >= 2)) || two_ranks_on_one_gpu; then
+    w2=(2 nccl cuda 1)
 else
-    report probe note "NCCL refused 2 ranks on one GPU (two_ranks_probe.log): w2 uses gloo"
-    scenario_part w2 2 cpu:gloo,cuda:nccl cpu 0
-    benchmark 1
+    report probe note "one GPU: NCCL refuses 2 ranks on it, w2 uses gloo beside NCCL"
 fi
+scenario_part w1 1 nccl cuda 1 >"$logs/w1.line" &
+w1=$!
+c10d_part >"$logs/c10d.line" &
+c10d=$!
+scenario_part w2 "${w2[@]}" >"$logs/w2.line" &
+wait $w1 $c10d $!
+cat "$logs"/w1.line "$logs"/c10d.line "$logs"/w2.line
+failed=$((failed + $(grep -c ' FAILED ' "$logs"/w1.line "$logs"/c10d.line "$logs"/w2.line |
+    awk -F: '{n += $2} END {print n}')))
+part_start=$SECONDS
+benchmark $((gpus >= 2 ? 2 : 1))
 exit "$failed"

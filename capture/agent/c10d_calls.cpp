@@ -88,7 +88,8 @@ C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue
         if (c10d::ProcessGroup* pg = processGroup(args[i])) {
             std::string label = pg->getGroupDesc();
             if (label.empty()) label = "group " + pg->getGroupName();
-            facts.group = label + " (" + std::to_string(pg->getSize()) + " ranks)";
+            int size = pg->getSize();
+            facts.group = label + " (" + std::to_string(size) + (size == 1 ? " rank)" : " ranks)");
         }
     }
     return facts;

@@ -26,7 +26,7 @@ inline bool isC10dOp(const c10::FunctionSchema& schema) {
 struct C10dFacts {
     std::string_view kind;  // "all_reduce", "broadcast", "barrier", ...
     int64_t bytes = 0;      // the data it sends (0 for a barrier)
-    std::string group;      // "default_pg (2 ranks)"; "" when not found
+    std::string group;      // "default_pg (2 ranks)", "mesh_tp (1 rank)"; "" when not found
 };
 C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args);
 

@@ -610,7 +610,7 @@ def test_direct_c10d_collectives_are_recorded_with_kind_bytes_group_and_call_sit
         entry = collectives[kind]
         assert (entry["count"], entry["bytes"], entry["ops"]) == (1, size, {op: 1}), (kind, entry)
         assert [s.rsplit("/", 1)[-1] for s in entry["sites"]] == [f"{here}:{line + offset}"]
-        assert list(entry["groups"]) == ["default_pg (1 ranks)"], entry
+        assert list(entry["groups"]) == ["default_pg (1 rank)"], entry
     assert rank["op_names"]["c10d::allreduce_"] == 2
 
 
