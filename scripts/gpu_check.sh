@@ -24,7 +24,7 @@
 #            every step, off), side by side, --rounds rounds
 #
 #   scripts/gpu_check.sh LOG_DIR [--debs DIR] [--deb PKG.deb]... [--no-gpu]
-#                        [--rounds N] [--steps N]
+#                        [--parts LIST] [--rounds N] [--steps N]
 #   scripts/gpu_check.sh --fetch-debs DIR     (on a Debian 12 machine, first)
 #
 # --fetch-debs: downloads (apt-get download) the Debian packages a GPU
@@ -33,6 +33,8 @@
 # --debs DIR: unpacks every .deb in DIR (dpkg-deb -x, or ar + tar) into
 #        LOG_DIR/deps and builds against it; --deb one package, repeatable.
 # --no-gpu: configure, build and unit-test only (what a CPU machine can check).
+# --parts: the comma-separated parts to run after the build (default all:
+#        unit,w1,c10d,w2,bench).
 # --rounds, --steps: rounds of the overhead benchmark and steps per block
 #        (default 60 x 40: a 95 % interval of about +-3 % at 6 ms a step).
 # Environment: PYTHON (default: python3 on PATH), BUILD_DIR (default:
@@ -43,7 +45,7 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 usage() {
-    sed -n '26,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '26,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -68,6 +70,7 @@ debs=()
 gpu=1
 rounds=60
 steps=40
+parts=unit,w1,c10d,w2,bench
 while (($#)); do
     case "$1" in
         --deb) debs+=("$(realpath "$2")") && shift 2 ;;
@@ -75,6 +78,7 @@ while (($#)); do
         --no-gpu) gpu=0 && shift ;;
         --rounds) rounds=$2 && shift 2 ;;
         --steps) steps=$2 && shift 2 ;;
+        --parts) parts=$2 && shift 2 ;;
         *) usage ;;
     esac
 done
@@ -248,21 +252,30 @@ scenario_part() {
     fi
 }
 
-# Direct c10d collectives on NCCL, attached late (scripts/gpu/c10d_late_attach.py).
+# Direct c10d collectives on NCCL (scripts/gpu/c10d_late_attach.py), recorded
+# by `meshscope record` (the plugin loaded: the communicator is announced)
+# and attached late through the Python API after an eager NCCL init (the
+# plugin cannot load then: the meta says why). Either way every collective
+# is recorded with its op, call site and bytes.
 c10d_part() {
-    local run=$logs/runs/c10d
-    rm -rf "$run" && mkdir -p "$logs/runs"
-    if ! PYTHONPATH="$build/python" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV timeout 300 \
-        "$python" -m torch.distributed.run --standalone --nproc-per-node 1 \
-        "$root/scripts/gpu/c10d_late_attach.py" "$run" >"$logs/c10d.log" 2>&1; then
-        report c10d FAILED "see c10d.log"
-        return
-    fi
-    if PYTHONPATH="$build/python" "$python" - "$logs/c10d.log" >>"$logs/c10d.log" 2>&1 <<'EOF'; then
+    local script=$root/scripts/gpu/c10d_late_attach.py bad=() way
+    rm -rf "$logs/runs/c10d-record" "$logs/runs/c10d-late" && mkdir -p "$logs/runs"
+    (cd "$logs" && PYTHONPATH="$build/python" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV \
+        timeout 300 "$build/app/meshscope" record -o "$logs/runs/c10d-record" -n 1 -- \
+        "$python" "$script" "$logs/runs/c10d-record") >"$logs/c10d-record.log" 2>&1
+    (cd "$logs" && PYTHONPATH="$build/python" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV \
+        timeout 300 "$python" -m torch.distributed.run --standalone --nproc-per-node 1 \
+        "$script" "$logs/runs/c10d-late") >"$logs/c10d-late.log" 2>&1
+    for way in record late; do
+        PYTHONPATH="$build/python" "$python" - "$logs/c10d-$way.log" "$way" \
+            >>"$logs/c10d-$way.log" 2>&1 <<'EOF' || bad+=("$way")
 import json
 import sys
 
-facts = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+lines = [l for l in open(sys.argv[1], errors="replace") if l.startswith('{"collectives"')]
+if not lines:
+    sys.exit("the script printed no run facts: it failed (see above)")
+facts, late = json.loads(lines[-1]), sys.argv[2] == "late"
 c = facts["collectives"]
 problems = []
 for kind, op, count in (("all_reduce", "c10d::allreduce_", 3), ("broadcast", "c10d::broadcast_", 1),
@@ -274,19 +287,26 @@ for kind, op, count in (("all_reduce", "c10d::allreduce_", 3), ("broadcast", "c1
         problems.append(f"{kind}: no call site in c10d_late_attach.py: {entry}")
 if c.get("all_reduce", {}).get("bytes", 0) < 3 * 4 << 20:
     problems.append(f"all_reduce bytes: {c.get('all_reduce')}")
-if not facts["communicators"]:
-    problems.append("the communicator NCCL made before attach() was not announced")
-if not facts["nccl_profiler"].endswith("libnccl-profiler-meshscope.so"):
-    problems.append(f"plugin: {facts['nccl_profiler']}")
+plugin = facts["nccl_profiler"]
+if late:  # NCCL made its communicator before attach() pointed it at the plugin
+    if "before attach()" not in plugin:
+        problems.append(f"the meta does not say why the plugin is off: {plugin}")
+else:
+    if not plugin.endswith("libnccl-profiler-meshscope.so"):
+        problems.append(f"plugin: {plugin}")
+    if not facts["communicators"]:
+        problems.append("the plugin announced no communicator")
 timed = {k: v["device_ns"] for k, v in c.items() if v.get("device_ns")}
-print("collectives with a GPU time from NCCL:", timed or "none (NCCL reports no events for a "
-      "one-rank communicator)")
+print(f"{sys.argv[2]}: kinds {sorted(c)}, communicators {len(facts['communicators'])}, "
+      f"GPU times from NCCL: {timed or 'none (NCCL reports no events for a one-rank communicator)'}")
 print("\n".join(problems) or "ok")
 sys.exit(1 if problems else 0)
 EOF
-        report c10d passed "$(grep -E '^collectives with a GPU time' "$logs/c10d.log")"
+    done
+    if ((${#bad[@]})); then
+        report c10d FAILED "${bad[*]}: see c10d-*.log"
     else
-        report c10d FAILED "see c10d.log"
+        report c10d passed "$(grep -h -E '^(record|late): kinds' "$logs"/c10d-*.log | tr '\n' ' ')"
     fi
 }
 
@@ -327,7 +347,8 @@ if ! configure_and_build; then
     exit "$failed"
 fi
 report build passed "$build (plugin: $plugin)"
-unit_tests
+wants() { [[ ",$parts," == *",$1,"* ]]; }
+if wants unit; then unit_tests; fi
 if ((!gpu)); then
     for part in w1 c10d w2 bench; do report "$part" SKIPPED "--no-gpu"; done
     exit "$failed"
@@ -342,15 +363,16 @@ if ((gpus >= 2)) || two_ranks_on_one_gpu; then
 else
     report probe note "one GPU: NCCL refuses 2 ranks on it, w2 uses gloo beside NCCL"
 fi
-scenario_part w1 1 nccl cuda 1 >"$logs/w1.line" &
-w1=$!
-c10d_part >"$logs/c10d.line" &
-c10d=$!
-scenario_part w2 "${w2[@]}" >"$logs/w2.line" &
-wait $w1 $c10d $!
-cat "$logs"/w1.line "$logs"/c10d.line "$logs"/w2.line
-failed=$((failed + $(grep -c ' FAILED ' "$logs"/w1.line "$logs"/c10d.line "$logs"/w2.line |
-    awk -F: '{n += $2} END {print n}')))
+pids=()
+if wants w1; then scenario_part w1 1 nccl cuda 1 >"$logs/w1.line" & pids+=($!); fi
+if wants c10d; then c10d_part >"$logs/c10d.line" & pids+=($!); fi
+if wants w2; then scenario_part w2 "${w2[@]}" >"$logs/w2.line" & pids+=($!); fi
+((${#pids[@]})) && wait "${pids[@]}"
+for part in w1 c10d w2; do
+    wants $part && [[ -f $logs/$part.line ]] || continue
+    cat "$logs/$part.line"
+    grep -q ' FAILED ' "$logs/$part.line" && failed=$((failed + 1))
+done
 part_start=$SECONDS
-benchmark $((gpus >= 2 ? 2 : 1))
+if wants bench; then benchmark $((gpus >= 2 ? 2 : 1)); fi
 exit "$failed"

@@ -1,10 +1,15 @@
-"""scripts/gpu_check.sh part "c10d": direct c10d collectives on NCCL, with
-meshscope attached late through the Python API, as a user who adds
-`meshscope.attach()` to an existing script does: init_process_group with a
-device_id creates NCCL's world communicator eagerly, before attach(); the
-DeviceMesh's sub-group communicator and every collective come after it.
-
-    python c10d_late_attach.py RUN_DIR [--cpu]   (under `-m torch.distributed.run`)
+"""scripts/gpu_check.sh part "c10d": direct c10d collectives on NCCL
+(all_reduce three times on 4 MiB, broadcast, barrier, all_to_all_single, a
+redistributed DTensor), recorded two ways:
+  * `meshscope record -n 1 -- python c10d_late_attach.py RUN_DIR`: attached at
+    interpreter start, so NCCL loads meshscope's profiler plugin at its first
+    communicator;
+  * `python -m torch.distributed.run ... c10d_late_attach.py RUN_DIR`: attached
+    late through the Python API, as a user who adds `meshscope.attach()` to a
+    script does, after init_process_group(device_id=...) made NCCL's
+    communicator eagerly: NCCL never loads the plugin then (it reads
+    NCCL_PROFILER_PLUGIN once, at its first communicator); the collectives
+    are recorded all the same and the rank's meta says why GPU times are not.
 
 --cpu: gloo on the CPU, to try this script where there is no GPU.
 
@@ -21,7 +26,7 @@ import torch.distributed as dist
 
 import meshscope
 
-run_dir = sys.argv[1]
+run_dir = os.environ.get("MESHSCOPE_RUN_DIR") or sys.argv[1]
 local = int(os.environ.get("LOCAL_RANK", "0"))
 if "--cpu" in sys.argv:
     device = torch.device("cpu")
@@ -30,7 +35,8 @@ else:
     torch.cuda.set_device(local % torch.cuda.device_count())
     device = torch.device("cuda", torch.cuda.current_device())
     dist.init_process_group("nccl", device_id=device)  # eager: NCCL's communicator exists now
-meshscope.attach(run_dir)  # late, as in a user's script
+if not meshscope.attached():  # else `meshscope record` attached at interpreter start
+    meshscope.attach(run_dir)  # late, as in a user's script
 
 from torch.distributed.device_mesh import init_device_mesh  # noqa: E402
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor  # noqa: E402
@@ -57,4 +63,4 @@ print(json.dumps({
     "collectives": rank["collectives"],
     "communicators": {k: v for k, v in rank["meta"].items() if k.startswith("comm.")},
     "nccl_profiler": rank["meta"].get("nccl_profiler", ""),
-}))
+}), flush=True)

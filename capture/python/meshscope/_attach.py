@@ -176,6 +176,8 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         try:
             _capture.set_strict_error_type(MixedTensorError)
             _capture.record_meta("nccl_profiler", nccl_profiler)
+            if nccl_profiler.startswith("off (NCCL made"):
+                print(f"meshscope: NCCL's profiler plugin is {nccl_profiler}", file=sys.stderr)
             _patches = _adapters.install()
             _install_hook()
         except BaseException:

@@ -40,7 +40,28 @@ def point_nccl_at_plugin() -> str:
     if path is None:
         return "off (not built: meshscope was built without MESHSCOPE_BUILD_CUDA)"
     os.environ[_ENV] = _set_here = path
+    if _nccl_already_initialized():
+        return (f"off (NCCL made its first communicator before attach(), and reads {_ENV} "
+                f"only then: set {_ENV}={path} before init_process_group, or record with "
+                "`meshscope record`; collectives are still recorded, without NCCL's GPU times)")
     return path
+
+
+def _nccl_already_initialized() -> bool:
+    """Whether this process's default group is NCCL with its communicator
+    already made (init_process_group(device_id=...) creates it eagerly;
+    otherwise NCCL creates it at the first collective)."""
+    import torch.distributed as dist
+
+    try:
+        if not (dist.is_available() and dist.is_initialized()):
+            return False
+        group = dist.distributed_c10d._get_default_group()
+        if "nccl" not in str(dist.get_backend(group)):
+            return False
+        return getattr(group, "bound_device_id", None) is not None
+    except Exception:  # noqa: BLE001 - private API: unknown means "not known to be made"
+        return False
 
 
 def restore() -> None:
