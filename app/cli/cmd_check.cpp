@@ -15,16 +15,21 @@ Command addCheck(CLI::App& app) {
         bool noOps = false;
     };
     auto o = std::make_shared<Options>();
-    auto* sub = app.add_subcommand(
-        "check",
-        "CI gate: exit 1 with one line per finding, 0 when the run is clean.\n"
-        "  unreconciled: an incident that was not reconciled (raised, strict, failed)\n"
-        "  invalid:      a Replicate/scalar promotion whose content differs across ranks\n"
-        "  divergent:    ranks whose op or incident sequences differ (predicts hangs)\n"
-        "  any:          all of these, plus missing or unreadable ranks");
+    std::string about = "CI gate: exit 1 with one line per finding, 0 when the run is clean.";
+    for (const FindingKindInfo& k : kFindingKinds)
+        about += fmt::format("\n  {:<13} {}", std::string(k.name) + ":", k.meaning);
+    about += fmt::format("\n  {:<13} {}", "any:", "all of these");
+    auto* sub = app.add_subcommand("check", about);
     sub->add_option("run", o->path, "Run directory or rank file")->required();
-    sub->add_option("--fail-on", o->failOn, "unreconciled | invalid | divergent | any (repeatable)")
-        ->check(CLI::IsMember({"unreconciled", "invalid", "divergent", "any"}))
+    std::vector<std::string> kinds;
+    for (const FindingKindInfo& k : kFindingKinds)
+        kinds.emplace_back(k.name);
+    kinds.emplace_back("any");
+    std::string help;
+    for (const std::string& k : kinds)
+        help += (help.empty() ? "" : " | ") + k;
+    sub->add_option("--fail-on", o->failOn, help + " (repeatable)")
+        ->check(CLI::IsMember(kinds))
         ->delimiter(',')
         ->capture_default_str();
     sub->add_flag("--partial", o->partial,
@@ -37,9 +42,9 @@ Command addCheck(CLI::App& app) {
                 std::vector<FindingKind> kinds;
                 for (const std::string& k : o->failOn) {
                     if (k == "any") {
-                        kinds = {FindingKind::Unreconciled, FindingKind::Invalid,
-                                 FindingKind::Divergent, FindingKind::MissingRank,
-                                 FindingKind::Unreadable};
+                        kinds.clear();
+                        for (const FindingKindInfo& info : kFindingKinds)
+                            kinds.push_back(info.kind);
                         break;
                     }
                     kinds.push_back(*findingKindFromString(k));

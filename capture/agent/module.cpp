@@ -98,7 +98,7 @@ void tag(py::handle tensor, const std::string& origin, const std::string& eviden
     Agent* agent = Agent::current();
     if (!agent || !THPVariable_Check(tensor.ptr()) || agent->py().isDTensor(tensor.ptr())) return;
     auto cls = origin.size() == 1 ? originFromChar(origin[0]) : std::nullopt;
-    if (!cls) throw py::value_error("origin must be one of A-G");
+    if (!cls) throw py::value_error("origin must be one of " + originLetterRange());
     agent->tensors().setProvenance(THPVariable_Unpack(tensor.ptr()),
                                    atUserFrame(*agent, *cls, evidence, withLocation));
 }

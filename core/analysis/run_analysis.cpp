@@ -113,7 +113,7 @@ void addFindings(const RunReader& run, RunAnalysis& a) {
                 {FindingKind::Unreconciled,
                  fmt::format("{}: {} mixed a plain tensor from {} ({}) with DTensors; {} "
                              "unreconciled ({}) on rank(s) {}",
-                             formatLocation(g.site), g.op, std::string(1, char(g.origin)),
+                             formatLocation(g.site), g.op, originText(g.origin),
                              describeOrigin(g.origin), g.unreconciled, how, joinRanks(g.perRank)),
                  g.id, -1});
         }
@@ -169,29 +169,6 @@ std::string_view toString(Verdict verdict) {
             return "unverified";
     }
     return "?";
-}
-
-std::string_view toString(FindingKind kind) {
-    switch (kind) {
-        case FindingKind::Unreconciled:
-            return "unreconciled";
-        case FindingKind::Invalid:
-            return "invalid";
-        case FindingKind::Divergent:
-            return "divergent";
-        case FindingKind::MissingRank:
-            return "missing-rank";
-        case FindingKind::Unreadable:
-            return "unreadable";
-    }
-    return "?";
-}
-
-std::optional<FindingKind> findingKindFromString(std::string_view text) {
-    for (FindingKind k : {FindingKind::Unreconciled, FindingKind::Invalid, FindingKind::Divergent,
-                          FindingKind::MissingRank, FindingKind::Unreadable})
-        if (toString(k) == text) return k;
-    return std::nullopt;
 }
 
 namespace {

@@ -139,10 +139,6 @@ struct Divergence {
     SourceFrame site;         // incidents: call site of the departing entry
 };
 
-enum class FindingKind : uint8_t { Unreconciled, Invalid, Divergent, MissingRank, Unreadable };
-std::string_view toString(FindingKind kind);
-std::optional<FindingKind> findingKindFromString(std::string_view text);
-
 struct Finding {
     FindingKind kind = FindingKind::Unreconciled;
     std::string message;  // one line, what and where

@@ -15,17 +15,17 @@ namespace {
 using GroupKey = std::tuple<std::string, int, std::string, char>;  // file, line, op, origin
 
 GroupKey keyOf(const IncidentGroup& g) {
-    return {g.site.file, g.site.line, g.op, char(g.origin)};
+    return {g.site.file, g.site.line, g.op, originLetter(g.origin)};
 }
 
 std::string describe(const GroupChange& c) {
-    return fmt::format("{} {} origin {} ({})", formatLocation(c.site), c.op,
-                       std::string(1, char(c.origin)), describeOrigin(c.origin));
+    return fmt::format("{} {} origin {} ({})", formatLocation(c.site), c.op, originText(c.origin),
+                       describeOrigin(c.origin));
 }
 
 nlohmann::json changeToJson(const GroupChange& c) {
     return {{"op", c.op},
-            {"origin", std::string(1, char(c.origin))},
+            {"origin", originText(c.origin)},
             {"site", {{"file", c.site.file}, {"line", c.site.line}, {"function", c.site.function}}},
             {"count_a", c.countA},
             {"count_b", c.countB},

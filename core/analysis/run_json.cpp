@@ -134,7 +134,7 @@ nlohmann::json incidentToJson(const RankReader& rank, const IncidentRecord& inc)
                         {"op", rank.string(inc.op)},
                         {"operand_index", inc.operandIndex},
                         {"plain_tensor", tensorToJson(rank, inc.plainTensor)},
-                        {"origin", std::string(1, char(inc.origin))},
+                        {"origin", originText(inc.origin)},
                         {"evidence", rank.string(inc.evidence)},
                         {"policy_rule", rank.string(inc.policyRule)},
                         {"action", toString(inc.action)},

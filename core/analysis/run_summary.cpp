@@ -52,8 +52,7 @@ std::string formatSummaryText(const RunSummary& s) {
                            m.collectives, humanBytes(m.collectiveBytes), m.incidents, status);
         if (m.incidents) {
             out += "      by origin: " +
-                   joinCounts(m.incidentsByOrigin,
-                              [](OriginClass o) { return std::string(1, char(o)); }) +
+                   joinCounts(m.incidentsByOrigin, [](OriginClass o) { return originText(o); }) +
                    "\n";
             out +=
                 "      by action: " +

@@ -134,7 +134,7 @@ class RankExporter {
             for (const IncidentRecord& inc : page) {
                 m_threads.insert(inc.thread);
                 nlohmann::json args = {{"seq", inc.seq.value()},
-                                       {"origin", std::string(1, char(inc.origin))},
+                                       {"origin", originText(inc.origin)},
                                        {"evidence", m_rank.string(inc.evidence)},
                                        {"action", toString(inc.action)},
                                        {"outcome", toString(inc.outcome)},

@@ -45,10 +45,6 @@ std::string esc(std::string_view text) {
     return htmlEscape(text);
 }
 
-std::string origin1(OriginClass o) {
-    return std::string(1, char(o));
-}
-
 // ---- placements and shapes ----
 
 // "[8, 16]" -> {8, 16}. Recorded text is untrusted: a number that does not
@@ -338,7 +334,7 @@ void writeGroup(const IncidentGroup& g, std::ostream& out) {
         "<details class=group{}><summary><span class='tag {}'>{}</span> <code>{}</code> at "
         "<code>{}</code> &middot; origin {} ({}) &middot; {} incident(s)</summary>\n",
         g.id < 10 ? " open" : "", kind, kind == "invalid" ? "INVALID" : kind, esc(g.op),
-        esc(formatLocation(g.site)), origin1(g.origin), esc(describeOrigin(g.origin)), g.count);
+        esc(formatLocation(g.site)), originText(g.origin), esc(describeOrigin(g.origin)), g.count);
     out << "<div class=grid><div>\n<table>\n";
     auto row = [&](std::string_view key, const std::string& value) {
         out << "<tr><th>" << key << "</th><td>" << value << "</td></tr>\n";
@@ -562,10 +558,7 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
     for (const Finding& f : a.findings)
         ordered.push_back(&f);
     std::stable_sort(ordered.begin(), ordered.end(), [](const Finding* x, const Finding* y) {
-        auto rank = [](FindingKind k) {
-            return k == FindingKind::Invalid ? 0 : k == FindingKind::Divergent ? 1 : 2;
-        };
-        return rank(x->kind) < rank(y->kind);
+        return findingKindInfo(x->kind).order < findingKindInfo(y->kind).order;
     });
     for (const Finding* f : ordered)
         out << "<div class='finding " << toString(f->kind) << "'><b>" << toString(f->kind) << "</b>"
@@ -577,7 +570,7 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
     for (const RankSummaryRow& r : s.ranks) {
         std::string origins, drops;
         for (const auto& [o, n] : r.summary.incidentsByOrigin)
-            origins += fmt::format("{} {} ", origin1(o), n);
+            origins += fmt::format("{} {} ", originText(o), n);
         for (const auto& [reason, n] : r.summary.drops)
             drops += fmt::format("{} {} ", esc(reason), n);
         out << fmt::format(
@@ -609,7 +602,7 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
         for (size_t i = size_t(options.maxGroupsInDetail); i < a.groups.size(); ++i) {
             const IncidentGroup& g = a.groups[i];
             out << "<tr><td><code>" << esc(g.op) << "</code></td><td><code>"
-                << esc(formatLocation(g.site)) << "</code></td><td>" << origin1(g.origin)
+                << esc(formatLocation(g.site)) << "</code></td><td>" << originText(g.origin)
                 << "</td><td class=n>" << g.count << "</td></tr>\n";
         }
         out << "</table>\n";
@@ -653,7 +646,7 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
         data["findings"].push_back({{"kind", toString(f.kind)}, {"message", f.message}});
     for (const IncidentGroup& g : a.groups)
         data["groups"].push_back({{"op", g.op},
-                                  {"origin", origin1(g.origin)},
+                                  {"origin", originText(g.origin)},
                                   {"file", g.site.file},
                                   {"line", g.site.line},
                                   {"count", g.count},

@@ -16,10 +16,6 @@ namespace {
 
 constexpr auto kReplaceInvalidUtf8 = nlohmann::json::error_handler_t::replace;
 
-std::string origin1(OriginClass origin) {
-    return std::string(1, char(origin));
-}
-
 std::string fingerprintText(const std::optional<uint64_t>& fp) {
     return fp ? fmt::format("{:016x}", *fp) : "";
 }
@@ -40,7 +36,7 @@ nlohmann::json groupToJson(const IncidentGroup& g) {
     return {
         {"id", g.id},
         {"op", g.op},
-        {"origin", origin1(g.origin)},
+        {"origin", originText(g.origin)},
         {"origin_description", describeOrigin(g.origin)},
         {"site", frameToJson(g.site)},
         {"count", g.count},
@@ -144,34 +140,6 @@ std::string csv(std::string_view text) {
 
 // ---- SARIF ----
 
-std::string_view ruleName(OriginClass origin) {
-    switch (origin) {
-        case OriginClass::UnshardedParam:
-            return "MixedTensorUnshardedParameter";
-        case OriginClass::CreatedInForward:
-            return "MixedTensorCreatedInForward";
-        case OriginClass::StrippedDTensor:
-            return "MixedTensorStrippedDTensor";
-        case OriginClass::InputData:
-            return "MixedTensorInputData";
-        case OriginClass::OptimizerState:
-            return "MixedTensorOptimizerState";
-        case OriginClass::WeightLoading:
-            return "MixedTensorWeightLoading";
-        case OriginClass::Unknown:
-            break;
-    }
-    return "MixedTensorUnknownOrigin";
-}
-
-constexpr std::string_view kInvalidRule = "meshscope/invalid-replicate";
-constexpr std::string_view kDivergentRule = "meshscope/divergent-ranks";
-constexpr std::string_view kMissingRule = "meshscope/incomplete-run";
-constexpr OriginClass kOrigins[] = {OriginClass::UnshardedParam,  OriginClass::CreatedInForward,
-                                    OriginClass::StrippedDTensor, OriginClass::InputData,
-                                    OriginClass::OptimizerState,  OriginClass::WeightLoading,
-                                    OriginClass::Unknown};
-
 nlohmann::json sarifRule(std::string_view id, std::string_view name, std::string_view brief,
                          std::string_view help, std::string_view level) {
     return {{"id", id},
@@ -222,7 +190,8 @@ std::string_view toString(ReportFormat format) {
 }
 
 std::string sarifRuleId(OriginClass origin) {
-    return fmt::format("meshscope/mixed-tensor/{}", origin1(origin));
+    return fmt::format("{}/{}", incidentKindInfo(IncidentKind::MixedTensor).sarifRule,
+                       originText(origin));
 }
 
 nlohmann::json incidentDetailToJson(const IncidentDetail& d) {
@@ -256,7 +225,7 @@ nlohmann::json incidentDetailToJson(const IncidentDetail& d) {
             {"seq", d.seq.value()},
             {"step", d.step},
             {"op", d.op},
-            {"origin", origin1(d.origin)},
+            {"origin", originText(d.origin)},
             {"evidence", d.evidence},
             {"policy_rule", d.policyRule},
             {"action", toString(d.action)},
@@ -352,7 +321,7 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
             break;
         }
         out << fmt::format("### {}. {} at {}: origin {} ({})\n\n", g.id + 1, mdCode(g.op),
-                           mdCode(formatLocation(g.site)), origin1(g.origin),
+                           mdCode(formatLocation(g.site)), originText(g.origin),
                            describeOrigin(g.origin));
         out << fmt::format("- {} incident(s); per rank: {}; steps {} to {}\n", g.count,
                            joinCounts(g.perRank, [](int r) { return fmt::format("rank {}", r); }),
@@ -420,7 +389,7 @@ void writeCsvReport(const RunAnalysis& a, std::ostream& out) {
         const IncidentGroup& g = a.groups[size_t(r.group)];
         out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n", r.rank,
                            r.seq.value(), r.step, r.timeNs, r.thread, g.id, csv(g.op),
-                           origin1(g.origin), toString(r.action), toString(r.outcome),
+                           originText(g.origin), toString(r.action), toString(r.outcome),
                            toString(r.verdict), csv(g.site.file), g.site.line, csv(g.site.function),
                            csv(a.evidenceTexts[r.evidence]), fingerprintText(r.fingerprint));
     }
@@ -433,27 +402,17 @@ nlohmann::json sarifLog(const RunAnalysis& a, const ReportOptions& options) {
         ruleIndex[rule["id"].get<std::string>()] = int(rules.size());
         rules.push_back(std::move(rule));
     };
-    for (OriginClass o : kOrigins) {
-        FixSuggestion fix = suggestFix(o);
+    for (const OriginInfo& o : kOrigins) {
+        FixSuggestion fix = suggestFix(o.origin);
         addRule(sarifRule(
-            sarifRuleId(o), ruleName(o),
-            fmt::format("Plain torch.Tensor mixed with DTensors: {}", describeOrigin(o)),
+            sarifRuleId(o.origin), o.sarifName,
+            fmt::format("{}: {}", incidentKindInfo(IncidentKind::MixedTensor).title, o.description),
             fix.code.empty() ? fix.summary : fmt::format("{}, e.g. {}", fix.summary, fix.code),
             "error"));
     }
-    addRule(sarifRule(kInvalidRule, "InvalidReplicatePromotion",
-                      "A plain tensor promoted as Replicate() differs across ranks",
-                      "Promote per-rank data with DTensor.from_local(t, mesh, [Shard(d)]), or make "
-                      "the tensor identical on every rank before replicating it",
-                      "error"));
-    addRule(sarifRule(kDivergentRule, "DivergentRanks",
-                      "Ranks ran different op or incident sequences",
-                      "Ranks that diverge wait for each other in collectives: find why the "
-                      "departing rank took another path",
-                      "error"));
-    addRule(sarifRule(kMissingRule, "IncompleteRun", "A rank file is missing or unreadable",
-                      "Copy every rank's file into the run (meshscope merge) or record again",
-                      "warning"));
+    for (const FindingKindInfo& k : kFindingKinds)
+        if (!k.sarifRule.empty() && !ruleIndex.count(std::string(k.sarifRule)))
+            addRule(sarifRule(k.sarifRule, k.sarifName, k.sarifBrief, k.sarifHelp, k.sarifLevel));
 
     auto location = [&](const SourceFrame& site) {
         nlohmann::json physical = {
@@ -481,18 +440,19 @@ nlohmann::json sarifLog(const RunAnalysis& a, const ReportOptions& options) {
                            g.fix.summary)}}},
             {"partialFingerprints",
              {{"meshscopeCallSite/v1",
-               fmt::format("{}:{}:{}:{}", g.site.file, g.site.line, g.op, origin1(g.origin))}}},
+               fmt::format("{}:{}:{}:{}", g.site.file, g.site.line, g.op, originText(g.origin))}}},
             {"properties",
              {{"count", g.count},
-              {"origin", origin1(g.origin)},
+              {"origin", originText(g.origin)},
               {"unreconciled", g.unreconciled},
               {"fix_code", g.fix.code}}}};
         if (!g.site.file.empty()) result["locations"] = {location(g.site)};
         results.push_back(std::move(result));
         if (g.invalid > 0) {
+            std::string id(findingKindInfo(FindingKind::Invalid).sarifRule);
             nlohmann::json invalid = {
-                {"ruleId", kInvalidRule},
-                {"ruleIndex", ruleIndex.at(std::string(kInvalidRule))},
+                {"ruleId", id},
+                {"ruleIndex", ruleIndex.at(id)},
                 {"level", "error"},
                 {"message",
                  {{"text", fmt::format("{}: {} Replicate/scalar promotion(s) of a tensor that "
@@ -503,13 +463,13 @@ nlohmann::json sarifLog(const RunAnalysis& a, const ReportOptions& options) {
         }
     }
     for (const Finding& f : a.findings) {
-        if (f.kind != FindingKind::Divergent && f.kind != FindingKind::MissingRank &&
-            f.kind != FindingKind::Unreadable)
-            continue;
-        std::string id(f.kind == FindingKind::Divergent ? kDivergentRule : kMissingRule);
+        // unreconciled and invalid findings were reported per incident group above
+        if (f.kind == FindingKind::Unreconciled || f.kind == FindingKind::Invalid) continue;
+        const FindingKindInfo& k = findingKindInfo(f.kind);
+        std::string id(k.sarifRule);
         results.push_back({{"ruleId", id},
                            {"ruleIndex", ruleIndex.at(id)},
-                           {"level", f.kind == FindingKind::Divergent ? "error" : "warning"},
+                           {"level", k.sarifLevel},
                            {"message", {{"text", f.message}}}});
     }
     nlohmann::json run = {{"tool",

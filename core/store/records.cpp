@@ -39,26 +39,6 @@ std::string_view toString(DropReason reason) {
     return nameOf(kDropNames, size_t(reason));
 }
 
-std::string_view toString(OriginClass origin) {
-    switch (origin) {
-        case OriginClass::UnshardedParam:
-            return "A: parameter or buffer not in the sharding plan";
-        case OriginClass::CreatedInForward:
-            return "B: tensor created inside forward";
-        case OriginClass::StrippedDTensor:
-            return "C: DTensor stripped to a plain tensor";
-        case OriginClass::InputData:
-            return "D: input data not distributed";
-        case OriginClass::OptimizerState:
-            return "E: optimizer state or hyperparameter";
-        case OriginClass::WeightLoading:
-            return "F: weight loading or syncing";
-        case OriginClass::Unknown:
-            return "G: unknown origin";
-    }
-    return "invalid";
-}
-
 std::optional<Phase> phaseFromString(std::string_view text) {
     return lookup<Phase>(kPhaseNames, text);
 }
@@ -67,11 +47,6 @@ std::optional<Action> actionFromString(std::string_view text) {
 }
 std::optional<Outcome> outcomeFromString(std::string_view text) {
     return lookup<Outcome>(kOutcomeNames, text);
-}
-
-std::optional<OriginClass> originFromChar(char c) {
-    if (c >= 'A' && c <= 'G') return static_cast<OriginClass>(c);
-    return std::nullopt;
 }
 
 }  // namespace meshscope

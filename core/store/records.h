@@ -12,23 +12,13 @@
 #include <variant>
 #include <vector>
 
+#include "core/model/vocabulary.h"
 #include "core/util/strong_id.h"
 
 namespace meshscope {
 
 // Where in the training step an op ran.
 enum class Phase : uint8_t { Other = 0, Forward = 1, Backward = 2, Optimizer = 3, Data = 4 };
-
-// Origin class of the plain tensor in a mixed-tensor incident (DESIGN.md §1).
-enum class OriginClass : char {
-    UnshardedParam = 'A',  // parameter/buffer left out of the sharding plan
-    CreatedInForward = 'B',
-    StrippedDTensor = 'C',  // to_local(), casts, use_local_output, custom kernels
-    InputData = 'D',
-    OptimizerState = 'E',
-    WeightLoading = 'F',
-    Unknown = 'G',
-};
 
 // What the policy did with an incident.
 enum class Action : uint8_t {
@@ -46,11 +36,9 @@ enum class OperandKind : uint8_t { None = 0, Tensor = 1, Scalar = 2 };
 enum class OperandRole : uint8_t { Input = 0, Output = 1 };
 
 std::string_view toString(Phase phase);
-std::string_view toString(OriginClass origin);
 std::string_view toString(Action action);
 std::string_view toString(Outcome outcome);
 std::optional<Phase> phaseFromString(std::string_view text);
-std::optional<OriginClass> originFromChar(char c);
 std::optional<Action> actionFromString(std::string_view text);
 std::optional<Outcome> outcomeFromString(std::string_view text);
 

@@ -221,7 +221,8 @@ void crossRankSection(Doc& doc, const IncidentDetail& d, const IncidentRef* ref,
 
 void originSection(Doc& doc, const IncidentDetail& d, const std::string& evidence) {
     doc.heading("Origin");
-    doc.field("class", QString(QChar(char(d.origin))) + " - " + qs(describeOrigin(d.origin)));
+    doc.field("class",
+              QString(QChar(originLetter(d.origin))) + " - " + qs(describeOrigin(d.origin)));
     const std::string& text = evidence.empty() ? d.evidence : evidence;
     doc.field("evidence", text.empty() ? QStringLiteral("none recorded") : qs(text));
     doc.field("plain tensor created at",

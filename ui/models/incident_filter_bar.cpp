@@ -56,10 +56,10 @@ IncidentFilterBar::IncidentFilterBar(IncidentFilterModel* model, QWidget* parent
         e->setValidator(new QIntValidator(-1, std::numeric_limits<int>::max(), e));
     m_op = lineEdit(this, "opFilter", "op", 160);
     m_origin = comboBox(this, "originFilter", "all origins");
-    for (char c = 'A'; c <= 'G'; ++c)
+    for (const OriginInfo& o : kOrigins)
         m_origin->addItem(
-            QStringLiteral("%1 \u2014 %2").arg(QChar(c), qs(describeOrigin(*originFromChar(c)))),
-            int(c));
+            QStringLiteral("%1 \u2014 %2").arg(QChar(originLetter(o.origin)), qs(o.description)),
+            int(originLetter(o.origin)));
     m_action = comboBox(this, "actionFilter", "all actions");
     for (Action a : kActions)
         m_action->addItem(qs(toString(a)), int(a));

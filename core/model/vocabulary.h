@@ -1,0 +1,187 @@
+#pragma once
+
+// meshscope's vocabulary, each kind of thing in one table: the origin
+// classes of a plain tensor in a mixed-tensor incident (DESIGN.md §1), the
+// kinds of incident, and the kinds of finding `check` gates on. Everything
+// else (the store, the analyses, every report format, the GUI, the capture
+// agent) reads these tables: a new origin class or kind is one enum value
+// and one row here, and the static_asserts below refuse an enum value
+// without its row, as Tracy keeps its queue types beside their size table.
+// The bottom layer of core: no dependency but the standard library.
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace meshscope {
+
+// ---- origin classes ----
+
+// Where the plain tensor of a mixed-tensor incident came from. Stored as its
+// letter; the letters are contiguous from 'A', End one past the last.
+enum class OriginClass : char {
+    UnshardedParam = 'A',  // parameter/buffer left out of the sharding plan
+    CreatedInForward,      // 'B'
+    StrippedDTensor,       // 'C': to_local(), casts, use_local_output, custom kernels
+    InputData,             // 'D'
+    OptimizerState,        // 'E'
+    WeightLoading,         // 'F'
+    Unknown,               // 'G'
+    End,
+};
+
+struct OriginInfo {
+    OriginClass origin;
+    std::string_view label;        // "A: parameter or buffer not in the sharding plan"
+    std::string_view description;  // "a parameter or buffer left out of the sharding plan"
+    std::string_view sarifName;    // SARIF rule name: "MixedTensorUnshardedParameter"
+    std::string_view fixSummary;   // the usual right fix, one sentence
+    // A line of Python to start from; {mesh} and {batch_dim} are filled in
+    // (suggestFix). Empty: no automatic suggestion.
+    std::string_view fixCode;
+};
+
+inline constexpr std::array kOrigins = std::to_array<OriginInfo>({
+    {OriginClass::UnshardedParam, "A: parameter or buffer not in the sharding plan",
+     "a parameter or buffer left out of the sharding plan", "MixedTensorUnshardedParameter",
+     "shard the parameter too (add it to the parallelize plan, or group tied modules so they "
+     "share one placement)",
+     "module.weight = nn.Parameter(distribute_tensor(module.weight, {mesh}, [Replicate()]))"},
+    {OriginClass::CreatedInForward, "B: tensor created inside forward",
+     "a tensor created inside forward", "MixedTensorCreatedInForward",
+     "create the tensor from a DTensor (`*_like`) or promote it explicitly",
+     "mask = DTensor.from_local(mask, {mesh}, [Replicate()])"},
+    {OriginClass::StrippedDTensor, "C: DTensor stripped to a plain tensor",
+     "a DTensor stripped to a plain tensor", "MixedTensorStrippedDTensor",
+     "keep the DTensor instead of its local shard, or wrap the local computation with local_map "
+     "/ register_sharding",
+     "out = local_map(fn, out_placements=[Shard(0)])(x)"},
+    {OriginClass::InputData, "D: input data not distributed", "input data not distributed",
+     "MixedTensorInputData",
+     "distribute each batch: every rank's batch is its shard of the global batch",
+     "batch = DTensor.from_local(batch, {mesh}, [Shard({batch_dim})])"},
+    {OriginClass::OptimizerState, "E: optimizer state or hyperparameter",
+     "optimizer or grad-clipping state", "MixedTensorOptimizerState",
+     "create optimizer state with *_like(param) and keep hyperparameters as Python floats",
+     "state['exp_avg'] = torch.zeros_like(param)  # lr = float(lr)"},
+    {OriginClass::WeightLoading, "F: weight loading or syncing",
+     "weights loaded or synced as plain tensors", "MixedTensorWeightLoading",
+     "distribute the full tensor before copying it into a DTensor, or use the DCP state-dict "
+     "helpers",
+     "param.copy_(distribute_tensor(full, param.device_mesh, param.placements))"},
+    {OriginClass::Unknown, "G: unknown origin", "origin unknown", "MixedTensorUnknownOrigin",
+     "no automatic suggestion: follow the evidence and the creating frame", ""},
+});
+
+consteval bool originTableIsComplete() {
+    if (kOrigins.size() != size_t(char(OriginClass::End) - 'A')) return false;
+    for (size_t i = 0; i < kOrigins.size(); ++i)
+        if (char(kOrigins[i].origin) != char('A' + i) || kOrigins[i].label.empty() ||
+            kOrigins[i].label[0] != char('A' + i))
+            return false;
+    return true;
+}
+static_assert(originTableIsComplete(),
+              "kOrigins needs one row per OriginClass, in letter order, each label starting "
+              "with its letter");
+
+// The row of `origin` (Unknown's for a value outside the table).
+const OriginInfo& originInfo(OriginClass origin);
+inline char originLetter(OriginClass origin) {
+    return char(originInfo(origin).origin);
+}
+inline std::string originText(OriginClass origin) {
+    return std::string(1, originLetter(origin));
+}
+std::optional<OriginClass> originFromChar(char c);
+inline std::string_view toString(OriginClass origin) {
+    return originInfo(origin).label;
+}
+// "A-G": the letters in use, for messages.
+std::string originLetterRange();
+
+// ---- incident kinds ----
+
+// What went wrong in an incident. Today every recorded incident is a mixed
+// tensor; the kinds DTensor raises otherwise are added here.
+enum class IncidentKind : uint8_t {
+    MixedTensor,
+    End,
+};
+
+struct IncidentKindInfo {
+    IncidentKind kind;
+    std::string_view key;        // "mixed-tensor": SARIF rule ids, file names
+    std::string_view title;      // "Plain torch.Tensor mixed with DTensors"
+    std::string_view sarifRule;  // rule id prefix; rules are per origin: "<prefix>/<letter>"
+};
+
+inline constexpr std::array kIncidentKinds = std::to_array<IncidentKindInfo>({
+    {IncidentKind::MixedTensor, "mixed-tensor", "Plain torch.Tensor mixed with DTensors",
+     "meshscope/mixed-tensor"},
+});
+
+consteval bool incidentKindTableIsComplete() {
+    if (kIncidentKinds.size() != size_t(IncidentKind::End)) return false;
+    for (size_t i = 0; i < kIncidentKinds.size(); ++i)
+        if (size_t(kIncidentKinds[i].kind) != i) return false;
+    return true;
+}
+static_assert(incidentKindTableIsComplete(), "kIncidentKinds needs one row per IncidentKind");
+
+const IncidentKindInfo& incidentKindInfo(IncidentKind kind);
+
+// ---- finding kinds ----
+
+// What `check` reports and gates on (--fail-on takes their names).
+enum class FindingKind : uint8_t { Unreconciled, Invalid, Divergent, MissingRank, Unreadable, End };
+
+struct FindingKindInfo {
+    FindingKind kind;
+    std::string_view name;     // "unreconciled": --fail-on, JSON, CSS class
+    std::string_view meaning;  // one line for `check --help`
+    int order;                 // the HTML report lists lower first
+    // Its SARIF rule, when it has one of its own (unreconciled incidents are
+    // reported per origin class instead): id, name, brief, help, level.
+    std::string_view sarifRule, sarifName, sarifBrief, sarifHelp, sarifLevel;
+};
+
+inline constexpr std::array kFindingKinds = std::to_array<FindingKindInfo>({
+    {FindingKind::Unreconciled, "unreconciled",
+     "an incident that was not reconciled (raised, strict, failed)", 2, "", "", "", "", ""},
+    {FindingKind::Invalid, "invalid",
+     "a Replicate/scalar promotion whose content differs across ranks", 0,
+     "meshscope/invalid-replicate", "InvalidReplicatePromotion",
+     "A plain tensor promoted as Replicate() differs across ranks",
+     "Promote per-rank data with DTensor.from_local(t, mesh, [Shard(d)]), or make the tensor "
+     "identical on every rank before replicating it",
+     "error"},
+    {FindingKind::Divergent, "divergent",
+     "ranks whose op or incident sequences differ (predicts hangs)", 1, "meshscope/divergent-ranks",
+     "DivergentRanks", "Ranks ran different op or incident sequences",
+     "Ranks that diverge wait for each other in collectives: find why the departing rank took "
+     "another path",
+     "error"},
+    {FindingKind::MissingRank, "missing-rank", "a rank of the run has no file", 2,
+     "meshscope/incomplete-run", "IncompleteRun", "A rank file is missing or unreadable",
+     "Copy every rank's file into the run (meshscope merge) or record again", "warning"},
+    {FindingKind::Unreadable, "unreadable", "a rank file that cannot be read", 2,
+     "meshscope/incomplete-run", "IncompleteRun", "A rank file is missing or unreadable",
+     "Copy every rank's file into the run (meshscope merge) or record again", "warning"},
+});
+
+consteval bool findingKindTableIsComplete() {
+    if (kFindingKinds.size() != size_t(FindingKind::End)) return false;
+    for (size_t i = 0; i < kFindingKinds.size(); ++i)
+        if (size_t(kFindingKinds[i].kind) != i) return false;
+    return true;
+}
+static_assert(findingKindTableIsComplete(), "kFindingKinds needs one row per FindingKind");
+
+const FindingKindInfo& findingKindInfo(FindingKind kind);
+std::string_view toString(FindingKind kind);
+std::optional<FindingKind> findingKindFromString(std::string_view text);
+
+}  // namespace meshscope
