@@ -123,13 +123,16 @@ inline constexpr std::array kIncidentKinds = std::to_array<IncidentKindInfo>({
      "meshscope/mixed-tensor"},
 });
 
-consteval bool incidentKindTableIsComplete() {
-    if (kIncidentKinds.size() != size_t(IncidentKind::End)) return false;
-    for (size_t i = 0; i < kIncidentKinds.size(); ++i)
-        if (size_t(kIncidentKinds[i].kind) != i) return false;
+// Whether `table` has one row per enumerator before End, in enum order.
+template <typename Table, typename Enum>
+consteval bool kindTableIsComplete(const Table& table, Enum end) {
+    if (table.size() != size_t(end)) return false;
+    for (size_t i = 0; i < table.size(); ++i)
+        if (size_t(table[i].kind) != i) return false;
     return true;
 }
-static_assert(incidentKindTableIsComplete(), "kIncidentKinds needs one row per IncidentKind");
+static_assert(kindTableIsComplete(kIncidentKinds, IncidentKind::End),
+              "kIncidentKinds needs one row per IncidentKind");
 
 const IncidentKindInfo& incidentKindInfo(IncidentKind kind);
 
@@ -172,13 +175,8 @@ inline constexpr std::array kFindingKinds = std::to_array<FindingKindInfo>({
      "Copy every rank's file into the run (meshscope merge) or record again", "warning"},
 });
 
-consteval bool findingKindTableIsComplete() {
-    if (kFindingKinds.size() != size_t(FindingKind::End)) return false;
-    for (size_t i = 0; i < kFindingKinds.size(); ++i)
-        if (size_t(kFindingKinds[i].kind) != i) return false;
-    return true;
-}
-static_assert(findingKindTableIsComplete(), "kFindingKinds needs one row per FindingKind");
+static_assert(kindTableIsComplete(kFindingKinds, FindingKind::End),
+              "kFindingKinds needs one row per FindingKind");
 
 const FindingKindInfo& findingKindInfo(FindingKind kind);
 std::string_view toString(FindingKind kind);
