@@ -1,4 +1,4 @@
-#include "core/launch/launcher.h"
+#include "app/cli/record/launcher.h"
 
 #include <arpa/inet.h>
 #include <fmt/chrono.h>
@@ -23,7 +23,7 @@
 
 extern char** environ;
 
-namespace meshscope {
+namespace meshscope::cli {
 namespace {
 
 std::atomic<pid_t> g_children[256];
@@ -211,4 +211,4 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
     return result;
 }
 
-}  // namespace meshscope
+}  // namespace meshscope::cli

@@ -11,8 +11,9 @@
 #include <thread>
 
 #include "app/cli/cli.h"
+#include "app/cli/record/launcher.h"
 #include "core/analysis/run_summary.h"
-#include "core/launch/launcher.h"
+#include "core/store/schema.h"
 
 namespace meshscope::cli {
 namespace {
@@ -73,9 +74,10 @@ std::jthread startGuiWhenRunAppears(const std::filesystem::path& runDir) {
         return {};
     }
     return std::jthread([gui, runDir](std::stop_token stop) {
-        while (!stop.stop_requested() && !std::filesystem::exists(runDir / "manifest.json"))
+        while (!stop.stop_requested() && !std::filesystem::exists(runDir / schema::kManifestName))
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        if (stop.stop_requested() && !std::filesystem::exists(runDir / "manifest.json")) return;
+        if (stop.stop_requested() && !std::filesystem::exists(runDir / schema::kManifestName))
+            return;
         std::string exe = gui.string(), dir = std::filesystem::absolute(runDir).string();
         char* argv[] = {exe.data(), dir.data(), nullptr};
         posix_spawnattr_t attr;
