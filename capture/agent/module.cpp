@@ -22,6 +22,7 @@
 #include "core/analysis/run_json.h"
 #include "core/store/run_reader.h"
 #include "core/store/store_error.h"
+#include "core/version.h"
 
 namespace py = pybind11;
 using namespace meshscope;
@@ -202,6 +203,8 @@ PYBIND11_MODULE(_capture, m) {
     m.def("bind_dispatch", [](py::object mode) {
         return py::reinterpret_steal<py::object>(PyCFunction_New(&g_dispatchDef, mode.ptr()));
     });
+    // Values the Python package takes from core rather than repeating them.
+    m.def("version", [] { return std::string(kVersion); });  // meshscope.__version__
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);
