@@ -10,6 +10,7 @@
 #include <cctype>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "capture/agent/adapter_calls.h"
 #include "capture/agent/agent.h"
@@ -20,6 +21,7 @@
 #include "capture/agent/observer.h"
 #include "capture/agent/op_call.h"
 #include "core/analysis/run_json.h"
+#include "core/policy/policy.h"
 #include "core/store/run_reader.h"
 #include "core/store/store_error.h"
 #include "core/version.h"
@@ -205,6 +207,12 @@ PYBIND11_MODULE(_capture, m) {
     });
     // Values the Python package takes from core rather than repeating them.
     m.def("version", [] { return std::string(kVersion); });  // meshscope.__version__
+    m.def("policy_names", [] {
+        std::vector<std::string> names;
+        for (std::string_view name : policyModeNames())
+            names.emplace_back(name);
+        return names;
+    });
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);

@@ -8,11 +8,14 @@
 #include <iostream>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "app/cli/cli.h"
 #include "app/cli/record/launcher.h"
 #include "core/analysis/run_summary.h"
+#include "core/policy/policy.h"
 #include "core/store/schema.h"
 
 namespace meshscope::cli {
@@ -105,8 +108,10 @@ Command addRecord(CLI::App& app) {
         "  meshscope record [-o RUN] [--policy P] [--level L] -- torchrun --nproc_per_node=2 "
         "train.py\n  meshscope record -n 2 -- python train.py");
     sub->add_option("-o,--output", o->runDir, "Run directory (default ./meshscope-runs/<time>)");
-    sub->add_option("--policy", o->rec.policy,
-                    "observe | replicate | auto | strict, or a TOML policy file")
+    std::string policies;
+    for (std::string_view name : policyModeNames())
+        policies += (policies.empty() ? "" : " | ") + std::string(name);
+    sub->add_option("--policy", o->rec.policy, policies + ", or a TOML policy file")
         ->capture_default_str();
     sub->add_option("--level", o->rec.level, "dtensor | all")
         ->check(CLI::IsMember({"dtensor", "all"}))

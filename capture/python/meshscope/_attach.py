@@ -153,11 +153,12 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         if run_dir is None:
             run_dir = os.environ.get("MESHSCOPE_RUN_DIR") or _default_run_dir(rank, world)
         run_dir = os.path.abspath(os.fspath(run_dir))
-        if policy not in ("observe", "replicate", "auto", "strict", "shard", "scalar"):
+        names = _capture.policy_names()
+        if policy not in names:
             policy = os.path.abspath(policy)
             if not os.path.isfile(policy):
                 raise ValueError(f"meshscope: policy '{policy}' is neither a policy name "
-                                 "(observe, replicate, auto, strict) nor a readable TOML file")
+                                 f"({', '.join(names)}) nor a readable TOML file")
         limits = {key: _env_int(env, 0) for key, env in (
             ("max_file_bytes", "MESHSCOPE_MAX_FILE_BYTES"),
             ("queue_capacity", "MESHSCOPE_QUEUE_CAPACITY")) if os.environ.get(env)}
