@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cctype>
+#include <ctime>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "capture/agent/op_call.h"
 #include "core/analysis/run_json.h"
 #include "core/policy/policy.h"
+#include "core/store/run_directory.h"
 #include "core/store/run_reader.h"
 #include "core/store/store_error.h"
 #include "core/version.h"
@@ -213,6 +216,25 @@ PYBIND11_MODULE(_capture, m) {
             names.emplace_back(name);
         return names;
     });
+    // Default run directories (core/store/run_directory.h).
+    m.def(
+        "default_run_name",
+        [](std::time_t when, const std::string& prefix, std::optional<std::string> job) {
+            return defaultRunName(when, prefix, job);
+        },
+        py::arg("time"), py::arg("prefix") = "", py::arg("job") = py::none());
+    m.def(
+        "default_run_dir",
+        [](const std::string& workingDir, const std::string& name) {
+            return defaultRunDirectory(workingDir, name).string();
+        },
+        py::arg("working_dir"), py::arg("name"));
+    m.def(
+        "default_run_job",
+        [](std::optional<std::string> elasticRunId, std::optional<std::string> masterPort) {
+            return defaultRunJob(elasticRunId, masterPort);
+        },
+        py::arg("elastic_run_id") = py::none(), py::arg("master_port") = py::none());
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);

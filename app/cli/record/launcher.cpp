@@ -1,7 +1,6 @@
 #include "app/cli/record/launcher.h"
 
 #include <arpa/inet.h>
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -20,6 +19,7 @@
 
 #include "core/policy/policy.h"
 #include "core/store/manifest.h"
+#include "core/store/run_directory.h"
 
 extern char** environ;
 
@@ -140,9 +140,7 @@ std::string joinPath(const std::vector<std::string>& dirs, const std::string& re
 }  // namespace
 
 std::filesystem::path defaultRunDir() {
-    std::time_t now = std::time(nullptr);
-    return std::filesystem::current_path() / "meshscope-runs" /
-           fmt::format("{:%Y%m%d-%H%M%S}", fmt::localtime(now));
+    return defaultRunDirectory(std::filesystem::current_path(), defaultRunName(std::time(nullptr)));
 }
 
 bool isTorchrunCommand(const std::vector<std::string>& command) {
