@@ -9,12 +9,13 @@
 #include "app/cli/cli.h"
 #include "core/policy/policy.h"
 #include "core/store/store_error.h"
+#include "core/version.h"
 
 int main(int argc, char** argv) {
     namespace cli = meshscope::cli;
     CLI::App app{"meshscope: find and fix mixed torch.Tensor/DTensor incidents"};
     app.require_subcommand(1);
-    app.set_version_flag("--version", "meshscope 0.1.0");
+    app.set_version_flag("--version", meshscope::kNameAndVersion);
     std::vector<cli::Command> commands = {
         cli::addRecord(app), cli::addInfo(app),   cli::addSummary(app),
         cli::addSynth(app),  cli::addCheck(app),  cli::addReport(app),

@@ -2,7 +2,9 @@
 
 // Wiring of the `meshscope` command line: each subcommand registers its
 // options on the CLI11 app and returns the function that runs it. All logic
-// lives in core; these files only parse, open runs and print.
+// lives in core; these files only parse, open runs and print. The exception
+// is `record`'s launcher (app/cli/record/: processes, signals, environment),
+// which only that command uses.
 //
 // Exit codes (README "Exit codes"): 0 success, 1 findings (check, diff),
 // 2 usage error, 3 unreadable or incomplete run.

@@ -8,8 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cctype>
+#include <ctime>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "capture/agent/adapter_calls.h"
 #include "capture/agent/agent.h"
@@ -20,8 +23,11 @@
 #include "capture/agent/observer.h"
 #include "capture/agent/op_call.h"
 #include "core/analysis/run_json.h"
+#include "core/policy/policy.h"
+#include "core/store/run_directory.h"
 #include "core/store/run_reader.h"
 #include "core/store/store_error.h"
+#include "core/version.h"
 
 namespace py = pybind11;
 using namespace meshscope;
@@ -202,6 +208,33 @@ PYBIND11_MODULE(_capture, m) {
     m.def("bind_dispatch", [](py::object mode) {
         return py::reinterpret_steal<py::object>(PyCFunction_New(&g_dispatchDef, mode.ptr()));
     });
+    // Values the Python package takes from core rather than repeating them.
+    m.def("version", [] { return std::string(kVersion); });  // meshscope.__version__
+    m.def("policy_names", [] {
+        std::vector<std::string> names;
+        for (std::string_view name : policyModeNames())
+            names.emplace_back(name);
+        return names;
+    });
+    // Default run directories (core/store/run_directory.h).
+    m.def(
+        "default_run_name",
+        [](std::time_t when, const std::string& prefix, std::optional<std::string> job) {
+            return defaultRunName(when, prefix, job);
+        },
+        py::arg("time"), py::arg("prefix") = "", py::arg("job") = py::none());
+    m.def(
+        "default_run_dir",
+        [](const std::string& workingDir, const std::string& name) {
+            return defaultRunDirectory(workingDir, name).string();
+        },
+        py::arg("working_dir"), py::arg("name"));
+    m.def(
+        "default_run_job",
+        [](std::optional<std::string> elasticRunId, std::optional<std::string> masterPort) {
+            return defaultRunJob(elasticRunId, masterPort);
+        },
+        py::arg("elastic_run_id") = py::none(), py::arg("master_port") = py::none());
     py::register_exception_translator([](std::exception_ptr p) {
         try {
             if (p) std::rethrow_exception(p);

@@ -146,6 +146,10 @@ std::string_view toString(PolicyMode mode) {
     return size_t(mode) < kModeNames.size() ? kModeNames[size_t(mode)] : "invalid";
 }
 
+std::span<const std::string_view> policyModeNames() {
+    return kModeNames;
+}
+
 Policy Policy::named(std::string_view name) {
     auto mode = policyModeFromString(name);
     if (!mode)

@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -37,6 +38,9 @@ enum class PolicyMode : uint8_t { Observe, Replicate, Shard, Scalar, Strict, Aut
 
 std::optional<PolicyMode> policyModeFromString(std::string_view text);
 std::string_view toString(PolicyMode mode);
+// Every policy name, in PolicyMode order: the one list that the CLI, the
+// agent and the Python package (meshscope._capture.policy_names()) accept.
+std::span<const std::string_view> policyModeNames();
 
 // What the agent knows about an incident when it must decide.
 struct IncidentFacts {

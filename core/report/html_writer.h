@@ -11,11 +11,12 @@
 #include <string_view>
 
 #include "core/analysis/run_analysis.h"
+#include "core/version.h"
 
 namespace meshscope {
 
 struct HtmlReportOptions {
-    std::string generator = "meshscope 0.1.0";
+    std::string generator = kNameAndVersion;
     int maxGroupsInDetail = 200;
     int timelineWidth = 1200;  // px; marks are bucketed per pixel column
 };

@@ -475,7 +475,7 @@ nlohmann::json sarifLog(const RunAnalysis& a, const ReportOptions& options) {
     nlohmann::json run = {{"tool",
                            {{"driver",
                              {{"name", "meshscope"},
-                              {"semanticVersion", "0.1.0"},
+                              {"semanticVersion", kVersion},
                               {"fullName", options.generator},
                               {"rules", rules}}}}},
                           {"results", results},

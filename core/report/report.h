@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/analysis/run_analysis.h"
+#include "core/version.h"
 
 namespace meshscope {
 
@@ -20,7 +21,7 @@ std::optional<ReportFormat> reportFormatFromString(std::string_view text);
 std::string_view toString(ReportFormat format);
 
 struct ReportOptions {
-    std::string generator = "meshscope 0.1.0";
+    std::string generator = kNameAndVersion;
     // SARIF: recorded paths under this directory become relative URIs
     // (against %SRCROOT%), so code-scanning UIs place results in the repo.
     std::string sourceRoot;

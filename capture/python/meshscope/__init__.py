@@ -20,9 +20,10 @@ from meshscope._attach import (
     mark_step,
     stats,
 )
+from meshscope import _capture
 from meshscope._runs import load_run
 
-__version__ = "0.1.0"
+__version__: str = _capture.version()  # core/version.h, from CMakeLists.txt's project VERSION
 
 __all__ = [
     "MixedTensorError",

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import datetime
 import os
 import signal
 import sys
 import sysconfig
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -104,19 +104,19 @@ def _dist_info() -> tuple[int, int, str, str]:
 
 
 def _default_run_dir(rank: int, world: int) -> str:
-    base = os.path.join(os.getcwd(), "meshscope-runs")
+    """./meshscope-runs/<time>; named in C++ (core/store/run_directory.h) like
+    the runs of `meshscope record` and the pytest plugin."""
     import torch.distributed as dist
 
-    if world > 1 and dist.is_available() and dist.is_initialized():
-        name = [datetime.datetime.now().strftime("%Y%m%d-%H%M%S")]
+    group = world > 1 and dist.is_available() and dist.is_initialized()
+    job = None
+    if world > 1 and not group:  # no process group to agree on a time with: the job names the run
+        job = _capture.default_run_job(os.environ.get("TORCHELASTIC_RUN_ID"),
+                                       os.environ.get("MASTER_PORT"))
+    name = [_capture.default_run_name(int(time.time()), job=job)]
+    if group:
         dist.broadcast_object_list(name, src=0)  # every rank records into one run
-        return os.path.join(base, name[0])
-    if world > 1:
-        job = os.environ.get("TORCHELASTIC_RUN_ID", "none")
-        if job == "none":
-            job = "port" + os.environ.get("MASTER_PORT", "0")
-        return os.path.join(base, datetime.date.today().strftime("%Y%m%d") + "-" + job)
-    return os.path.join(base, datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
+    return _capture.default_run_dir(os.getcwd(), name[0])
 
 
 def _prefixes(paths: set[str]) -> list[str]:
@@ -153,11 +153,12 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         if run_dir is None:
             run_dir = os.environ.get("MESHSCOPE_RUN_DIR") or _default_run_dir(rank, world)
         run_dir = os.path.abspath(os.fspath(run_dir))
-        if policy not in ("observe", "replicate", "auto", "strict", "shard", "scalar"):
+        names = _capture.policy_names()
+        if policy not in names:
             policy = os.path.abspath(policy)
             if not os.path.isfile(policy):
                 raise ValueError(f"meshscope: policy '{policy}' is neither a policy name "
-                                 "(observe, replicate, auto, strict) nor a readable TOML file")
+                                 f"({', '.join(names)}) nor a readable TOML file")
         limits = {key: _env_int(env, 0) for key, env in (
             ("max_file_bytes", "MESHSCOPE_MAX_FILE_BYTES"),
             ("queue_capacity", "MESHSCOPE_QUEUE_CAPACITY")) if os.environ.get(env)}

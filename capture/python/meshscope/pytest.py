@@ -6,14 +6,15 @@ unreconciled mixed-tensor incident, even one the test swallowed."""
 
 from __future__ import annotations
 
-import datetime
 import os
 import re
+import time
 from typing import Any
 
 import pytest
 
 import meshscope
+from meshscope import _capture
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,9 +29,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _base(config: pytest.Config) -> str:
     if not hasattr(config, "_meshscope_base"):
-        base = config.getoption("--meshscope-dir") or os.path.join(
-            os.getcwd(), "meshscope-runs",
-            "pytest-" + datetime.datetime.now().strftime("%Y%m%d-%H%M%S"))
+        base = config.getoption("--meshscope-dir") or _capture.default_run_dir(
+            os.getcwd(), _capture.default_run_name(int(time.time()), prefix="pytest"))
         config._meshscope_base = base  # type: ignore[attr-defined]
     return config._meshscope_base  # type: ignore[attr-defined]
 

@@ -1,7 +1,6 @@
-#include "core/launch/launcher.h"
+#include "app/cli/record/launcher.h"
 
 #include <arpa/inet.h>
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -20,10 +19,11 @@
 
 #include "core/policy/policy.h"
 #include "core/store/manifest.h"
+#include "core/store/run_directory.h"
 
 extern char** environ;
 
-namespace meshscope {
+namespace meshscope::cli {
 namespace {
 
 std::atomic<pid_t> g_children[256];
@@ -140,9 +140,7 @@ std::string joinPath(const std::vector<std::string>& dirs, const std::string& re
 }  // namespace
 
 std::filesystem::path defaultRunDir() {
-    std::time_t now = std::time(nullptr);
-    return std::filesystem::current_path() / "meshscope-runs" /
-           fmt::format("{:%Y%m%d-%H%M%S}", fmt::localtime(now));
+    return defaultRunDirectory(std::filesystem::current_path(), defaultRunName(std::time(nullptr)));
 }
 
 bool isTorchrunCommand(const std::vector<std::string>& command) {
@@ -211,4 +209,4 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
     return result;
 }
 
-}  // namespace meshscope
+}  // namespace meshscope::cli

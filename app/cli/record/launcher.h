@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace meshscope {
+namespace meshscope::cli {
 
 struct RecordOptions {
     std::filesystem::path runDir;  // empty: ./meshscope-runs/<timestamp>
@@ -40,4 +40,4 @@ std::filesystem::path defaultRunDir();
 // process must not record; its workers carry RANK).
 bool isTorchrunCommand(const std::vector<std::string>& command);
 
-}  // namespace meshscope
+}  // namespace meshscope::cli

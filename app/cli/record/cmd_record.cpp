@@ -8,11 +8,15 @@
 #include <iostream>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "app/cli/cli.h"
+#include "app/cli/record/launcher.h"
 #include "core/analysis/run_summary.h"
-#include "core/launch/launcher.h"
+#include "core/policy/policy.h"
+#include "core/store/schema.h"
 
 namespace meshscope::cli {
 namespace {
@@ -73,9 +77,10 @@ std::jthread startGuiWhenRunAppears(const std::filesystem::path& runDir) {
         return {};
     }
     return std::jthread([gui, runDir](std::stop_token stop) {
-        while (!stop.stop_requested() && !std::filesystem::exists(runDir / "manifest.json"))
+        while (!stop.stop_requested() && !std::filesystem::exists(runDir / schema::kManifestName))
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        if (stop.stop_requested() && !std::filesystem::exists(runDir / "manifest.json")) return;
+        if (stop.stop_requested() && !std::filesystem::exists(runDir / schema::kManifestName))
+            return;
         std::string exe = gui.string(), dir = std::filesystem::absolute(runDir).string();
         char* argv[] = {exe.data(), dir.data(), nullptr};
         posix_spawnattr_t attr;
@@ -103,8 +108,10 @@ Command addRecord(CLI::App& app) {
         "  meshscope record [-o RUN] [--policy P] [--level L] -- torchrun --nproc_per_node=2 "
         "train.py\n  meshscope record -n 2 -- python train.py");
     sub->add_option("-o,--output", o->runDir, "Run directory (default ./meshscope-runs/<time>)");
-    sub->add_option("--policy", o->rec.policy,
-                    "observe | replicate | auto | strict, or a TOML policy file")
+    std::string policies;
+    for (std::string_view name : policyModeNames())
+        policies += (policies.empty() ? "" : " | ") + std::string(name);
+    sub->add_option("--policy", o->rec.policy, policies + ", or a TOML policy file")
         ->capture_default_str();
     sub->add_option("--level", o->rec.level, "dtensor | all")
         ->check(CLI::IsMember({"dtensor", "all"}))
