@@ -1,5 +1,7 @@
 #include "core/export/trace_json.h"
 
+#include "core/model/run_clock.h"
+
 #include <algorithm>
 #include <map>
 #include <ostream>
@@ -50,12 +52,12 @@ class Writer {
 
 class RankExporter {
   public:
-    RankExporter(const RankReader& rank, int64_t base, Writer& w, TraceExportStats& stats)
+    RankExporter(const RankReader& rank, const RunClock& clock, Writer& w, TraceExportStats& stats)
         : m_rank(rank),
           m_pid(rank.info().rank),
           m_w(w),
           m_stats(stats),
-          m_offset(rank.info().clockOriginWallNs - base) {}
+          m_offset(clock.offset(rank.info().rank)) {}
 
     void ops(const std::function<void(int64_t)>& progress) {
         std::map<uint32_t, std::vector<Span>> buffers;
@@ -283,9 +285,10 @@ class RankExporter {
 TraceExportStats writeChromeTrace(const RunReader& run, std::ostream& out,
                                   const std::function<void(int64_t, int64_t)>& progress) {
     TraceExportStats stats;
-    int64_t base = INT64_MAX, total = 0;
+    RunClock clock;
+    int64_t total = 0;
     for (const RankReader& r : run.ranks()) {
-        base = std::min(base, r.info().clockOriginWallNs);
+        clock.addRank(r.info().rank, r.info().clockOriginWallNs);
         if (progress) total += r.summary().ops;
     }
     std::string runId = run.manifest()        ? run.manifest()->runId
@@ -296,7 +299,7 @@ TraceExportStats writeChromeTrace(const RunReader& run, std::ostream& out,
     Writer w(out);
     int64_t done = 0;
     for (const RankReader& r : run.ranks()) {
-        RankExporter e(r, base, w, stats);
+        RankExporter e(r, clock, w, stats);
         e.ops([&](int64_t n) {
             done += n;
             if (progress) progress(done, total);

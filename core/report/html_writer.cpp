@@ -1,5 +1,8 @@
 #include "core/report/html_writer.h"
 
+#include "core/model/placement.h"
+#include "core/model/run_clock.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -45,61 +48,6 @@ std::string esc(std::string_view text) {
     return htmlEscape(text);
 }
 
-// ---- placements and shapes ----
-
-// "[8, 16]" -> {8, 16}. Recorded text is untrusted: a number that does not
-// fit in int64 ends the shape (no exception, no regex over megabytes).
-std::vector<int64_t> parseShape(std::string_view shape) {
-    std::vector<int64_t> out;
-    const char* p = shape.data();
-    const char* end = p + shape.size();
-    while (p < end) {
-        if (!(*p == '-' || (*p >= '0' && *p <= '9'))) {
-            ++p;
-            continue;
-        }
-        int64_t v = 0;
-        auto [next, ec] = std::from_chars(p, end, v);
-        if (ec != std::errc()) break;
-        out.push_back(v);
-        p = next == p ? p + 1 : next;
-    }
-    return out;
-}
-
-// The dim of "Shard(1)" or "Shard(dim=1)"; nullopt for anything else.
-std::optional<int64_t> shardDim(std::string_view placement) {
-    constexpr std::string_view kPrefix = "Shard(";
-    if (placement.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
-    std::string_view rest = placement.substr(kPrefix.size());
-    if (rest.substr(0, 4) == "dim=") rest.remove_prefix(4);
-    int64_t dim = 0;
-    auto [next, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), dim);
-    if (ec != std::errc() || next == rest.data() + rest.size() || *next != ')') return std::nullopt;
-    return dim;
-}
-
-// "[Shard(0), Replicate()]" -> {"Shard(0)", "Replicate()"}.
-std::vector<std::string> splitPlacements(std::string_view text) {
-    std::vector<std::string> out;
-    std::string current;
-    int depth = 0;
-    for (char c : text) {
-        if (c == '[' && depth == 0) continue;
-        if (c == ']' && depth == 0) break;
-        if (c == '(') ++depth;
-        if (c == ')') --depth;
-        if (c == ',' && depth == 0) {
-            out.push_back(current);
-            current.clear();
-            continue;
-        }
-        if (c != ' ' || depth > 0) current += c;
-    }
-    if (!current.empty()) out.push_back(current);
-    return out;
-}
-
 std::string_view actionClass(Outcome outcome, Verdict verdict) {
     if (verdict == Verdict::Invalid) return "invalid";
     return outcome == Outcome::Reconciled ? "promoted" : "raised";
@@ -109,27 +57,28 @@ std::string_view actionClass(Outcome outcome, Verdict verdict) {
 
 struct Lane {
     int rank = 0;
-    int64_t originWallNs = 0;
 };
 
 void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out, int width) {
     std::vector<Lane> lanes;
+    RunClock clock;
     int64_t t0 = INT64_MAX, t1 = INT64_MIN;
     for (size_t i = 0; i < run.ranks().size(); ++i) {
         const RankReader& r = run.ranks()[i];
         const RankSummary& s = a.summary.ranks[i].summary;
-        int64_t origin = r.info().clockOriginWallNs;
-        lanes.push_back({r.info().rank, origin});
+        int rank = r.info().rank;
+        clock.addRank(rank, r.info().clockOriginWallNs);
+        lanes.push_back({rank});
         if (s.ops > 0 || s.incidents > 0) {
-            t0 = std::min(t0, origin + s.firstNs);
-            t1 = std::max(t1, origin + s.lastNs);
+            t0 = std::min(t0, clock.wall(rank, s.firstNs));
+            t1 = std::max(t1, clock.wall(rank, s.lastNs));
         }
     }
     for (const IncidentRef& ref : a.incidents) {
         for (const Lane& l : lanes)
             if (l.rank == ref.rank) {
-                t0 = std::min(t0, l.originWallNs + ref.timeNs);
-                t1 = std::max(t1, l.originWallNs + ref.timeNs);
+                t0 = std::min(t0, clock.wall(l.rank, ref.timeNs));
+                t1 = std::max(t1, clock.wall(l.rank, ref.timeNs));
             }
     }
     if (t0 >= t1 || lanes.empty()) {
@@ -168,8 +117,8 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
         double lastX = -1;
         int shade = 0;
         for (const OptimizerStepRecord& s : steps) {
-            double xa = x(lanes[i].originWallNs + previousEnd);
-            double xb = x(lanes[i].originWallNs + s.endNs);
+            double xa = x(clock.wall(lanes[i].rank, previousEnd));
+            double xb = x(clock.wall(lanes[i].rank, s.endNs));
             previousEnd = s.endNs;
             if (xb - lastX < 2 && &s != &steps.back()) continue;
             double from = std::max(xa, lastX);
@@ -183,7 +132,7 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
         // Collectives, one mark per pixel column.
         std::map<int, std::pair<int64_t, int64_t>> columns;  // column -> (count, bytes)
         for (const CollectiveRecord& c : r.collectivesInTimeRange(INT64_MIN, INT64_MAX)) {
-            auto& col = columns[int(x(lanes[i].originWallNs + c.startNs))];
+            auto& col = columns[int(x(clock.wall(lanes[i].rank, c.startNs)))];
             ++col.first;
             col.second += c.bytes;
         }
@@ -197,7 +146,7 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
     std::map<std::tuple<int, int, std::string_view>, int64_t> marks;
     for (const IncidentRef& ref : a.incidents) {
         const Lane& l = lanes[size_t(laneOf[ref.rank])];
-        ++marks[{laneOf[ref.rank], int(x(l.originWallNs + ref.timeNs)),
+        ++marks[{laneOf[ref.rank], int(x(clock.wall(l.rank, ref.timeNs))),
                  actionClass(ref.outcome, ref.verdict)}];
     }
     for (const auto& [key, n] : marks) {
@@ -489,51 +438,6 @@ std::vector<std::string> wrapLabel(std::string_view text, size_t width, size_t m
         at = skipSpaces(end);
     }
     return lines;
-}
-
-std::string describeLocalPiece(std::string_view shape, std::string_view placements,
-                               const std::vector<int64_t>& meshShape,
-                               const std::vector<int64_t>& coordinate) {
-    std::vector<int64_t> sizes = parseShape(shape);
-    std::vector<std::string> per = splitPlacements(placements);
-    if (per.empty()) return std::string(placements);
-    std::vector<std::pair<int64_t, int64_t>> ranges;  // per tensor dim [from, to)
-    for (int64_t s : sizes)
-        ranges.emplace_back(0, s);
-    bool partial = false;
-    for (size_t k = 0; k < per.size() && k < meshShape.size(); ++k) {
-        if (per[k].rfind("Partial", 0) == 0) {
-            partial = true;
-            continue;
-        }
-        if (per[k].rfind("Replicate", 0) == 0) continue;
-        std::optional<int64_t> shard = shardDim(per[k]);
-        if (!shard) return std::string(placements);
-        int64_t dim = *shard;
-        if (dim < 0) dim += int64_t(sizes.size());
-        if (dim < 0 || dim >= int64_t(ranges.size())) return std::string(placements);
-        auto& [from, to] = ranges[size_t(dim)];
-        int64_t n = std::max<int64_t>(meshShape[k], 1), length = to - from;
-        // A damaged file's sizes: nothing sensible to draw, and no overflow.
-        if (from < 0 || length < 0 || length > std::numeric_limits<int64_t>::max() / 4)
-            return std::string(placements);
-        int64_t chunk = (length + n - 1) / n;  // torch.chunk semantics
-        int64_t c = std::clamp<int64_t>(k < coordinate.size() ? coordinate[k] : 0, 0, n - 1);
-        int64_t a = std::min(from + c * chunk, to), b = std::min(from + (c + 1) * chunk, to);
-        from = a, to = b;
-    }
-    std::string piece;
-    bool whole = true;
-    for (size_t d = 0; d < ranges.size(); ++d) {
-        if (ranges[d].first == 0 && ranges[d].second == sizes[d]) continue;
-        whole = false;
-        std::string what = d == 0 ? "rows" : d == 1 ? "cols" : fmt::format("dim {}", d);
-        piece += fmt::format("{}{} {}-{}", piece.empty() ? "" : ", ", what, ranges[d].first,
-                             ranges[d].second - 1);
-    }
-    std::string base =
-        whole ? fmt::format("all of {}", shape) : fmt::format("{} of {}", piece, shape);
-    return partial ? "partial sum, " + base : base;
 }
 
 void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& out,

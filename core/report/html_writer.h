@@ -33,11 +33,4 @@ std::string jsonForScript(const std::string& json);  // <, >, & as \u escapes
 // ellipsis when text is left over. For labels inside SVG boxes.
 std::vector<std::string> wrapLabel(std::string_view text, size_t width, size_t maxLines);
 
-// What one rank holds of a tensor with `shape` ("[8, 16]") and `placements`
-// ("[Shard(0), Replicate()]") at `coordinate` of a mesh of `meshShape`:
-// "rows 0-3 of [8, 16]", "all of [16]", "partial sum of [4, 4]".
-std::string describeLocalPiece(std::string_view shape, std::string_view placements,
-                               const std::vector<int64_t>& meshShape,
-                               const std::vector<int64_t>& coordinate);
-
 }  // namespace meshscope

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <exception>
 
-#include "core/report/html_writer.h"
+#include "core/model/placement.h"
 #include "ui/inspector/op_detail.h"
 
 namespace meshscope::ui {

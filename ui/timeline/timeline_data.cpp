@@ -1,5 +1,7 @@
 #include "ui/timeline/timeline_data.h"
 
+#include "core/model/run_clock.h"
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -50,9 +52,9 @@ std::string RankTimeline::threadName(uint32_t thread) const {
 void TimelineData::realign(AlignMode mode) {
     alignMode = mode;
     if (ranks.empty()) return;
-    int64_t minWall = ranks.front().wallOriginNs;
+    RunClock clock;
     for (const RankTimeline& r : ranks)
-        minWall = std::min(minWall, r.wallOriginNs);
+        clock.addRank(r.rank, r.wallOriginNs);
     // Reference for step alignment: the lowest rank that has steps.
     const RankTimeline* ref = nullptr;
     for (const RankTimeline& r : ranks)
@@ -61,12 +63,12 @@ void TimelineData::realign(AlignMode mode) {
             break;
         }
     for (RankTimeline& r : ranks) {
-        int64_t wallDelta = r.wallOriginNs - minWall;
+        int64_t wallDelta = clock.offset(r.rank);
         if (mode == AlignMode::WallClock || !ref) {
             r.align = AlignMap::offset(wallDelta);
             continue;
         }
-        int64_t refDelta = ref->wallOriginNs - minWall;
+        int64_t refDelta = clock.offset(ref->rank);
         std::unordered_map<int64_t, int64_t> refEnd;
         for (const StepBand& s : ref->steps)
             refEnd.emplace(s.step, s.end + refDelta);

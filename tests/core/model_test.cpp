@@ -1,0 +1,73 @@
+// core/model: the vocabulary tables and the run clock.
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <set>
+
+#include "core/analysis/fix_suggestion.h"
+#include "core/model/run_clock.h"
+#include "core/model/vocabulary.h"
+
+namespace meshscope {
+namespace {
+
+TEST(Vocabulary, EveryOriginLetterRoundTripsThroughItsRow) {
+    std::set<std::string_view> names;
+    for (const OriginInfo& o : kOrigins) {
+        char letter = originLetter(o.origin);
+        EXPECT_EQ(originFromChar(letter), o.origin);
+        EXPECT_EQ(&originInfo(o.origin), &o);
+        EXPECT_EQ(toString(o.origin).substr(0, 3), std::string(1, letter) + ": ");
+        EXPECT_TRUE(names.insert(o.sarifName).second) << o.sarifName << " named twice";
+    }
+    EXPECT_FALSE(originFromChar(char(OriginClass::End)));
+    EXPECT_FALSE(originFromChar('a'));
+    EXPECT_EQ(originLetterRange(), "A-G");
+    EXPECT_EQ(originInfo(OriginClass::End).origin, OriginClass::Unknown) << "out of table";
+}
+
+TEST(Vocabulary, FixCodeFillsInTheMeshAndBatchDim) {
+    EXPECT_EQ(suggestFix(OriginClass::InputData, "tp_mesh", 1).code,
+              "batch = DTensor.from_local(batch, tp_mesh, [Shard(1)])");
+    EXPECT_EQ(suggestFix(OriginClass::Unknown).code, "");
+    EXPECT_EQ(describeOrigin(OriginClass::StrippedDTensor), "a DTensor stripped to a plain tensor");
+}
+
+TEST(Vocabulary, FindingKindsParseByNameAndHaveTheirSarifRule) {
+    for (const FindingKindInfo& k : kFindingKinds) {
+        EXPECT_EQ(findingKindFromString(k.name), k.kind);
+        EXPECT_EQ(toString(k.kind), k.name);
+        EXPECT_FALSE(k.meaning.empty());
+        EXPECT_EQ(k.sarifRule.empty(), k.kind == FindingKind::Unreconciled) << k.name;
+    }
+    EXPECT_FALSE(findingKindFromString("any"));
+}
+
+TEST(RunClock, RanksStartAtTheirOriginsDistanceFromTheEarliest) {
+    RunClock clock;
+    clock.addRank(1, 5'000);
+    clock.addRank(0, 2'000);
+    EXPECT_EQ(clock.base(), 2'000);
+    EXPECT_EQ(clock.offset(0), 0);
+    EXPECT_EQ(clock.offset(1), 3'000);
+    EXPECT_EQ(clock.offset(7), 0) << "a rank not added";
+    EXPECT_EQ(clock.wall(1, 10), 5'010);
+    EXPECT_EQ(clock.sinceBase(1, 10), 3'010);
+}
+
+TEST(RunClock, ExtremeRecordedValuesSaturateInsteadOfOverflowing) {
+    constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+    RunClock clock;
+    clock.addRank(0, kMin);
+    clock.addRank(1, kMax);
+    EXPECT_EQ(clock.offset(1), kMax);
+    EXPECT_EQ(clock.wall(1, kMax), kMax);
+    EXPECT_EQ(clock.wall(0, kMin), kMin);
+    EXPECT_EQ(saturatingSub(0, kMin), kMax);
+    EXPECT_EQ(saturatingAdd(kMin, -1), kMin);
+}
+
+}  // namespace
+}  // namespace meshscope
