@@ -1,5 +1,8 @@
 # Fails when a module includes something its layer may not depend on:
-#   core    -> no Qt, no torch/pybind, no ui/capture/app/plugins headers
+#   core    -> no Qt, no torch/pybind, no ui/capture/app/plugins headers, and
+#              inside core only downwards (core/CMakeLists.txt: one target
+#              per layer): model/util <- store <- policy, synth, analysis
+#              <- report/export
 #   ui      -> no torch/pybind, no capture headers
 #   plugins -> no ui/capture/app headers
 #   capture -> no Qt, no ui/app headers
@@ -7,7 +10,13 @@ set(rules
   "core|<Q[A-Za-z]*>|<torch/|<ATen/|<c10/|<pybind11/|\"ui/|\"capture/|\"app/|\"plugins/"
   "ui|<torch/|<ATen/|<c10/|<pybind11/|\"capture/"
   "plugins|\"ui/|\"capture/|\"app/|<Q[A-Za-z]*>"
-  "capture|<Q[A-Za-z]*>|\"ui/|\"app/")
+  "capture|<Q[A-Za-z]*>|\"ui/|\"app/"
+  "core/model|\"core/store/|\"core/policy/|\"core/synth/|\"core/analysis/|\"core/report/|\"core/export/"
+  "core/util|\"core/store/|\"core/policy/|\"core/synth/|\"core/analysis/|\"core/report/|\"core/export/"
+  "core/store|\"core/policy/|\"core/synth/|\"core/analysis/|\"core/report/|\"core/export/"
+  "core/policy|\"core/synth/|\"core/analysis/|\"core/report/|\"core/export/"
+  "core/synth|\"core/policy/|\"core/analysis/|\"core/report/|\"core/export/"
+  "core/analysis|\"core/policy/|\"core/synth/|\"core/report/|\"core/export/")
 set(violations "")
 foreach(rule IN LISTS rules)
   string(REPLACE "|" ";" parts "${rule}")
@@ -18,8 +27,8 @@ foreach(rule IN LISTS rules)
     file(STRINGS "${source}" includes REGEX "^[ \t]*#[ \t]*include")
     foreach(line IN LISTS includes)
       foreach(forbidden IN LISTS parts)
-        string(REPLACE "<" "#include[ \t]*<" pattern "${forbidden}")
-        string(REPLACE "\"" "#include[ \t]*\"" pattern "${pattern}")
+        string(REPLACE "<" "#[ \t]*include[ \t]*<" pattern "${forbidden}")
+        string(REPLACE "\"" "#[ \t]*include[ \t]*\"" pattern "${pattern}")
         if(line MATCHES "${pattern}")
           file(RELATIVE_PATH rel "${ROOT}" "${source}")
           string(APPEND violations "${rel}: '${line}' crosses the ${module} layer\n")
