@@ -17,10 +17,16 @@ Command addReport(CLI::App& app) {
         bool noOps = false;
     };
     auto o = std::make_shared<Options>();
-    auto* sub = app.add_subcommand("report", "Write a report: html, md, json, csv or sarif");
+    std::vector<std::string> names;
+    std::string list;
+    for (const ReportFormatInfo& f : reportFormats()) {
+        names.emplace_back(f.name);
+        list += (list.empty() ? "" : " | ") + std::string(f.name);
+    }
+    auto* sub = app.add_subcommand("report", "Write a report: " + list);
     sub->add_option("run", o->path, "Run directory or rank file")->required();
-    sub->add_option("--format", o->format, "html | md | json | csv | sarif")
-        ->check(CLI::IsMember({"html", "md", "json", "csv", "sarif"}))
+    sub->add_option("--format", o->format, list)
+        ->check(CLI::IsMember(names))
         ->capture_default_str();
     sub->add_option("-o,--output", o->out, "File to write ('-' for stdout)")->required();
     sub->add_option("--source-root", o->sourceRoot,
@@ -36,7 +42,7 @@ Command addReport(CLI::App& app) {
                 options.sourceRoot = o->sourceRoot.empty()
                                          ? std::filesystem::current_path().string()
                                          : std::filesystem::absolute(o->sourceRoot).string();
-                ReportFormat format = *reportFormatFromString(o->format);
+                const ReportFormatInfo& format = *reportFormatFromString(o->format);
                 bool written = writeOutput(o->out, [&](std::ostream& out) {
                     writeReport(format, *opened, analysis, out, options);
                 });

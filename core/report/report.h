@@ -1,13 +1,15 @@
 #pragma once
 
-// Report writers for an analysed run: HTML (html_report.h), Markdown, JSON,
-// CSV and SARIF. Every recorded string is untrusted; each writer escapes for
-// its own format. Shared by `meshscope report` and the GUI's export.
+// The report formats of an analysed run, behind one table that `meshscope
+// report` and the GUI's export both read: HTML (html_report.h), Markdown,
+// JSON, CSV and SARIF, one file each (<format>_report.cpp). Every recorded
+// string is untrusted; each writer escapes for its own format. A new format
+// is its writer's file and its row in report.cpp.
 
 #include <iosfwd>
-#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -15,10 +17,6 @@
 #include "core/version.h"
 
 namespace meshscope {
-
-enum class ReportFormat : uint8_t { Html, Markdown, Json, Csv, Sarif };
-std::optional<ReportFormat> reportFormatFromString(std::string_view text);
-std::string_view toString(ReportFormat format);
 
 struct ReportOptions {
     std::string generator = kNameAndVersion;
@@ -28,10 +26,27 @@ struct ReportOptions {
     int maxGroupsInDetail = 200;  // HTML and Markdown
 };
 
-void writeReport(ReportFormat format, const RunReader& run, const RunAnalysis& analysis,
+using ReportWriter = void (*)(const RunReader& run, const RunAnalysis& analysis, std::ostream& out,
+                              const ReportOptions& options);
+
+struct ReportFormatInfo {
+    std::string_view name;     // --format value and file extension: "md"
+    std::string_view title;    // for file dialogs: "Markdown"
+    std::string_view aliases;  // other file extensions, space-separated: "markdown"
+    ReportWriter write;
+};
+
+// In the order the CLI's help and the GUI's file dialog list them.
+const std::vector<ReportFormatInfo>& reportFormats();
+const ReportFormatInfo* reportFormatFromString(std::string_view name);
+// The format a file name asks for by its extension (any case, aliases
+// included); null when none does.
+const ReportFormatInfo* reportFormatForFile(std::string_view path);
+
+void writeReport(const ReportFormatInfo& format, const RunReader& run, const RunAnalysis& analysis,
                  std::ostream& out, const ReportOptions& options = {});
 
-// The JSON report as a document (also what the golden tests compare).
+// The writers, also for tests.
 nlohmann::json reportToJson(const RunAnalysis& analysis, const ReportOptions& options = {});
 nlohmann::json incidentDetailToJson(const IncidentDetail& detail);
 nlohmann::json sarifLog(const RunAnalysis& analysis, const ReportOptions& options = {});
@@ -39,7 +54,7 @@ void writeMarkdownReport(const RunAnalysis& analysis, std::ostream& out,
                          const ReportOptions& options = {});
 void writeCsvReport(const RunAnalysis& analysis, std::ostream& out);
 
-// "origin D" rule ids and the like, shared with SARIF consumers' docs.
+// "meshscope/mixed-tensor/D": the SARIF rule of an origin class.
 std::string sarifRuleId(OriginClass origin);
 
 }  // namespace meshscope

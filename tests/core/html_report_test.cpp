@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/model/placement.h"
-#include "core/report/html_writer.h"
+#include "core/report/html_report.h"
 #include "core/synth/synthetic_run.h"
 #include "core/util/utf8.h"
 #include "tests/core/fixture_run.h"

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "core/report/html_writer.h"
+#include "core/report/html_report.h"
 #include "tests/core/fixture_run.h"
 #include "tests/core/test_support.h"
 

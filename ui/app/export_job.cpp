@@ -16,10 +16,18 @@ struct Cancelled {};
 }  // namespace
 
 QString reportFormatForFile(const QString& file) {
-    QString ext = QFileInfo(file).suffix().toLower();
-    if (ext == "htm") ext = "html";
-    if (ext == "markdown") ext = "md";
-    return reportFormatFromString(ext.toStdString()) ? ext : QString();
+    const ReportFormatInfo* format = meshscope::reportFormatForFile(file.toStdString());
+    return format ? QString::fromUtf8(format->name.data(), qsizetype(format->name.size()))
+                  : QString();
+}
+
+QString reportFileFilter() {
+    QStringList filters;
+    for (const ReportFormatInfo& f : reportFormats())
+        filters << QStringLiteral("%1 (*.%2)")
+                       .arg(QString::fromUtf8(f.title.data(), qsizetype(f.title.size())),
+                            QString::fromUtf8(f.name.data(), qsizetype(f.name.size())));
+    return filters.join(";;");
 }
 
 QString runExport(const ExportRequest& request, const std::function<void(qint64, qint64)>& progress,

@@ -25,6 +25,8 @@ struct ExportRequest {
 
 // Report format for a file name's extension ("report.sarif" -> "sarif"), or "".
 QString reportFormatForFile(const QString& file);
+// "HTML (*.html);;Markdown (*.md);;...": the report formats, for a file dialog.
+QString reportFileFilter();
 
 // Runs the export; returns an empty string on success, else a one-line error.
 // `progress(done, total)` may be called from this thread; `cancel` aborts.

@@ -552,14 +552,14 @@ void MainWindow::exportReport() {
         QMessageBox::information(this, "meshscope", "Open a run and wait for its analysis first.");
         return;
     }
-    QString file = QFileDialog::getSaveFileName(
-        this, "Export report", "meshscope-report.html",
-        "HTML (*.html);;Markdown (*.md);;JSON (*.json);;SARIF (*.sarif);;CSV (*.csv)");
+    QString file = QFileDialog::getSaveFileName(this, "Export report", "meshscope-report.html",
+                                                reportFileFilter());
     if (file.isEmpty()) return;
     QString format = reportFormatForFile(file);
     if (format.isEmpty()) {
         QMessageBox::warning(this, "meshscope",
-                             "Name the file .html, .md, .json, .sarif or .csv to pick the format.");
+                             "Name the file after a report format (" +
+                                 reportFileFilter().replace(";;", ", ") + ") to pick it.");
         return;
     }
     ExportRequest request{ExportRequest::Kind::Report, m_session->path(), file, format,

@@ -1,4 +1,4 @@
-#include "core/report/html_writer.h"
+#include "core/report/html_report.h"
 
 #include "core/model/placement.h"
 #include "core/model/run_clock.h"

@@ -1,0 +1,161 @@
+// The JSON report: the run's analysis as one document (what the golden
+// tests compare; `meshscope report --format json`).
+
+#include <ostream>
+
+#include "core/report/report.h"
+#include "core/report/report_text.h"
+
+namespace meshscope {
+namespace {
+
+using namespace report_text;
+
+nlohmann::json frameToJson(const SourceFrame& f) {
+    return {{"file", f.file}, {"line", f.line}, {"function", f.function}};
+}
+
+template <typename Map, typename Key>
+nlohmann::json countsToJson(const Map& counts, Key key) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, n] : counts)
+        out[key(k)] = n;
+    return out;
+}
+
+nlohmann::json groupToJson(const IncidentGroup& g) {
+    return {
+        {"id", g.id},
+        {"op", g.op},
+        {"origin", originText(g.origin)},
+        {"origin_description", describeOrigin(g.origin)},
+        {"site", frameToJson(g.site)},
+        {"count", g.count},
+        {"per_rank", countsToJson(g.perRank, [](int r) { return std::to_string(r); })},
+        {"per_step", countsToJson(g.perStep, [](int64_t s) { return std::to_string(s); })},
+        {"first_step", g.firstStep},
+        {"last_step", g.lastStep},
+        {"actions", countsToJson(g.actions, [](Action a) { return std::string(toString(a)); })},
+        {"outcomes", countsToJson(g.outcomes, [](Outcome o) { return std::string(toString(o)); })},
+        {"unreconciled", g.unreconciled},
+        {"verification",
+         {{"verified", g.verified}, {"invalid", g.invalid}, {"unverified", g.unverified}}},
+        {"evidence", g.evidence},
+        {"distinct_evidence", g.distinctEvidence},
+        {"fix", {{"summary", g.fix.summary}, {"code", g.fix.code}}},
+        {"example", incidentDetailToJson(g.example)},
+    };
+}
+
+nlohmann::json divergenceToJson(const Divergence& d) {
+    return {{"kind", d.kind == Divergence::Kind::Ops ? "ops" : "incidents"},
+            {"rank", d.rank},
+            {"thread", d.thread},
+            {"index", d.index},
+            {"step", d.step},
+            {"expected", d.expected},
+            {"actual", d.actual},
+            {"others", d.others},
+            {"site", frameToJson(d.site)}};
+}
+
+}  // namespace
+
+nlohmann::json incidentDetailToJson(const IncidentDetail& d) {
+    nlohmann::json stack = nlohmann::json::array();
+    for (const SourceFrame& f : d.stack)
+        stack.push_back(frameToJson(f));
+    nlohmann::json operands = nlohmann::json::array();
+    for (const OperandDetail& o : d.operands) {
+        nlohmann::json j = {
+            {"index", o.index}, {"role", o.output ? "output" : "input"}, {"plain", o.plain}};
+        if (o.scalar) {
+            j["scalar"] = o.scalarValue;
+        } else {
+            j.update({{"dtype", o.dtype},
+                      {"shape", o.shape},
+                      {"local_shape", o.localShape},
+                      {"device", o.device},
+                      {"placements", o.placements},
+                      {"label", o.label},
+                      {"numel", o.numel}});
+        }
+        operands.push_back(std::move(j));
+    }
+    nlohmann::json mesh = nullptr;
+    if (d.mesh)
+        mesh = {{"device_type", d.mesh->deviceType},
+                {"shape", d.mesh->shape},
+                {"dim_names", d.mesh->dimNames},
+                {"ranks", d.mesh->ranks}};
+    return {{"rank", d.rank},
+            {"seq", d.seq.value()},
+            {"step", d.step},
+            {"op", d.op},
+            {"origin", originText(d.origin)},
+            {"evidence", d.evidence},
+            {"policy_rule", d.policyRule},
+            {"action", toString(d.action)},
+            {"outcome", toString(d.outcome)},
+            {"error", d.error},
+            {"promoted_placements", d.promotedPlacements},
+            {"fingerprint", d.fingerprint ? nlohmann::json(fingerprintText(d.fingerprint))
+                                          : nlohmann::json(nullptr)},
+            {"plain_operand", d.operandIndex},
+            {"created_at", d.createdAt},
+            {"stack", stack},
+            {"operands", operands},
+            {"mesh", mesh}};
+}
+
+nlohmann::json reportToJson(const RunAnalysis& a, const ReportOptions& options) {
+    nlohmann::json findings = nlohmann::json::array();
+    for (const Finding& f : a.findings)
+        findings.push_back({{"kind", toString(f.kind)},
+                            {"message", f.message},
+                            {"group", f.group},
+                            {"rank", f.rank}});
+    nlohmann::json groups = nlohmann::json::array();
+    for (const IncidentGroup& g : a.groups)
+        groups.push_back(groupToJson(g));
+    int64_t verified = 0, invalid = 0, unverified = 0;
+    nlohmann::json invalidChecks = nlohmann::json::array();
+    for (const PromotionCheck& c : a.promotionChecks) {
+        verified += c.verdict == Verdict::Verified;
+        unverified += c.verdict == Verdict::Unverified;
+        if (c.verdict != Verdict::Invalid) continue;
+        ++invalid;
+        nlohmann::json fps = nlohmann::json::object();
+        for (const auto& [rank, fp] : c.fingerprints)
+            fps[std::to_string(rank)] = fp ? nlohmann::json(fingerprintText(fp)) : nullptr;
+        invalidChecks.push_back({{"group", c.group},
+                                 {"step", c.step},
+                                 {"occurrence", c.occurrence},
+                                 {"action", toString(c.action)},
+                                 {"fingerprints", fps}});
+    }
+    nlohmann::json divergences = nlohmann::json::array();
+    for (const Divergence& d : a.divergences)
+        divergences.push_back(divergenceToJson(d));
+    return {{"meshscope_report", 1},
+            {"generator", options.generator},
+            {"run", summaryToJson(a.summary)},
+            {"findings", findings},
+            {"groups", groups},
+            {"promotions",
+             {{"checked", int64_t(a.promotionChecks.size())},
+              {"verified", verified},
+              {"invalid", invalid},
+              {"unverified", unverified},
+              {"invalid_checks", invalidChecks}}},
+            {"divergences", divergences},
+            {"missing_ranks", a.missingRanks},
+            {"ops_compared", a.opsCompared}};
+}
+
+void writeJsonReport(const RunReader&, const RunAnalysis& analysis, std::ostream& out,
+                     const ReportOptions& options) {
+    out << reportToJson(analysis, options).dump(2, ' ', false, kReplaceInvalidUtf8) << "\n";
+}
+
+}  // namespace meshscope

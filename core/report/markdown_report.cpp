@@ -1,0 +1,160 @@
+// The Markdown report: findings, ranks and incident groups with their fix,
+// for a pull request or an issue; every recorded string escaped.
+
+#include <algorithm>
+#include <ostream>
+
+#include "core/report/report.h"
+#include "core/report/report_text.h"
+#include "core/util/utf8.h"
+
+namespace meshscope {
+namespace {
+
+using namespace report_text;
+
+// Text for a Markdown paragraph or table cell: CommonMark backslash escapes
+// for the characters that can start inline markup, raw HTML, an entity or a
+// table cell; newlines folded. Our own text starts every line, so block
+// markers (#, -, +) never lead.
+std::string md(std::string_view raw) {
+    std::string text = validUtf8(raw);
+    std::string out;
+    for (char c : text) {
+        if (c == '\n' || c == '\r') {
+            out += ' ';
+            continue;
+        }
+        if (std::string_view("\\`*_{}[]<>|&~").find(c) != std::string_view::npos) out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+// An inline code span that no content can close: fenced with one backtick
+// more than the longest run inside.
+std::string mdCode(std::string_view raw) {
+    std::string text = validUtf8(raw);
+    size_t longest = 0, run = 0;
+    std::string flat;
+    for (char c : text) {
+        run = c == '`' ? run + 1 : 0;
+        longest = std::max(longest, run);
+        flat += (c == '\n' || c == '\r') ? ' ' : c;
+    }
+    std::string fence(longest + 1, '`');
+    return fence + " " + flat + " " + fence;
+}
+
+std::string mdFence(std::string_view raw, std::string_view lang) {
+    std::string text = validUtf8(raw);
+    size_t longest = 0, run = 0;
+    for (char c : text) {
+        run = c == '`' ? run + 1 : 0;
+        longest = std::max(longest, run);
+    }
+    std::string fence(std::max<size_t>(3, longest + 1), '`');
+    while (!text.empty() && text.back() == '\n')
+        text.pop_back();
+    return fmt::format("{}{}\n{}\n{}\n", fence, lang, text, fence);
+}
+
+}  // namespace
+
+void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOptions& options) {
+    const RunSummary& s = a.summary;
+    out << fmt::format("# meshscope report: run {}\n\n", mdCode(s.runId));
+    out << fmt::format(
+        "World size {}, {} rank(s) readable; {} incident(s) in {} group(s); "
+        "{} finding(s). Written by {}.\n\n",
+        s.worldSize, s.ranks.size(), a.incidents.size(), a.groups.size(), a.findings.size(),
+        md(options.generator));
+    out << "## Findings\n\n";
+    if (a.findings.empty()) out << "None.\n";
+    for (const Finding& f : a.findings)
+        out << fmt::format("- **{}** {}\n", toString(f.kind), md(f.message));
+    out << "\n## Ranks\n\n| rank | ops | steps | collectives | bytes | incidents | dropped | "
+           "status |\n|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    for (const RankSummaryRow& r : s.ranks) {
+        int64_t dropped = 0;
+        for (const auto& [reason, n] : r.summary.drops)
+            dropped += int64_t(n);
+        out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", r.rank, r.summary.ops,
+                           r.summary.steps, r.summary.collectives, r.summary.collectiveBytes,
+                           r.summary.incidents, dropped,
+                           r.info.endedNs ? "closed" : "open or killed");
+    }
+    for (const std::string& p : s.problems)
+        out << fmt::format("\nProblem: {}\n", md(p));
+    out << "\n## Incident groups\n\n";
+    if (a.groups.empty()) out << "No mixed-tensor incidents.\n";
+    int shown = 0;
+    for (const IncidentGroup& g : a.groups) {
+        if (shown++ == options.maxGroupsInDetail) {
+            out << fmt::format("\n{} more group(s) are in the JSON report.\n",
+                               a.groups.size() - size_t(options.maxGroupsInDetail));
+            break;
+        }
+        out << fmt::format("### {}. {} at {}: origin {} ({})\n\n", g.id + 1, mdCode(g.op),
+                           mdCode(formatLocation(g.site)), originText(g.origin),
+                           describeOrigin(g.origin));
+        out << fmt::format("- {} incident(s); per rank: {}; steps {} to {}\n", g.count,
+                           joinCounts(g.perRank, [](int r) { return fmt::format("rank {}", r); }),
+                           g.firstStep, g.lastStep);
+        out << fmt::format("- actions: {}; outcomes: {}\n",
+                           joinCounts(g.actions, [](Action x) { return toString(x); }),
+                           joinCounts(g.outcomes, [](Outcome x) { return toString(x); }));
+        if (g.verified + g.invalid + g.unverified > 0) {
+            std::string verdicts;
+            auto add = [&](int64_t n, std::string_view what) {
+                if (n > 0)
+                    verdicts += fmt::format("{}{} {}", verdicts.empty() ? "" : ", ", n, what);
+            };
+            add(g.verified, "verified");
+            add(g.invalid, "**INVALID** (content differs across ranks)");
+            add(g.unverified, "unverified (one rank or no fingerprint)");
+            out << "- cross-rank verification: " << verdicts << "\n";
+        }
+        for (size_t i = 0; i < g.evidence.size(); ++i)
+            out << fmt::format("- evidence: {}\n", md(g.evidence[i]));
+        if (g.distinctEvidence > int64_t(g.evidence.size()))
+            out << fmt::format("- ... {} distinct evidence texts in all\n", g.distinctEvidence);
+        const IncidentDetail& ex = g.example;
+        out << fmt::format("\nExample: rank {}, step {}, {}; policy rule {}\n\n", ex.rank, ex.step,
+                           toString(ex.outcome),
+                           ex.policyRule.empty() ? "-" : mdCode(ex.policyRule));
+        out << "| operand | role | dtype | shape | local shape | placements | label |\n"
+               "|---:|---|---|---|---|---|---|\n";
+        for (const OperandDetail& o : ex.operands)
+            out << fmt::format(
+                "| {} | {} | {} | {} | {} | {} | {} |\n", o.index,
+                o.output ? "output" : (o.plain ? "**plain input**" : "input"), md(o.dtype),
+                md(o.shape), md(o.localShape),
+                o.scalar ? md(fmt::format("scalar {}", o.scalarValue)) : md(o.placements),
+                md(o.label));
+        if (!ex.promotedPlacements.empty())
+            out << fmt::format("\nPromoted to {} ({}).\n", mdCode(ex.promotedPlacements),
+                               toString(ex.action));
+        out << fmt::format("\n**Fix:** {}\n\n", md(g.fix.summary));
+        if (!g.fix.code.empty()) out << mdFence(g.fix.code, "python");
+        if (!ex.stack.empty()) {
+            std::string frames;
+            for (const SourceFrame& f : ex.stack)
+                frames += fmt::format("{}  {}\n", formatLocation(f), f.function);
+            out << "\nStack (innermost first):\n\n" << mdFence(frames, "");
+        }
+        out << "\n";
+    }
+    if (!a.divergences.empty()) {
+        out << "## Divergent ranks\n\n| kind | rank | thread | index | step | this rank | others "
+               "|\n|---|---:|---:|---:|---:|---|---|\n";
+        for (const Divergence& d : a.divergences)
+            out << fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n",
+                               d.kind == Divergence::Kind::Ops ? "ops" : "incidents", d.rank,
+                               d.thread, d.index, d.step,
+                               d.actual.empty() ? "(ended)" : md(d.actual),
+                               d.expected.empty() ? "(ended)" : md(d.expected));
+    }
+}
+
+}  // namespace meshscope

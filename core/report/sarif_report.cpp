@@ -1,0 +1,149 @@
+// The SARIF report (2.1.0): one rule per origin class and per finding kind
+// with its own rule (core/model/vocabulary.h), one result per incident
+// group, for code-scanning UIs.
+
+#include <filesystem>
+#include <map>
+#include <ostream>
+
+#include "core/report/report.h"
+#include "core/report/report_text.h"
+#include "core/version.h"
+
+namespace meshscope {
+namespace {
+
+using namespace report_text;
+
+nlohmann::json sarifRule(std::string_view id, std::string_view name, std::string_view brief,
+                         std::string_view help, std::string_view level) {
+    return {{"id", id},
+            {"name", name},
+            {"shortDescription", {{"text", brief}}},
+            {"fullDescription", {{"text", brief}}},
+            {"help", {{"text", help}}},
+            {"defaultConfiguration", {{"level", level}}}};
+}
+
+// A recorded path as a SARIF artifact location: relative to the source root
+// when it lies under it, else an absolute file URI.
+nlohmann::json artifactLocation(const std::string& file, const std::string& sourceRoot) {
+    namespace fs = std::filesystem;
+    fs::path path(file);
+    if (!sourceRoot.empty() && path.is_absolute()) {
+        fs::path rel = path.lexically_normal().lexically_relative(fs::path(sourceRoot));
+        if (!rel.empty() && *rel.begin() != "..")
+            return {{"uri", rel.generic_string()}, {"uriBaseId", "SRCROOT"}};
+    }
+    if (path.is_absolute()) return {{"uri", "file://" + path.generic_string()}};
+    return {{"uri", path.generic_string()}, {"uriBaseId", "SRCROOT"}};
+}
+
+}  // namespace
+
+std::string sarifRuleId(OriginClass origin) {
+    return fmt::format("{}/{}", incidentKindInfo(IncidentKind::MixedTensor).sarifRule,
+                       originText(origin));
+}
+
+nlohmann::json sarifLog(const RunAnalysis& a, const ReportOptions& options) {
+    nlohmann::json rules = nlohmann::json::array();
+    std::map<std::string, int> ruleIndex;
+    auto addRule = [&](nlohmann::json rule) {
+        ruleIndex[rule["id"].get<std::string>()] = int(rules.size());
+        rules.push_back(std::move(rule));
+    };
+    for (const OriginInfo& o : kOrigins) {
+        FixSuggestion fix = suggestFix(o.origin);
+        addRule(sarifRule(
+            sarifRuleId(o.origin), o.sarifName,
+            fmt::format("{}: {}", incidentKindInfo(IncidentKind::MixedTensor).title, o.description),
+            fix.code.empty() ? fix.summary : fmt::format("{}, e.g. {}", fix.summary, fix.code),
+            "error"));
+    }
+    for (const FindingKindInfo& k : kFindingKinds)
+        if (!k.sarifRule.empty() && !ruleIndex.count(std::string(k.sarifRule)))
+            addRule(sarifRule(k.sarifRule, k.sarifName, k.sarifBrief, k.sarifHelp, k.sarifLevel));
+
+    auto location = [&](const SourceFrame& site) {
+        nlohmann::json physical = {
+            {"artifactLocation", artifactLocation(site.file, options.sourceRoot)}};
+        if (site.line > 0) physical["region"] = {{"startLine", site.line}};
+        nlohmann::json loc = {{"physicalLocation", physical}};
+        if (!site.function.empty())
+            loc["logicalLocations"] = {{{"name", site.function}, {"kind", "function"}}};
+        return loc;
+    };
+    nlohmann::json results = nlohmann::json::array();
+    for (const IncidentGroup& g : a.groups) {
+        std::string id = sarifRuleId(g.origin);
+        nlohmann::json result = {
+            {"ruleId", id},
+            {"ruleIndex", ruleIndex.at(id)},
+            {"level", g.unreconciled > 0 ? "error" : "warning"},
+            {"message",
+             {{"text",
+               fmt::format("{} mixed a plain tensor ({}) with DTensors {} time(s) on "
+                           "rank(s) {}; {} unreconciled. Evidence: {}. Fix: {}",
+                           g.op, describeOrigin(g.origin), g.count,
+                           joinCounts(g.perRank, [](int r) { return fmt::format("rank {}:", r); }),
+                           g.unreconciled, g.evidence.empty() ? "-" : g.evidence.front(),
+                           g.fix.summary)}}},
+            {"partialFingerprints",
+             {{"meshscopeCallSite/v1",
+               fmt::format("{}:{}:{}:{}", g.site.file, g.site.line, g.op, originText(g.origin))}}},
+            {"properties",
+             {{"count", g.count},
+              {"origin", originText(g.origin)},
+              {"unreconciled", g.unreconciled},
+              {"fix_code", g.fix.code}}}};
+        if (!g.site.file.empty()) result["locations"] = {location(g.site)};
+        results.push_back(std::move(result));
+        if (g.invalid > 0) {
+            std::string id(findingKindInfo(FindingKind::Invalid).sarifRule);
+            nlohmann::json invalid = {
+                {"ruleId", id},
+                {"ruleIndex", ruleIndex.at(id)},
+                {"level", "error"},
+                {"message",
+                 {{"text", fmt::format("{}: {} Replicate/scalar promotion(s) of a tensor that "
+                                       "differs across ranks: the result is silently wrong",
+                                       g.op, g.invalid)}}}};
+            if (!g.site.file.empty()) invalid["locations"] = {location(g.site)};
+            results.push_back(std::move(invalid));
+        }
+    }
+    for (const Finding& f : a.findings) {
+        // unreconciled and invalid findings were reported per incident group above
+        if (f.kind == FindingKind::Unreconciled || f.kind == FindingKind::Invalid) continue;
+        const FindingKindInfo& k = findingKindInfo(f.kind);
+        std::string id(k.sarifRule);
+        results.push_back({{"ruleId", id},
+                           {"ruleIndex", ruleIndex.at(id)},
+                           {"level", k.sarifLevel},
+                           {"message", {{"text", f.message}}}});
+    }
+    nlohmann::json run = {{"tool",
+                           {{"driver",
+                             {{"name", "meshscope"},
+                              {"semanticVersion", kVersion},
+                              {"fullName", options.generator},
+                              {"rules", rules}}}}},
+                          {"results", results},
+                          {"columnKind", "unicodeCodePoints"}};
+    if (!options.sourceRoot.empty()) {
+        std::string root = std::filesystem::path(options.sourceRoot).generic_string();
+        if (root.back() != '/') root += '/';
+        run["originalUriBaseIds"] = {{"SRCROOT", {{"uri", "file://" + root}}}};
+    }
+    return {{"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
+            {"version", "2.1.0"},
+            {"runs", {run}}};
+}
+
+void writeSarifReport(const RunReader&, const RunAnalysis& analysis, std::ostream& out,
+                      const ReportOptions& options) {
+    out << sarifLog(analysis, options).dump(2, ' ', false, kReplaceInvalidUtf8) << "\n";
+}
+
+}  // namespace meshscope
