@@ -260,26 +260,29 @@ std::optional<MeshRecord> findMesh(const RankReader& rank, MeshId id) {
     return std::nullopt;
 }
 
-RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
-    RunAnalysis a;
-    a.summary = summarize(run);
+namespace {
 
-    // Ranks the run should have but does not.
+// The stages of analyze(), in the order it runs them.
+
+// Ranks the run should have but does not.
+void findMissingRanks(const RunReader& run, RunAnalysis& a) {
     std::set<int> present;
     for (const RankReader& r : run.ranks())
         present.insert(r.info().rank);
     for (int r = 0; r < a.summary.worldSize; ++r)
         if (!present.count(r)) a.missingRanks.push_back(r);
+}
 
-    // Incidents, grouped by (op, origin, call site).
-    int64_t totalIncidents = 0;
-    for (const auto& r : a.summary.ranks)
-        totalIncidents += r.summary.incidents;
-    std::map<std::tuple<std::string, char, std::string, int>, int> groupIndex;
-    std::vector<std::unordered_set<uint32_t>> evidenceSeen;
-    std::map<std::tuple<int, int64_t, int>, size_t> checkIndex;
-    std::unordered_map<std::string, uint32_t> evidenceIndex;
-    for (const RankReader& rank : run.ranks()) {
+// Promotions that must agree across ranks, by (group, step, occurrence).
+using PromotionIndex = std::map<std::tuple<int, int64_t, int>, size_t>;
+
+// Groups every incident of every rank by (op, origin, call site), keeps each
+// group's distinct evidence, and collects the promotions to compare.
+class IncidentGrouping {
+  public:
+    explicit IncidentGrouping(RunAnalysis& a) : m_a(a) {}
+
+    void readRank(const RankReader& rank, const AnalysisOptions& options, int64_t total) {
         RankStrings strings(rank);
         std::map<std::pair<int, int64_t>, int> occurrences;
         // Interned ids of this rank -> group / evidence index, so a string is
@@ -289,119 +292,161 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
         for (IncidentSeq after;;) {
             std::vector<IncidentRecord> page = rank.incidentsAfter(after, kIncidentPage, false);
             for (const IncidentRecord& inc : page) {
-                auto rankKey = std::make_tuple(inc.op.value(), char(inc.origin), inc.stack.value());
-                auto known = rankGroups.find(rankKey);
-                if (known == rankGroups.end()) {
-                    const SourceFrame& site = strings.site(inc.stack);
-                    std::string op = rank.string(inc.op);
-                    auto key = std::make_tuple(op, char(inc.origin), site.file, site.line);
-                    auto [it, fresh] = groupIndex.try_emplace(key, int(a.groups.size()));
-                    if (fresh) {
-                        IncidentGroup g;
-                        g.id = it->second;
-                        g.op = op;
-                        g.origin = inc.origin;
-                        g.site = site;
-                        IncidentRecord withOperands = inc;
-                        withOperands.operands = rank.incidentOperands(inc.seq);
-                        g.example = describeIncident(rank, withOperands);
-                        g.fix = suggestFix(inc.origin);
-                        a.groups.push_back(std::move(g));
-                        evidenceSeen.emplace_back();
-                    }
-                    known = rankGroups.emplace(rankKey, it->second).first;
-                }
-                IncidentGroup& g = a.groups[size_t(known->second)];
-                IncidentRef ref;
-                ref.rank = rank.info().rank;
-                ref.seq = inc.seq;
-                ref.timeNs = inc.timeNs;
-                ref.step = inc.step;
-                ref.thread = inc.thread;
-                ref.group = g.id;
+                IncidentGroup& g = group(rank, strings, inc, rankGroups);
+                IncidentRef ref = count(g, rank.info().rank, inc);
                 ref.occurrence = occurrences[{g.id, inc.step}]++;
-                ref.action = inc.action;
-                ref.outcome = inc.outcome;
-                ref.fingerprint = inc.fingerprint;
-                ++g.count;
-                ++g.perRank[ref.rank];
-                ++g.perStep[inc.step];
-                ++g.actions[inc.action];
-                ++g.outcomes[inc.outcome];
-                if (inc.outcome != Outcome::Reconciled) ++g.unreconciled;
-                g.firstStep = g.firstStep < 0 ? inc.step : std::min(g.firstStep, inc.step);
-                g.lastStep = std::max(g.lastStep, inc.step);
-                auto [ev, newText] = rankEvidence.try_emplace(inc.evidence.value(), 0);
-                if (newText) {
-                    std::string text = rank.string(inc.evidence);
-                    auto [global, added] =
-                        evidenceIndex.try_emplace(text, uint32_t(a.evidenceTexts.size()));
-                    if (added) a.evidenceTexts.push_back(std::move(text));
-                    ev->second = global->second;
-                }
-                ref.evidence = ev->second;
-                if (evidenceSeen[size_t(g.id)].insert(ref.evidence).second) {
+                ref.evidence = evidence(rank, inc, rankEvidence);
+                if (m_seen[size_t(g.id)].insert(ref.evidence).second) {
                     ++g.distinctEvidence;
                     if (g.evidence.size() < kEvidenceKept)
-                        g.evidence.push_back(a.evidenceTexts[ref.evidence]);
+                        g.evidence.push_back(m_a.evidenceTexts[ref.evidence]);
                 }
-                if (mustAgreeAcrossRanks(ref)) {
-                    auto [c, added] = checkIndex.try_emplace(
-                        std::make_tuple(g.id, inc.step, ref.occurrence), a.promotionChecks.size());
-                    if (added) {
-                        PromotionCheck check;
-                        check.group = g.id;
-                        check.step = inc.step;
-                        check.occurrence = ref.occurrence;
-                        check.action = inc.action;
-                        a.promotionChecks.push_back(check);
-                    }
-                    a.promotionChecks[c->second].fingerprints[ref.rank] = inc.fingerprint;
-                }
-                a.incidents.push_back(ref);
+                if (mustAgreeAcrossRanks(ref)) addPromotion(ref, inc);
+                m_a.incidents.push_back(ref);
             }
             if (options.progress)
-                options.progress("reading incidents", int64_t(a.incidents.size()), totalIncidents);
+                options.progress("reading incidents", int64_t(m_a.incidents.size()), total);
             if (int64_t(page.size()) < kIncidentPage) break;
             after = page.back().seq;
         }
     }
 
-    // Verdicts: promotions that must agree across ranks.
+    const PromotionIndex& promotions() const { return m_checks; }
+
+  private:
+    IncidentGroup& group(const RankReader& rank, RankStrings& strings, const IncidentRecord& inc,
+                         std::map<std::tuple<int64_t, char, int64_t>, int>& rankGroups) {
+        auto rankKey = std::make_tuple(inc.op.value(), originLetter(inc.origin), inc.stack.value());
+        auto known = rankGroups.find(rankKey);
+        if (known != rankGroups.end()) return m_a.groups[size_t(known->second)];
+        const SourceFrame& site = strings.site(inc.stack);
+        std::string op = rank.string(inc.op);
+        auto key = std::make_tuple(op, originLetter(inc.origin), site.file, site.line);
+        auto [it, fresh] = m_groups.try_emplace(key, int(m_a.groups.size()));
+        if (fresh) {
+            IncidentGroup g;
+            g.id = it->second;
+            g.op = op;
+            g.origin = inc.origin;
+            g.site = site;
+            IncidentRecord withOperands = inc;
+            withOperands.operands = rank.incidentOperands(inc.seq);
+            g.example = describeIncident(rank, withOperands);
+            g.fix = suggestFix(inc.origin);
+            m_a.groups.push_back(std::move(g));
+            m_seen.emplace_back();
+        }
+        rankGroups.emplace(rankKey, it->second);
+        return m_a.groups[size_t(it->second)];
+    }
+
+    // The incident counted into its group; its reference (without occurrence
+    // and evidence).
+    static IncidentRef count(IncidentGroup& g, int rank, const IncidentRecord& inc) {
+        IncidentRef ref;
+        ref.rank = rank;
+        ref.seq = inc.seq;
+        ref.timeNs = inc.timeNs;
+        ref.step = inc.step;
+        ref.thread = inc.thread;
+        ref.group = g.id;
+        ref.action = inc.action;
+        ref.outcome = inc.outcome;
+        ref.fingerprint = inc.fingerprint;
+        ++g.count;
+        ++g.perRank[ref.rank];
+        ++g.perStep[inc.step];
+        ++g.actions[inc.action];
+        ++g.outcomes[inc.outcome];
+        if (inc.outcome != Outcome::Reconciled) ++g.unreconciled;
+        g.firstStep = g.firstStep < 0 ? inc.step : std::min(g.firstStep, inc.step);
+        g.lastStep = std::max(g.lastStep, inc.step);
+        return ref;
+    }
+
+    // Index of the incident's evidence text in RunAnalysis::evidenceTexts.
+    uint32_t evidence(const RankReader& rank, const IncidentRecord& inc,
+                      std::unordered_map<int64_t, uint32_t>& rankEvidence) {
+        auto [ev, newText] = rankEvidence.try_emplace(inc.evidence.value(), 0);
+        if (newText) {
+            std::string text = rank.string(inc.evidence);
+            auto [global, added] = m_evidence.try_emplace(text, uint32_t(m_a.evidenceTexts.size()));
+            if (added) m_a.evidenceTexts.push_back(std::move(text));
+            ev->second = global->second;
+        }
+        return ev->second;
+    }
+
+    void addPromotion(const IncidentRef& ref, const IncidentRecord& inc) {
+        auto [c, added] = m_checks.try_emplace(std::make_tuple(ref.group, inc.step, ref.occurrence),
+                                               m_a.promotionChecks.size());
+        if (added) {
+            PromotionCheck check;
+            check.group = ref.group;
+            check.step = inc.step;
+            check.occurrence = ref.occurrence;
+            check.action = inc.action;
+            m_a.promotionChecks.push_back(check);
+        }
+        m_a.promotionChecks[c->second].fingerprints[ref.rank] = inc.fingerprint;
+    }
+
+    RunAnalysis& m_a;
+    std::map<std::tuple<std::string, char, std::string, int>, int> m_groups;
+    std::vector<std::unordered_set<uint32_t>> m_seen;  // evidence per group
+    std::unordered_map<std::string, uint32_t> m_evidence;
+    PromotionIndex m_checks;
+};
+
+PromotionIndex groupIncidents(const RunReader& run, const AnalysisOptions& options,
+                              RunAnalysis& a) {
+    int64_t total = 0;
+    for (const auto& r : a.summary.ranks)
+        total += r.summary.incidents;
+    IncidentGrouping grouping(a);
+    for (const RankReader& rank : run.ranks())
+        grouping.readRank(rank, options, total);
+    return grouping.promotions();
+}
+
+// Verdicts: promotions that must agree across ranks, and their groups' counts.
+void judgePromotions(const PromotionIndex& checks, RunAnalysis& a) {
     for (PromotionCheck& c : a.promotionChecks)
         c.verdict = verdictOf(c);
     for (IncidentRef& ref : a.incidents) {
         if (!mustAgreeAcrossRanks(ref)) continue;
         const PromotionCheck& c =
-            a.promotionChecks[checkIndex.at(std::make_tuple(ref.group, ref.step, ref.occurrence))];
+            a.promotionChecks[checks.at(std::make_tuple(ref.group, ref.step, ref.occurrence))];
         ref.verdict = c.verdict;
         IncidentGroup& g = a.groups[size_t(ref.group)];
         (c.verdict == Verdict::Invalid    ? g.invalid
          : c.verdict == Verdict::Verified ? g.verified
                                           : g.unverified)++;
     }
+}
 
-    // Incident sequences across ranks (by group).
-    if (run.ranks().size() >= 2) {
-        std::vector<int> rankIds;
-        for (const RankReader& r : run.ranks())
-            rankIds.push_back(r.info().rank);
-        SequenceComparer incidents(Divergence::Kind::Incidents, 0, rankIds);
-        for (const IncidentRef& ref : a.incidents)
-            incidents.push(ref.rank, {ref.group, ref.step});
-        for (int r : rankIds)
-            incidents.setEnded(r);
-        auto describe = [&](int64_t g) {
-            const IncidentGroup& group = a.groups[size_t(g)];
-            return fmt::format("{} at {} (origin {})", group.op, formatLocation(group.site),
-                               std::string(1, char(group.origin)));
-        };
-        auto site = [&](int64_t g) { return a.groups[size_t(g)].site; };
-        incidents.compare(describe, a.divergences, site);
-    }
-    if (options.compareOps) compareOps(run, options, a);
+// Incident sequences across ranks (by group).
+void compareIncidents(const RunReader& run, RunAnalysis& a) {
+    if (run.ranks().size() < 2) return;
+    std::vector<int> rankIds;
+    for (const RankReader& r : run.ranks())
+        rankIds.push_back(r.info().rank);
+    SequenceComparer incidents(Divergence::Kind::Incidents, 0, rankIds);
+    for (const IncidentRef& ref : a.incidents)
+        incidents.push(ref.rank, {ref.group, ref.step});
+    for (int r : rankIds)
+        incidents.setEnded(r);
+    auto describe = [&](int64_t g) {
+        const IncidentGroup& group = a.groups[size_t(g)];
+        return fmt::format("{} at {} (origin {})", group.op, formatLocation(group.site),
+                           originText(group.origin));
+    };
+    auto site = [&](int64_t g) { return a.groups[size_t(g)].site; };
+    incidents.compare(describe, a.divergences, site);
+}
 
-    // Most frequent groups first; ids follow the order.
+// Most frequent groups first; ids follow the order.
+void orderGroups(RunAnalysis& a) {
     std::vector<int> order(a.groups.size());
     for (size_t i = 0; i < order.size(); ++i)
         order[i] = int(i);
@@ -423,7 +468,19 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
         ref.group = newId[size_t(ref.group)];
     for (PromotionCheck& c : a.promotionChecks)
         c.group = newId[size_t(c.group)];
+}
 
+}  // namespace
+
+RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
+    RunAnalysis a;
+    a.summary = summarize(run);
+    findMissingRanks(run, a);
+    PromotionIndex promotions = groupIncidents(run, options, a);
+    judgePromotions(promotions, a);
+    compareIncidents(run, a);
+    if (options.compareOps) compareOps(run, options, a);
+    orderGroups(a);
     addFindings(run, a);
     return a;
 }
