@@ -9,7 +9,7 @@
 
 #include "capture/agent/agent.h"
 #include "capture/agent/collective_bridge.h"
-#include "capture/agent/op_call.h"
+#include "capture/agent/op_handler.h"
 
 namespace meshscope::capture {
 

@@ -21,7 +21,7 @@
 #include "capture/agent/dispatch_hook.h"
 #include "capture/agent/fingerprint.h"
 #include "capture/agent/observer.h"
-#include "capture/agent/op_call.h"
+#include "capture/agent/op_handler.h"
 #include "core/analysis/run_json.h"
 #include "core/policy/policy.h"
 #include "core/store/run_directory.h"

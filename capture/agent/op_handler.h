@@ -1,11 +1,12 @@
 #pragma once
 
-// One op handed to the agent, by either hook of dispatch_hook.h: scans its
-// tensor operands, records it, and for a mixed op classifies the plain
-// operand, applies the policy and raises, or re-calls the op with promoted
-// operands. Works on Python objects (the op's OpOverload, args, kwargs); the
-// dispatcher hook builds it from its boxed stack to record DTensor ops and
-// provenance without Python. Requires the GIL. Internal to the agent.
+// OpHandler: the agent's handling of one op handed to it by either hook of
+// dispatch_hook.h. Scans its tensor operands, records it, and for a mixed op
+// classifies the plain operand, applies the policy and raises, or re-calls
+// the op with promoted operands. Works on Python objects (the op's
+// OpOverload, args, kwargs); the dispatcher hook builds it from its boxed
+// stack to record DTensor ops and provenance without Python. Requires the GIL. Internal to the
+// agent.
 
 #include <Python.h>
 
@@ -92,9 +93,9 @@ class PendingError {
 
 struct ArgEditor;
 
-class OpCall {
+class OpHandler {
   public:
-    OpCall(Agent& agent, PyObject* func, PyObject* args, PyObject* kwargs)
+    OpHandler(Agent& agent, PyObject* func, PyObject* args, PyObject* kwargs)
         : m_agent(agent),
           m_writer(agent.writer()),
           m_py(agent.py()),
@@ -103,7 +104,7 @@ class OpCall {
           m_kwargs(kwargs) {}
 
     // The dispatcher hook's call: operands scanned from the boxed stack.
-    OpCall(Agent& agent, OpInfo& info, Operands inputs)
+    OpHandler(Agent& agent, OpInfo& info, Operands inputs)
         : m_agent(agent),
           m_writer(agent.writer()),
           m_py(agent.py()),

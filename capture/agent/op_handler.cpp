@@ -1,4 +1,4 @@
-#include "capture/agent/op_call.h"
+#include "capture/agent/op_handler.h"
 
 #include <ATen/DTensorState.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -180,11 +180,11 @@ struct ArgEditor {
     }
 };
 
-PyObject* OpCall::call(PyObject* callable, PyObject* args, PyObject* kwargs) {
+PyObject* OpHandler::call(PyObject* callable, PyObject* args, PyObject* kwargs) {
     return PyObject_Call(callable, args ? args : emptyArgs(), kwargs);
 }
 
-bool OpCall::traceFacts(const Operand& plain) {
+bool OpHandler::traceFacts(const Operand& plain) {
     if (!plain.obj || !plain.tensor().key_set().has(c10::DispatchKey::Python)) return false;
     static PyObject* userStack = tracingHelper("user_stack");
     static PyObject* realTensor = tracingHelper("real_tensor");
@@ -211,12 +211,12 @@ bool OpCall::traceFacts(const Operand& plain) {
     return true;
 }
 
-uint64_t OpCall::fingerprint(const Operand& op) const {
+uint64_t OpHandler::fingerprint(const Operand& op) const {
     if (m_real && op.obj == m_fake) return fingerprintTensor(THPVariable_Unpack(m_real.get()));
     return fingerprintTensor(op.tensor());
 }
 
-PyObject* OpCall::run() {
+PyObject* OpHandler::run() {
     m_info = &m_py.opInfo(m_func, m_writer);
     m_inputs = scanArgs(m_args, m_kwargs, m_py);
     findReference();
@@ -227,7 +227,7 @@ PyObject* OpCall::run() {
     return mixed ? incident() : dtensorOp();
 }
 
-void OpCall::findReference() {
+void OpHandler::findReference() {
     for (const Operand& op : m_inputs)
         if (op.dtensor) {
             m_reference = &op;
@@ -236,22 +236,22 @@ void OpCall::findReference() {
         }
 }
 
-OpSeq OpCall::recordDTensorOp(int64_t start, int64_t end, const Operands& outputs) {
+OpSeq OpHandler::recordDTensorOp(int64_t start, int64_t end, const Operands& outputs) {
     findReference();
     return recordOp(start, end, outputs, IncidentSeq{}, *m_info);
 }
 
-Operands OpCall::scanResult(PyObject* result) const {
+Operands OpHandler::scanResult(PyObject* result) const {
     Operands outs;
     if (result) scanValue(result, 0, outs, m_py);
     return outs;
 }
 
-bool OpCall::tagsFactory() const {
+bool OpHandler::tagsFactory() const {
     return m_info->isFactory && tagsCreations(m_agent.phase());
 }
 
-void OpCall::afterPlainOp(const Operands& outputs) {
+void OpHandler::afterPlainOp(const Operands& outputs) {
     if (tagsFactory()) {
         UserFrame frame = m_agent.frames().userFrame(m_writer);
         const std::string& label = Agent::threadPhaseLabel();
@@ -280,7 +280,7 @@ void OpCall::afterPlainOp(const Operands& outputs) {
 
 // An op on plain tensors only: not recorded at DTensor level, but provenance
 // flows from inputs to outputs and new tensors get tagged by phase.
-PyObject* OpCall::plainOp() {
+PyObject* OpHandler::plainOp() {
     if (m_agent.promotions().size() && m_agent.phase() == Phase::Backward)
         if (PyObject* result = substitutePromoted()) return result;
     if (PyErr_Occurred()) return nullptr;
@@ -293,7 +293,7 @@ PyObject* OpCall::plainOp() {
 // In backward, a plain tensor autograd saved in forward that the agent had
 // promoted runs as that promotion. Returns nullptr (no error set) when no
 // input was promoted.
-PyObject* OpCall::substitutePromoted() {
+PyObject* OpHandler::substitutePromoted() {
     ArgEditor editor(m_args, m_kwargs);
     bool any = false;
     for (const Operand& op : m_inputs)
@@ -310,12 +310,12 @@ PyObject* OpCall::substitutePromoted() {
     return result;
 }
 
-void OpCall::tagOutputs(const Operands& outs, const Provenance& provenance) {
+void OpHandler::tagOutputs(const Operands& outs, const Provenance& provenance) {
     for (const Operand& op : outs)
         if (!op.dtensor) m_agent.tensors().setProvenance(op.tensor(), provenance);
 }
 
-void OpCall::propagate(const Operands& outs) {
+void OpHandler::propagate(const Operands& outs) {
     TensorTable& tensors = m_agent.tensors();
     TensorTable::ProvenancePtr derived;
     for (const Operand& op : m_inputs)
@@ -326,7 +326,7 @@ void OpCall::propagate(const Operands& outs) {
             tensors.setProvenance(op.tensor(), derived);
 }
 
-TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts, bool identity) {
+TensorId OpHandler::tensorId(const Operand& op, const DTensorFacts* facts, bool identity) {
     const at::Tensor& t = op.tensor();
     TensorTable::Entry* entry = m_agent.tensors().find(t);
     if (entry && entry->recorded) return entry->id;
@@ -340,7 +340,7 @@ TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts, bool ide
     return entry->id;
 }
 
-TensorId OpCall::describedId(const Operand& op, const DTensorFacts& facts) {
+TensorId OpHandler::describedId(const Operand& op, const DTensorFacts& facts) {
     const at::Tensor& t = op.tensor();
     // A DTensor's description is its spec's: remembered with the spec entry
     // (no hashing of the shape per operand).
@@ -358,8 +358,8 @@ TensorId OpCall::describedId(const Operand& op, const DTensorFacts& facts) {
     return id;
 }
 
-void OpCall::recordTensor(const Operand& op, const DTensorFacts& facts, TensorId id,
-                          const Provenance* provenance) {
+void OpHandler::recordTensor(const Operand& op, const DTensorFacts& facts, TensorId id,
+                             const Provenance* provenance) {
     const at::Tensor& t = op.tensor();
     TensorRecord rec;
     rec.id = id;
@@ -384,7 +384,8 @@ void OpCall::recordTensor(const Operand& op, const DTensorFacts& facts, TensorId
     m_writer.submit(Record{std::move(rec)});
 }
 
-void OpCall::addOperands(std::vector<OperandRecord>& out, const Operands& ops, OperandRole role) {
+void OpHandler::addOperands(std::vector<OperandRecord>& out, const Operands& ops,
+                            OperandRole role) {
     for (const Operand& op : ops) {
         OperandRecord r;
         r.index = op.index;
@@ -402,13 +403,13 @@ void OpCall::addOperands(std::vector<OperandRecord>& out, const Operands& ops, O
     }
 }
 
-OpSeq OpCall::recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
-                       OpInfo& info) {
+OpSeq OpHandler::recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
+                          OpInfo& info) {
     return recordOp(start, end, scanResult(result), incident, info);
 }
 
-OpSeq OpCall::recordOp(int64_t start, int64_t end, const Operands& outputs, IncidentSeq incident,
-                       OpInfo& info) {
+OpSeq OpHandler::recordOp(int64_t start, int64_t end, const Operands& outputs, IncidentSeq incident,
+                          OpInfo& info) {
     OpRecord rec;
     rec.startNs = start;
     rec.endNs = end;
@@ -426,7 +427,7 @@ OpSeq OpCall::recordOp(int64_t start, int64_t end, const Operands& outputs, Inci
     return m_writer.submit(std::move(rec));
 }
 
-PyObject* OpCall::dtensorOp() {
+PyObject* OpHandler::dtensorOp() {
     OpScope scope(m_agent, m_inputs);
     int64_t start = m_writer.nowNs();
     ++Agent::threadDepth();
@@ -444,8 +445,8 @@ PyObject* OpCall::dtensorOp() {
     return result;
 }
 
-std::string OpCall::incidentText(const IncidentRecord& inc, const Operand& plain,
-                                 const Classification& c, const UserFrame& frame) const {
+std::string OpHandler::incidentText(const IncidentRecord& inc, const Operand& plain,
+                                    const Classification& c, const UserFrame& frame) const {
     std::string text =
         "operand " + std::to_string(plain.index) +
         (plain.element >= 0 ? "[" + std::to_string(plain.element) + "]" : "") + " of " +
@@ -462,7 +463,7 @@ std::string OpCall::incidentText(const IncidentRecord& inc, const Operand& plain
     return text;
 }
 
-Classification OpCall::classifyOperand(const Operand& op) {
+Classification OpHandler::classifyOperand(const Operand& op) {
     bool real = m_real && op.obj == m_fake;  // a fake tensor Dynamo traces
     const at::Tensor& t = real ? THPVariable_Unpack(m_real.get()) : op.tensor();
     ClassifyInput ci;
@@ -485,18 +486,18 @@ Classification OpCall::classifyOperand(const Operand& op) {
 }
 
 // A tensor of per-tensor scalars in a foreach op (`_foreach_addcdiv_.Tensor`).
-bool OpCall::isScalarList(const Operand& op) const {
+bool OpHandler::isScalarList(const Operand& op) const {
     return isForeach(m_info->text) && op.element < 0 && op.index > 0 && op.tensor().dim() == 1;
 }
 
-PolicyDecision OpCall::decide(const Operand& op, const Classification& cls,
-                              const UserFrame& frame) const {
+PolicyDecision OpHandler::decide(const Operand& op, const Classification& cls,
+                                 const UserFrame& frame) const {
     return m_agent.config().policy.decide(
         IncidentFacts{m_info->text, cls.origin, frame.file, frame.module, op.tensor().numel(),
                       isScalarList(op), m_py.hasBatchDim(m_refFacts.mesh)});
 }
 
-PyObject* OpCall::incident() {
+PyObject* OpHandler::incident() {
     m_agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
     const Operand* plain = nullptr;
     for (const Operand& op : m_inputs)
@@ -545,9 +546,9 @@ PyObject* OpCall::incident() {
 
 // Observe with another dispatch mode below meshscope: that mode may reconcile
 // the op itself, so run it first and record what happened.
-PyObject* OpCall::observeWithModeBelow(IncidentRecord& inc, const Operand& plain,
-                                       const Classification& cls, const UserFrame& frame,
-                                       const PolicyDecision& decision, PyObject* below) {
+PyObject* OpHandler::observeWithModeBelow(IncidentRecord& inc, const Operand& plain,
+                                          const Classification& cls, const UserFrame& frame,
+                                          const PolicyDecision& decision, PyObject* below) {
     std::string name = Py_TYPE(below)->tp_name;
     PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
     PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
@@ -576,9 +577,9 @@ PyObject* OpCall::observeWithModeBelow(IncidentRecord& inc, const Operand& plain
     return nullptr;
 }
 
-PyObject* OpCall::raiseIncident(IncidentRecord& inc, const Operand& plain,
-                                const Classification& cls, const UserFrame& frame,
-                                const PolicyDecision& decision) {
+PyObject* OpHandler::raiseIncident(IncidentRecord& inc, const Operand& plain,
+                                   const Classification& cls, const UserFrame& frame,
+                                   const PolicyDecision& decision) {
     if (decision.action == Action::Observed)
         if (PyRef below = modeBelow())
             return observeWithModeBelow(inc, plain, cls, frame, decision, below.get());
@@ -613,9 +614,9 @@ PyObject* OpCall::raiseIncident(IncidentRecord& inc, const Operand& plain,
 // (index_put in the backward of an index lookup whose indices were promoted
 // below autograd). The same global tensor laid out as Replicate() is always
 // valid, so retry once with the promoted operands redistributed.
-PyObject* OpCall::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
-                                  const std::vector<std::pair<const Operand*, PyRef>>& sharded,
-                                  const PromotionTarget& target, std::string& rule) {
+PyObject* OpHandler::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
+                                     const std::vector<std::pair<const Operand*, PyRef>>& sharded,
+                                     const PromotionTarget& target, std::string& rule) {
     std::string first = pendingErrorText();
     PyErr_Clear();
     auto redistribute = [&](const Operand& operand, PyObject* value) {
@@ -641,7 +642,7 @@ PyObject* OpCall::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
 
 // The operand's replacement: the DTensor it was promoted to before (same
 // global tensor in forward and backward), or a new promotion.
-Promotion OpCall::promote(const Plan& p, const PromotionTarget& target) {
+Promotion OpHandler::promote(const Plan& p, const PromotionTarget& target) {
     if (p.action == Action::Scalarized) return scalarize(p.operand->obj, p.asList);
     const at::Tensor& plain = p.operand->tensor();
     if (PyObject* cached = m_agent.promotions().find(plain)) {
@@ -659,8 +660,8 @@ Promotion OpCall::promote(const Plan& p, const PromotionTarget& target) {
 // What happens to each plain operand: the incident's decision for the first,
 // each one's own policy decision for the others (a foreach op can mix optimizer
 // state with a tensor of scalars), never "observe" for only some of them.
-std::vector<OpCall::Plan> OpCall::plan(const Operand& first, const PolicyDecision& decision,
-                                       const UserFrame& frame, std::string& rule) {
+std::vector<OpHandler::Plan> OpHandler::plan(const Operand& first, const PolicyDecision& decision,
+                                             const UserFrame& frame, std::string& rule) {
     std::vector<Plan> plans;
     for (const Operand& op : m_inputs) {
         if (!op.mixed) continue;
@@ -680,8 +681,8 @@ std::vector<OpCall::Plan> OpCall::plan(const Operand& first, const PolicyDecisio
     return plans;
 }
 
-PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const UserFrame& frame,
-                            PolicyDecision decision, bool byTorch) {
+PyObject* OpHandler::reconcile(IncidentRecord& inc, const Operand& first, const UserFrame& frame,
+                               PolicyDecision decision, bool byTorch) {
     std::string rule = decision.rule;
     std::vector<Plan> plans = plan(first, decision, frame, rule);
     OpInfo* callInfo = m_info;
