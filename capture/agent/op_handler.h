@@ -21,7 +21,7 @@
 
 #include "capture/agent/agent.h"
 #include "capture/agent/classifier.h"
-#include "capture/agent/reconciler.h"
+#include "capture/agent/promotion.h"
 
 namespace meshscope::capture {
 

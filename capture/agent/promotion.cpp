@@ -1,4 +1,4 @@
-#include "capture/agent/reconciler.h"
+#include "capture/agent/promotion.h"
 
 #include <torch/csrc/autograd/python_variable.h>
 
