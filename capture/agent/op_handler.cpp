@@ -22,9 +22,9 @@ PyObject* emptyArgs() {
     return empty;
 }
 
-void scanValue(PyObject* value, uint16_t index, Operands& out, const PyTorch& py) {
+void scanValue(PyObject* value, uint16_t index, Operands& out, const TorchTypes& types) {
     if (THPVariable_Check(value)) {
-        out.push_back({value, THPVariable_Unpack(value), index, -1, py.isDTensor(value), false});
+        out.push_back({value, THPVariable_Unpack(value), index, -1, types.isDTensor(value), false});
         return;
     }
     if (!PyList_Check(value) && !PyTuple_Check(value)) return;
@@ -33,20 +33,20 @@ void scanValue(PyObject* value, uint16_t index, Operands& out, const PyTorch& py
         PyObject* item = PySequence_Fast_GET_ITEM(value, i);
         if (THPVariable_Check(item))
             out.push_back(
-                {item, THPVariable_Unpack(item), index, int16_t(i), py.isDTensor(item), false});
+                {item, THPVariable_Unpack(item), index, int16_t(i), types.isDTensor(item), false});
     }
 }
 
-Operands scanArgs(PyObject* args, PyObject* kwargs, const PyTorch& py) {
+Operands scanArgs(PyObject* args, PyObject* kwargs, const TorchTypes& types) {
     Operands out;
     Py_ssize_t n = args ? PyTuple_GET_SIZE(args) : 0;
     for (Py_ssize_t i = 0; i < n; ++i)
-        scanValue(PyTuple_GET_ITEM(args, i), uint16_t(i), out, py);
+        scanValue(PyTuple_GET_ITEM(args, i), uint16_t(i), out, types);
     if (kwargs && PyDict_Check(kwargs)) {
         Py_ssize_t pos = 0, k = 0;
         PyObject *key, *value;
         while (PyDict_Next(kwargs, &pos, &key, &value))
-            scanValue(value, uint16_t(n + k++), out, py);
+            scanValue(value, uint16_t(n + k++), out, types);
     }
     return out;
 }
@@ -217,8 +217,8 @@ uint64_t OpHandler::fingerprint(const Operand& op) const {
 }
 
 PyObject* OpHandler::run() {
-    m_info = &m_py.opInfo(m_func, m_writer);
-    m_inputs = scanArgs(m_args, m_kwargs, m_py);
+    m_info = &m_torch.opInfo(m_func, m_writer);
+    m_inputs = scanArgs(m_args, m_kwargs, m_torch);
     findReference();
     if (!m_reference) return plainOp();
     bool mixed = false;
@@ -231,7 +231,7 @@ void OpHandler::findReference() {
     for (const Operand& op : m_inputs)
         if (op.dtensor) {
             m_reference = &op;
-            m_refFacts = m_py.dtensorFacts(op.obj, m_writer);
+            m_refFacts = m_torch.dtensorFacts(op.obj, m_writer);
             return;
         }
 }
@@ -243,7 +243,7 @@ OpSeq OpHandler::recordDTensorOp(int64_t start, int64_t end, const Operands& out
 
 Operands OpHandler::scanResult(PyObject* result) const {
     Operands outs;
-    if (result) scanValue(result, 0, outs, m_py);
+    if (result) scanValue(result, 0, outs, m_torch);
     return outs;
 }
 
@@ -330,7 +330,8 @@ TensorId OpHandler::tensorId(const Operand& op, const DTensorFacts* facts, bool 
     const at::Tensor& t = op.tensor();
     TensorTable::Entry* entry = m_agent.tensors().find(t);
     if (entry && entry->recorded) return entry->id;
-    DTensorFacts own = op.dtensor && !facts ? m_py.dtensorFacts(op.obj, m_writer) : DTensorFacts{};
+    DTensorFacts own =
+        op.dtensor && !facts ? m_torch.dtensorFacts(op.obj, m_writer) : DTensorFacts{};
     const DTensorFacts& f = facts ? *facts : own;
     if (!entry && !identity) return describedId(op, f);
     bool isNew = false;
@@ -354,7 +355,8 @@ TensorId OpHandler::describedId(const Operand& op, const DTensorFacts& facts) {
         recordTensor(op, facts, id, nullptr);
         descriptions.add(key, id);
     }
-    if (op.dtensor) m_py.rememberDescription(facts, {id, t.scalar_type(), t.device(), t.numel()});
+    if (op.dtensor)
+        m_torch.rememberDescription(facts, {id, t.scalar_type(), t.device(), t.numel()});
     return id;
 }
 
@@ -363,9 +365,9 @@ void OpHandler::recordTensor(const Operand& op, const DTensorFacts& facts, Tenso
     const at::Tensor& t = op.tensor();
     TensorRecord rec;
     rec.id = id;
-    rec.dtype = m_py.dtypeId(t.scalar_type(), m_writer);
+    rec.dtype = m_torch.dtypeId(t.scalar_type(), m_writer);
     rec.globalShape = m_writer.intern(shapeText(t.sizes().data(), t.sizes().size()));
-    rec.device = m_py.deviceId(t.device(), m_writer);
+    rec.device = m_torch.deviceId(t.device(), m_writer);
     rec.numel = t.numel();
     rec.isDTensor = op.dtensor;
     if (provenance) rec.createdAt = provenance->createdAt;
@@ -374,7 +376,7 @@ void OpHandler::recordTensor(const Operand& op, const DTensorFacts& facts, Tenso
         rec.mesh = facts.mesh;
         rec.placements = facts.placements;
         if (facts.placementsText.find("Shard") != std::string::npos) {  // else local == global
-            PyRef local = m_py.localTensor(op.obj);
+            PyRef local = m_torch.localTensor(op.obj);
             if (local && THPVariable_Check(local.get())) {
                 const at::Tensor& l = THPVariable_Unpack(local.get());
                 rec.localShape = m_writer.intern(shapeText(l.sizes().data(), l.sizes().size()));
@@ -393,7 +395,7 @@ void OpHandler::addOperands(std::vector<OperandRecord>& out, const Operands& ops
         r.kind = OperandKind::Tensor;
         if (op.dtensor) {
             DTensorFacts facts =
-                &op == m_reference ? m_refFacts : m_py.dtensorFacts(op.obj, m_writer);
+                &op == m_reference ? m_refFacts : m_torch.dtensorFacts(op.obj, m_writer);
             r.tensor = tensorId(op, &facts);
             r.placements = facts.placements;
         } else {
@@ -452,7 +454,7 @@ std::string OpHandler::incidentText(const IncidentRecord& inc, const Operand& pl
         (plain.element >= 0 ? "[" + std::to_string(plain.element) + "]" : "") + " of " +
         m_info->text + " is a plain torch.Tensor (" + describeTensor(plain.tensor()) +
         ") meeting DTensor operand " + std::to_string(m_reference->index) + " " +
-        std::string(m_refFacts.placementsText) + " on " + m_py.meshText(m_refFacts.mesh) + "\n";
+        std::string(m_refFacts.placementsText) + " on " + m_torch.meshText(m_refFacts.mesh) + "\n";
     text += "  origin " + std::string(1, char(c.origin)) + " (" +
             std::string(describeOrigin(c.origin)) + "): " + c.evidence + "\n";
     if (!frame.file.empty())
@@ -494,7 +496,7 @@ PolicyDecision OpHandler::decide(const Operand& op, const Classification& cls,
                                  const UserFrame& frame) const {
     return m_agent.config().policy.decide(
         IncidentFacts{m_info->text, cls.origin, frame.file, frame.module, op.tensor().numel(),
-                      isScalarList(op), m_py.hasBatchDim(m_refFacts.mesh)});
+                      isScalarList(op), m_torch.hasBatchDim(m_refFacts.mesh)});
 }
 
 PyObject* OpHandler::incident() {
@@ -620,7 +622,7 @@ PyObject* OpHandler::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
     std::string first = pendingErrorText();
     PyErr_Clear();
     auto redistribute = [&](const Operand& operand, PyObject* value) {
-        PyRef replicated = redistributeReplicated(m_py, value, target.mesh, target.meshNdim);
+        PyRef replicated = redistributeReplicated(m_torch, value, target.mesh, target.meshNdim);
         return replicated && editor.replace(operand, replicated.get());
     };
     bool ok = true;
@@ -648,10 +650,10 @@ Promotion OpHandler::promote(const Plan& p, const PromotionTarget& target) {
     if (PyObject* cached = m_agent.promotions().find(plain)) {
         Promotion reused;
         reused.value = PyRef::borrow(cached);
-        reused.placements = std::string(m_py.dtensorFacts(cached, m_writer).placementsText);
+        reused.placements = std::string(m_torch.dtensorFacts(cached, m_writer).placementsText);
         return reused;
     }
-    Promotion made = promoteToDTensor(m_py, p.operand->obj, p.action, target);
+    Promotion made = promoteToDTensor(m_torch, p.operand->obj, p.action, target);
     if (made.value)
         m_agent.promotions().insert(plain, made.value.get(), p.action == Action::ShardedFromLocal);
     return made;
@@ -690,7 +692,7 @@ PyObject* OpHandler::reconcile(IncidentRecord& inc, const Operand& first, const 
         if (p.action != Action::Scalarized) continue;
         PyRef overload = scalarOverload(m_func, p.asList);
         if (overload && callInfo == m_info) {
-            callInfo = &m_py.opInfo(overload.get(), m_writer);
+            callInfo = &m_torch.opInfo(overload.get(), m_writer);
         } else {
             p.action = Action::Replicated;
             rule += "; no Python-scalar overload of " + m_info->text + ", replicated instead";
@@ -700,7 +702,7 @@ PyObject* OpHandler::reconcile(IncidentRecord& inc, const Operand& first, const 
     inc.policyRule = m_writer.intern(rule);
 
     PromotionTarget target{m_refFacts.meshObj, m_refFacts.meshNdim,
-                           m_py.batchMeshDim(m_refFacts.mesh), decision.shardDim};
+                           m_torch.batchMeshDim(m_refFacts.mesh), decision.shardDim};
     ArgEditor editor(m_args, m_kwargs);
     ContentHash combined;
     std::string placements, error;

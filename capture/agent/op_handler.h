@@ -98,7 +98,7 @@ class OpHandler {
     OpHandler(Agent& agent, PyObject* func, PyObject* args, PyObject* kwargs)
         : m_agent(agent),
           m_writer(agent.writer()),
-          m_py(agent.py()),
+          m_torch(agent.torch()),
           m_func(func),
           m_args(args),
           m_kwargs(kwargs) {}
@@ -107,7 +107,7 @@ class OpHandler {
     OpHandler(Agent& agent, OpInfo& info, Operands inputs)
         : m_agent(agent),
           m_writer(agent.writer()),
-          m_py(agent.py()),
+          m_torch(agent.torch()),
           m_func(nullptr),
           m_args(nullptr),
           m_kwargs(nullptr),
@@ -179,7 +179,7 @@ class OpHandler {
 
     Agent& m_agent;
     RankWriter& m_writer;
-    PyTorch& m_py;
+    TorchTypes& m_torch;
     PyObject* m_func;
     PyObject* m_args;
     PyObject* m_kwargs;
