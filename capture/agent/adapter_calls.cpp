@@ -9,7 +9,7 @@
 
 #include "capture/agent/agent.h"
 #include "capture/agent/collective_bridge.h"
-#include "capture/agent/op_call.h"
+#include "capture/agent/op_handler.h"
 
 namespace meshscope::capture {
 
@@ -38,7 +38,7 @@ constexpr int kMaxNesting = 8;  // containers inside containers, as far as input
 void tagValue(Agent& agent, PyObject* value, std::string& path, std::string_view callee,
               int nesting) {
     if (THPVariable_Check(value)) {
-        if (agent.py().isDTensor(value)) return;
+        if (agent.torch().isDTensor(value)) return;
         const at::Tensor& tensor = THPVariable_Unpack(value);
         if (agent.tensors().provenance(tensor)) return;  // its origin is known already
         agent.tensors().setProvenance(
@@ -203,7 +203,7 @@ void recordCollective(Agent& agent, const CurrentOp& current, std::string_view k
     RankWriter& w = agent.writer();
     CollectiveRecord rec;
     rec.kind = w.intern(kind);
-    rec.group = agent.py().groupLabel(group, labeler, w);
+    rec.group = agent.torch().groupLabel(group, labeler, w);
     rec.bytes = bytes;
     rec.startNs = startNs;
     rec.endNs = w.nowNs();
@@ -264,9 +264,9 @@ PyObject* collectiveWrapper(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
 // data (C). The record is kept per user stack and layout: a repeated call
 // formats nothing.
 void tagStripped(Agent& agent, PyObject* out, PyObject* dtensor, int kind) {
-    if (!THPVariable_Check(out) || agent.py().isDTensor(out)) return;
+    if (!THPVariable_Check(out) || agent.torch().isDTensor(out)) return;
     RankWriter& writer = agent.writer();
-    DTensorFacts facts = agent.py().dtensorFacts(dtensor, writer);
+    DTensorFacts facts = agent.torch().dtensorFacts(dtensor, writer);
     TensorTable& tensors = agent.tensors();
     TensorTable::PlaceKey key{agent.frames().userStack(writer), facts.placements, kind};
     TensorTable::ProvenancePtr p = tensors.byPlace(key);

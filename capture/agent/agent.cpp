@@ -60,7 +60,7 @@ Agent::Agent(AgentConfig config)
         *m_writer, [this](const std::string& why) { warnOnce("device-timer", why); });
     m_generation = ++g_generation;
     m_deviceTimes->setActive(timesDevicesAt(std::max<int64_t>(0, step())));
-    m_py.load();
+    m_torch.load();
     recordMeta();
 }
 
@@ -79,7 +79,7 @@ Agent::~Agent() {
         m_writer->close();
     }
     m_promotions.clear();
-    m_py.clear();
+    m_torch.clear();
     m_frames.clear();
 }
 
@@ -111,7 +111,7 @@ Phase Agent::phase() const {
 
 int64_t Agent::advanceStep() {
     m_tensors.sweep();
-    m_py.trim();
+    m_torch.trim();
     int64_t step = m_step.fetch_add(1, std::memory_order_relaxed) + 1;
     m_deviceTimes->setActive(timesDevicesAt(step));
     return step;

@@ -19,10 +19,10 @@
 #include "capture/agent/collective_bridge.h"
 #include "capture/agent/device_timer.h"
 #include "capture/agent/frames.h"
-#include "capture/agent/py_torch.h"
-#include "capture/agent/reconciler.h"
+#include "capture/agent/promotion.h"
 #include "capture/agent/tensor_descriptions.h"
 #include "capture/agent/tensor_table.h"
+#include "capture/agent/torch_types.h"
 #include "core/policy/policy.h"
 #include "core/store/rank_writer.h"
 
@@ -70,7 +70,7 @@ class Agent {
     // Distinct for every attach in this process (caches keyed by it).
     uint64_t generation() const { return m_generation; }
     const AgentConfig& config() const { return m_config; }
-    PyTorch& py() { return m_py; }
+    TorchTypes& torch() { return m_torch; }
     TensorTable& tensors() { return m_tensors; }
     TensorDescriptions& descriptions() { return m_descriptions; }
     FrameCache& frames() { return m_frames; }
@@ -127,7 +127,7 @@ class Agent {
 
     AgentConfig m_config;
     std::unique_ptr<RankWriter> m_writer;
-    PyTorch m_py;
+    TorchTypes m_torch;
     TensorTable m_tensors;
     TensorDescriptions m_descriptions;
     FrameCache m_frames;

@@ -1,6 +1,6 @@
 #include "capture/agent/classifier.h"
 
-#include "capture/agent/py_torch.h"
+#include "capture/agent/torch_types.h"
 
 namespace meshscope::capture {
 namespace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "capture/agent/c10d_calls.h"
-#include "capture/agent/op_call.h"
+#include "capture/agent/op_handler.h"
 
 namespace meshscope::capture {
 
@@ -30,7 +30,7 @@ PyObject* torchDispatch(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     Agent* agent = Agent::current();
     if (agent) {
         try {
-            return OpCall(*agent, func, args, kwargs).run();
+            return OpHandler(*agent, func, args, kwargs).run();
         } catch (const std::exception& e) {
             // The agent's own trouble never changes the training: run the op as is.
             agent->ownError("dispatch", std::string("meshscope: dispatch hook error: ") + e.what());
@@ -150,7 +150,7 @@ void mixedOp(Agent& agent, const c10::OperatorHandle& op, torch::jit::Stack* sta
         pythonArgs(schema, torch::jit::last(*stack, nargs), [](size_t, PyRef v) { return v; });
     torch::jit::drop(*stack, nargs);
     PyObject* func = torch::detail::getTorchApiFunction(op).ptr();
-    PyRef result = PyRef::steal(OpCall(agent, func, call->args.get(), call->kwargs.get()).run());
+    PyRef result = PyRef::steal(OpHandler(agent, func, call->args.get(), call->kwargs.get()).run());
     if (!result) throw pybind11::error_already_set();
     pushResult(schema, result.get(), *stack);
 }
@@ -173,21 +173,21 @@ bool retryReplicated(Agent& agent, const c10::OperatorHandle& op, const Operands
     for (const Operand& o : inputs)
         promoted = promoted || (o.dtensor && agent.promotions().isShardedPromotion(o.tensor()));
     if (!promoted) return false;
-    PyTorch& py = agent.py();
-    const OpInfo& info = py.opInfo(op.schema(), agent.writer());
+    TorchTypes& types = agent.torch();
+    const OpInfo& info = types.opInfo(op.schema(), agent.writer());
     auto replicated = [&](PyObject* dtensor) {
-        DTensorFacts facts = py.dtensorFacts(dtensor, agent.writer());
-        return redistributeReplicated(py, dtensor, facts.meshObj, facts.meshNdim);
+        DTensorFacts facts = types.dtensorFacts(dtensor, agent.writer());
+        return redistributeReplicated(types, dtensor, facts.meshObj, facts.meshNdim);
     };
     const c10::FunctionSchema& schema = op.schema();
     std::optional<PythonArgs> call = pythonArgs(schema, args, [&](size_t i, PyRef value) {
-        if (py.isDTensor(value.get()))
+        if (types.isDTensor(value.get()))
             return info.isInPlace && i == 0 ? std::move(value) : replicated(value.get());
         if (!PyList_Check(value.get()) && !PyTuple_Check(value.get())) return value;
         PyRef list = PyRef::steal(PySequence_List(value.get()));  // index_put's indices
         for (Py_ssize_t k = 0; list && k < PyList_GET_SIZE(list.get()); ++k) {
             PyObject* item = PyList_GET_ITEM(list.get(), k);
-            if (!py.isDTensor(item)) continue;
+            if (!types.isDTensor(item)) continue;
             PyRef moved = replicated(item);
             if (!moved) return PyRef{};
             PyList_SetItem(list.get(), k, moved.release());
@@ -236,7 +236,7 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
     if (Agent::current() != &agent) return;
     PendingError pending;
     try {
-        OpSeq seq = OpCall(agent, agent.py().opInfo(schema, writer), std::move(inputs))
+        OpSeq seq = OpHandler(agent, agent.torch().opInfo(schema, writer), std::move(inputs))
                         .recordDTensorOp(start, end, Operands{});
         CollectiveRecord rec;
         rec.op = seq;
@@ -255,7 +255,7 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
 
 void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     Agent* agent = Agent::current();
-    PyTypeObject* dtensorType = agent ? agent->py().dtensorType() : nullptr;
+    PyTypeObject* dtensorType = agent ? agent->torch().dtensorType() : nullptr;
     if (!dtensorType) return redispatch(op, ks, stack);
     const c10::FunctionSchema& schema = op.schema();
     Operands inputs = scanStack(*stack, schema.arguments().size(), dtensorType);
@@ -271,7 +271,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         return c10dCollective(*agent, op, ks, stack, std::move(inputs));
     if (!dtensor) {  // plain op: only provenance bookkeeping, and only when needed
         // no tensor inputs: maybe a factory (afterPlainOp knows)
-        bool factory = inputs.empty() && OpCall::tagsCreations(agent->phase());
+        bool factory = inputs.empty() && OpHandler::tagsCreations(agent->phase());
         TensorTable& tensors = agent->tensors();
         bool propagate = tensors.hasProvenance() &&
                          std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
@@ -283,7 +283,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         if (Agent::current() != agent) return;  // detached meanwhile
         try {
             Operands outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            OpCall(*agent, agent->py().opInfo(schema, agent->writer()), std::move(inputs))
+            OpHandler(*agent, agent->torch().opInfo(schema, agent->writer()), std::move(inputs))
                 .afterPlainOp(outputs);
         } catch (const std::exception& e) {
             agent->ownError("dispatch", std::string("meshscope: provenance: ") + e.what());
@@ -303,8 +303,9 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         try {
             Operands outputs;
             if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            scope.recorded(OpCall(*agent, agent->py().opInfo(schema, writer), std::move(inputs))
-                               .recordDTensorOp(start, end, outputs));
+            scope.recorded(
+                OpHandler(*agent, agent->torch().opInfo(schema, writer), std::move(inputs))
+                    .recordDTensorOp(start, end, outputs));
         } catch (const std::exception& e) {
             agent->ownError("record", std::string("could not record an op: ") + e.what());
         }

@@ -10,10 +10,10 @@
 //   mixed-tensor check fires. A DTensor op is timed and recorded in C++,
 //   taking the GIL only to read placements; a plain op costs a scan of its
 //   arguments. A mixed op is handed, as Python objects, to the same handler
-//   the mode uses. The key is excluded while the op runs below, so DTensor's
-//   inner ops (local compute, collectives) and composite ops' decompositions
-//   never come back here. Promotions happen above autograd, so backward
-//   receives the promoted DTensors themselves.
+//   the mode uses (OpHandler, op_handler.h). The key is excluded while the
+//   op runs below, so DTensor's inner ops (local compute, collectives) and
+//   composite ops' decompositions never come back here. Promotions happen
+//   above autograd, so backward receives the promoted DTensors themselves.
 // - The TorchDispatchMode (fallback where the key is taken; MESHSCOPE_HOOK=mode):
 //   its __torch_dispatch__ is this file's C++ function, so per-op work costs
 //   no Python frame, but torch's mode machinery costs a Python round trip per

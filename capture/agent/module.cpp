@@ -21,7 +21,7 @@
 #include "capture/agent/dispatch_hook.h"
 #include "capture/agent/fingerprint.h"
 #include "capture/agent/observer.h"
-#include "capture/agent/op_call.h"
+#include "capture/agent/op_handler.h"
 #include "core/analysis/run_json.h"
 #include "core/policy/policy.h"
 #include "core/store/run_directory.h"
@@ -102,7 +102,8 @@ void detach() {
 void tag(py::handle tensor, const std::string& origin, const std::string& evidence,
          bool withLocation) {
     Agent* agent = Agent::current();
-    if (!agent || !THPVariable_Check(tensor.ptr()) || agent->py().isDTensor(tensor.ptr())) return;
+    if (!agent || !THPVariable_Check(tensor.ptr()) || agent->torch().isDTensor(tensor.ptr()))
+        return;
     auto cls = origin.size() == 1 ? originFromChar(origin[0]) : std::nullopt;
     if (!cls) throw py::value_error("origin must be one of " + originLetterRange());
     agent->tensors().setProvenance(THPVariable_Unpack(tensor.ptr()),
@@ -142,7 +143,7 @@ py::dict stats() {
     out["tensor_table"] = agent.tensors().size();
     out["provenance_records"] = agent.tensors().provenanceRecords();
     out["tensor_descriptions"] = agent.descriptions().size();
-    out["dtensor_specs"] = agent.py().cachedSpecs();
+    out["dtensor_specs"] = agent.torch().cachedSpecs();
     out["rank_file"] = agent.writer().path().string();
     return out;
 }

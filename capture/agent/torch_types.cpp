@@ -1,4 +1,4 @@
-#include "capture/agent/py_torch.h"
+#include "capture/agent/torch_types.h"
 
 #include <structmember.h>
 
@@ -113,7 +113,7 @@ std::string shapeText(const int64_t* sizes, size_t count) {
     return out + "]";
 }
 
-void PyTorch::load() {
+void TorchTypes::load() {
     m_dtensorTypeRef = import("torch.distributed.tensor", "DTensor");
     if (!m_dtensorTypeRef || !PyType_Check(m_dtensorTypeRef.get()))
         failImport("torch.distributed.tensor.DTensor");
@@ -134,7 +134,7 @@ void PyTorch::load() {
     m_local.load(m_dtensorType, PyRef::steal(PyUnicode_InternFromString("_local_tensor")).get());
 }
 
-void PyTorch::Slot::load(PyTypeObject* type, PyObject* name) {
+void TorchTypes::Slot::load(PyTypeObject* type, PyObject* name) {
     m_name = PyRef::borrow(name);
     PyObject* descr = _PyType_Lookup(type, name);  // borrowed
     m_offset = -1;
@@ -147,7 +147,7 @@ void PyTorch::Slot::load(PyTypeObject* type, PyObject* name) {
     }
 }
 
-bool PyTorch::Slot::direct(PyTypeObject* type) const {
+bool TorchTypes::Slot::direct(PyTypeObject* type) const {
     if (m_offset < 0) return false;
     if (type == m_checkedType && PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) &&
         type->tp_version_tag == m_checkedVersion)
@@ -162,7 +162,7 @@ bool PyTorch::Slot::direct(PyTypeObject* type) const {
     return true;
 }
 
-PyRef PyTorch::Slot::read(PyObject* obj) const {
+PyRef TorchTypes::Slot::read(PyObject* obj) const {
     if (direct(Py_TYPE(obj))) {
         PyObject* value = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(obj) + m_offset);
         return PyRef::borrow(value);  // null: the slot is unset
@@ -172,14 +172,14 @@ PyRef PyTorch::Slot::read(PyObject* obj) const {
     return value;
 }
 
-void PyTorch::Slot::clear() {
+void TorchTypes::Slot::clear() {
     m_name = {};
     m_descr = {};
     m_offset = -1;
     m_checkedType = nullptr;
 }
 
-void PyTorch::clear() {
+void TorchTypes::clear() {
     m_specs.clear();
     m_ops.clear();
     m_schemaOps.clear();
@@ -201,21 +201,21 @@ void PyTorch::clear() {
     m_local.clear();
 }
 
-StringId PyTorch::dtypeId(c10::ScalarType type, RankWriter& writer) {
+StringId TorchTypes::dtypeId(c10::ScalarType type, RankWriter& writer) {
     auto it = m_dtypeIds.find(int(type));
     if (it == m_dtypeIds.end())
         it = m_dtypeIds.emplace(int(type), writer.intern(dtypeName(type))).first;
     return it->second;
 }
 
-StringId PyTorch::deviceId(const c10::Device& device, RankWriter& writer) {
+StringId TorchTypes::deviceId(const c10::Device& device, RankWriter& writer) {
     int key = int(device.type()) * 4096 + device.index() + 1;
     auto it = m_deviceIds.find(key);
     if (it == m_deviceIds.end()) it = m_deviceIds.emplace(key, writer.intern(device.str())).first;
     return it->second;
 }
 
-OpInfo& PyTorch::opInfo(PyObject* overload, RankWriter& writer) {
+OpInfo& TorchTypes::opInfo(PyObject* overload, RankWriter& writer) {
     auto it = m_ops.find(overload);
     if (it != m_ops.end()) return it->second;
     OpInfo info;
@@ -232,7 +232,7 @@ OpInfo& PyTorch::opInfo(PyObject* overload, RankWriter& writer) {
     return m_ops.emplace(overload, std::move(info)).first->second;
 }
 
-OpInfo& PyTorch::opInfo(const c10::FunctionSchema& schema, RankWriter& writer) {
+OpInfo& TorchTypes::opInfo(const c10::FunctionSchema& schema, RankWriter& writer) {
     auto& front = m_schemaFront[(reinterpret_cast<uintptr_t>(&schema) >> 4) % kSchemaFront];
     if (front.first == &schema) return *front.second;
     auto it = m_schemaOps.find(&schema);
@@ -257,7 +257,7 @@ std::string operatorText(const c10::OperatorName& name) {
     return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
 }
 
-std::string PyTorch::formatPlacement(PyObject* p) const {
+std::string TorchTypes::formatPlacement(PyObject* p) const {
     if (PyObject_IsInstance(p, m_shard.get()) == 1) {
         PyRef dim = PyRef::steal(PyObject_GetAttr(p, m_dimName.get()));
         long d = dim ? PyLong_AsLong(dim.get()) : -1;
@@ -274,7 +274,7 @@ std::string PyTorch::formatPlacement(PyObject* p) const {
     return toUtf8(p);
 }
 
-PyTorch::MeshEntry& PyTorch::mesh(PyObject* meshObj, RankWriter& writer) {
+TorchTypes::MeshEntry& TorchTypes::mesh(PyObject* meshObj, RankWriter& writer) {
     auto it = m_meshes.find(meshObj);
     if (it != m_meshes.end()) return it->second;
     MeshRecord record;
@@ -309,7 +309,7 @@ PyTorch::MeshEntry& PyTorch::mesh(PyObject* meshObj, RankWriter& writer) {
     return m_meshes.emplace(meshObj, std::move(entry)).first->second;
 }
 
-StringId PyTorch::groupLabel(PyObject* group, PyObject* labeler, RankWriter& writer) {
+StringId TorchTypes::groupLabel(PyObject* group, PyObject* labeler, RankWriter& writer) {
     GroupKey key{group, -1};
     if (PyTuple_Check(group) && PyTuple_GET_SIZE(group) == 2 &&
         PyLong_CheckExact(PyTuple_GET_ITEM(group, 1))) {
@@ -333,7 +333,7 @@ StringId PyTorch::groupLabel(PyObject* group, PyObject* labeler, RankWriter& wri
     return id;
 }
 
-DTensorFacts PyTorch::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
+DTensorFacts TorchTypes::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
     PyRef spec = m_spec.read(dtensor);
     if (!spec) return {};
     auto cached = m_specs.find(spec.get());
@@ -346,12 +346,12 @@ DTensorFacts PyTorch::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
     return facts;
 }
 
-void PyTorch::rememberDescription(const DTensorFacts& facts, const SpecDescription& described) {
+void TorchTypes::rememberDescription(const DTensorFacts& facts, const SpecDescription& described) {
     auto it = facts.spec ? m_specs.find(facts.spec) : m_specs.end();
     if (it != m_specs.end()) it->second.facts.described = described;
 }
 
-void PyTorch::trim() {
+void TorchTypes::trim() {
     // DTensor creates new spec and placements objects for redistributions
     // and from_local() every step; once only the cache holds one, it is
     // dead: dropping it keeps the cache (and the Python heap) from growing.
@@ -361,7 +361,7 @@ void PyTorch::trim() {
     if (m_specs.size() >= kMaxSpecs) m_specs.clear();
 }
 
-DTensorFacts PyTorch::specFacts(PyObject* spec, RankWriter& writer) {
+DTensorFacts TorchTypes::specFacts(PyObject* spec, RankWriter& writer) {
     DTensorFacts facts;
     PyRef meshObj = PyRef::steal(PyObject_GetAttr(spec, m_meshName.get()));
     PyRef placements = PyRef::steal(PyObject_GetAttr(spec, m_placementsName.get()));
@@ -398,7 +398,7 @@ DTensorFacts PyTorch::specFacts(PyObject* spec, RankWriter& writer) {
     return facts;
 }
 
-std::string PyTorch::meshText(MeshId id) const {
+std::string TorchTypes::meshText(MeshId id) const {
     for (auto& [obj, entry] : m_meshes)
         if (entry.id == id) return entry.text;
     return "mesh ?";
@@ -415,7 +415,7 @@ bool isBatchName(const std::string& name) {
 }
 }  // namespace
 
-int PyTorch::batchMeshDim(MeshId id) const {
+int TorchTypes::batchMeshDim(MeshId id) const {
     for (auto& [obj, entry] : m_meshes) {
         if (entry.id != id) continue;
         for (size_t i = 0; i < entry.dimNames.size(); ++i)
@@ -424,7 +424,7 @@ int PyTorch::batchMeshDim(MeshId id) const {
     return 0;
 }
 
-bool PyTorch::hasBatchDim(MeshId id) const {
+bool TorchTypes::hasBatchDim(MeshId id) const {
     for (auto& [obj, entry] : m_meshes) {
         if (entry.id != id) continue;
         if (entry.dimNames.empty()) return true;

@@ -82,7 +82,7 @@ struct SpecDescription {
 struct DTensorFacts {
     MeshId mesh;
     StringId placements;  // "[Shard(0), Replicate()]"
-    // The same text, owned by PyTorch's cache until clear(): copy it to keep it.
+    // The same text, owned by TorchTypes' cache until clear(): copy it to keep it.
     std::string_view placementsText;
     PyObject* meshObj = nullptr;  // borrowed from the spec
     int meshNdim = 0;
@@ -90,7 +90,7 @@ struct DTensorFacts {
     SpecDescription described;
 };
 
-class PyTorch {
+class TorchTypes {
   public:
     // Imports the DTensor API. Throws std::runtime_error when torch has none.
     void load();

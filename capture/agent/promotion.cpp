@@ -1,4 +1,4 @@
-#include "capture/agent/reconciler.h"
+#include "capture/agent/promotion.h"
 
 #include <torch/csrc/autograd/python_variable.h>
 
@@ -23,7 +23,7 @@ std::string pythonError() {
 
 }  // namespace
 
-Promotion promoteToDTensor(PyTorch& py, PyObject* plain, Action action,
+Promotion promoteToDTensor(TorchTypes& types, PyObject* plain, Action action,
                            const PromotionTarget& target) {
     Promotion out;
     int ndim = std::max(1, target.meshNdim);
@@ -32,10 +32,10 @@ Promotion promoteToDTensor(PyTorch& py, PyObject* plain, Action action,
     for (int i = 0; i < ndim; ++i) {
         PyObject* p = nullptr;
         if (action == Action::ShardedFromLocal && i == target.batchMeshDim) {
-            p = PyObject_CallFunction(py.shardType(), "i", target.shardDim);
+            p = PyObject_CallFunction(types.shardType(), "i", target.shardDim);
             out.placements += (i ? ", " : "") + ("Shard(" + std::to_string(target.shardDim) + ")");
         } else {
-            p = Py_NewRef(py.replicate());
+            p = Py_NewRef(types.replicate());
             out.placements += i ? ", Replicate()" : "Replicate()";
         }
         if (!p) {
@@ -47,7 +47,7 @@ Promotion promoteToDTensor(PyTorch& py, PyObject* plain, Action action,
     out.placements += "]";
     PyRef args = PyRef::steal(PyTuple_Pack(3, plain, target.mesh, placements.get()));
     PyRef kwargs = PyRef::steal(Py_BuildValue("{s:O}", "run_check", Py_False));
-    out.value = PyRef::steal(PyObject_Call(py.fromLocal(), args.get(), kwargs.get()));
+    out.value = PyRef::steal(PyObject_Call(types.fromLocal(), args.get(), kwargs.get()));
     if (!out.value) out.error = "DTensor.from_local failed: " + pythonError();
     return out;
 }
@@ -89,10 +89,10 @@ bool PromotionCache::isShardedPromotion(const at::Tensor& dtensor) const {
     return it != m_sharded.end() && !it->second.expired();
 }
 
-PyRef redistributeReplicated(PyTorch& py, PyObject* dtensor, PyObject* mesh, int meshNdim) {
+PyRef redistributeReplicated(TorchTypes& types, PyObject* dtensor, PyObject* mesh, int meshNdim) {
     PyRef placements = PyRef::steal(PyList_New(std::max(1, meshNdim)));
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(placements.get()); ++i)
-        PyList_SET_ITEM(placements.get(), i, Py_NewRef(py.replicate()));
+        PyList_SET_ITEM(placements.get(), i, Py_NewRef(types.replicate()));
     return PyRef::steal(PyObject_CallMethod(dtensor, "redistribute", "OO", mesh, placements.get()));
 }
 

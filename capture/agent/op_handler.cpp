@@ -1,4 +1,4 @@
-#include "capture/agent/op_call.h"
+#include "capture/agent/op_handler.h"
 
 #include <ATen/DTensorState.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -22,9 +22,9 @@ PyObject* emptyArgs() {
     return empty;
 }
 
-void scanValue(PyObject* value, uint16_t index, Operands& out, const PyTorch& py) {
+void scanValue(PyObject* value, uint16_t index, Operands& out, const TorchTypes& types) {
     if (THPVariable_Check(value)) {
-        out.push_back({value, THPVariable_Unpack(value), index, -1, py.isDTensor(value), false});
+        out.push_back({value, THPVariable_Unpack(value), index, -1, types.isDTensor(value), false});
         return;
     }
     if (!PyList_Check(value) && !PyTuple_Check(value)) return;
@@ -33,20 +33,20 @@ void scanValue(PyObject* value, uint16_t index, Operands& out, const PyTorch& py
         PyObject* item = PySequence_Fast_GET_ITEM(value, i);
         if (THPVariable_Check(item))
             out.push_back(
-                {item, THPVariable_Unpack(item), index, int16_t(i), py.isDTensor(item), false});
+                {item, THPVariable_Unpack(item), index, int16_t(i), types.isDTensor(item), false});
     }
 }
 
-Operands scanArgs(PyObject* args, PyObject* kwargs, const PyTorch& py) {
+Operands scanArgs(PyObject* args, PyObject* kwargs, const TorchTypes& types) {
     Operands out;
     Py_ssize_t n = args ? PyTuple_GET_SIZE(args) : 0;
     for (Py_ssize_t i = 0; i < n; ++i)
-        scanValue(PyTuple_GET_ITEM(args, i), uint16_t(i), out, py);
+        scanValue(PyTuple_GET_ITEM(args, i), uint16_t(i), out, types);
     if (kwargs && PyDict_Check(kwargs)) {
         Py_ssize_t pos = 0, k = 0;
         PyObject *key, *value;
         while (PyDict_Next(kwargs, &pos, &key, &value))
-            scanValue(value, uint16_t(n + k++), out, py);
+            scanValue(value, uint16_t(n + k++), out, types);
     }
     return out;
 }
@@ -180,11 +180,11 @@ struct ArgEditor {
     }
 };
 
-PyObject* OpCall::call(PyObject* callable, PyObject* args, PyObject* kwargs) {
+PyObject* OpHandler::call(PyObject* callable, PyObject* args, PyObject* kwargs) {
     return PyObject_Call(callable, args ? args : emptyArgs(), kwargs);
 }
 
-bool OpCall::traceFacts(const Operand& plain) {
+bool OpHandler::traceFacts(const Operand& plain) {
     if (!plain.obj || !plain.tensor().key_set().has(c10::DispatchKey::Python)) return false;
     static PyObject* userStack = tracingHelper("user_stack");
     static PyObject* realTensor = tracingHelper("real_tensor");
@@ -211,14 +211,14 @@ bool OpCall::traceFacts(const Operand& plain) {
     return true;
 }
 
-uint64_t OpCall::fingerprint(const Operand& op) const {
+uint64_t OpHandler::fingerprint(const Operand& op) const {
     if (m_real && op.obj == m_fake) return fingerprintTensor(THPVariable_Unpack(m_real.get()));
     return fingerprintTensor(op.tensor());
 }
 
-PyObject* OpCall::run() {
-    m_info = &m_py.opInfo(m_func, m_writer);
-    m_inputs = scanArgs(m_args, m_kwargs, m_py);
+PyObject* OpHandler::run() {
+    m_info = &m_torch.opInfo(m_func, m_writer);
+    m_inputs = scanArgs(m_args, m_kwargs, m_torch);
     findReference();
     if (!m_reference) return plainOp();
     bool mixed = false;
@@ -227,31 +227,31 @@ PyObject* OpCall::run() {
     return mixed ? incident() : dtensorOp();
 }
 
-void OpCall::findReference() {
+void OpHandler::findReference() {
     for (const Operand& op : m_inputs)
         if (op.dtensor) {
             m_reference = &op;
-            m_refFacts = m_py.dtensorFacts(op.obj, m_writer);
+            m_refFacts = m_torch.dtensorFacts(op.obj, m_writer);
             return;
         }
 }
 
-OpSeq OpCall::recordDTensorOp(int64_t start, int64_t end, const Operands& outputs) {
+OpSeq OpHandler::recordDTensorOp(int64_t start, int64_t end, const Operands& outputs) {
     findReference();
     return recordOp(start, end, outputs, IncidentSeq{}, *m_info);
 }
 
-Operands OpCall::scanResult(PyObject* result) const {
+Operands OpHandler::scanResult(PyObject* result) const {
     Operands outs;
-    if (result) scanValue(result, 0, outs, m_py);
+    if (result) scanValue(result, 0, outs, m_torch);
     return outs;
 }
 
-bool OpCall::tagsFactory() const {
+bool OpHandler::tagsFactory() const {
     return m_info->isFactory && tagsCreations(m_agent.phase());
 }
 
-void OpCall::afterPlainOp(const Operands& outputs) {
+void OpHandler::afterPlainOp(const Operands& outputs) {
     if (tagsFactory()) {
         UserFrame frame = m_agent.frames().userFrame(m_writer);
         const std::string& label = Agent::threadPhaseLabel();
@@ -280,7 +280,7 @@ void OpCall::afterPlainOp(const Operands& outputs) {
 
 // An op on plain tensors only: not recorded at DTensor level, but provenance
 // flows from inputs to outputs and new tensors get tagged by phase.
-PyObject* OpCall::plainOp() {
+PyObject* OpHandler::plainOp() {
     if (m_agent.promotions().size() && m_agent.phase() == Phase::Backward)
         if (PyObject* result = substitutePromoted()) return result;
     if (PyErr_Occurred()) return nullptr;
@@ -293,7 +293,7 @@ PyObject* OpCall::plainOp() {
 // In backward, a plain tensor autograd saved in forward that the agent had
 // promoted runs as that promotion. Returns nullptr (no error set) when no
 // input was promoted.
-PyObject* OpCall::substitutePromoted() {
+PyObject* OpHandler::substitutePromoted() {
     ArgEditor editor(m_args, m_kwargs);
     bool any = false;
     for (const Operand& op : m_inputs)
@@ -310,12 +310,12 @@ PyObject* OpCall::substitutePromoted() {
     return result;
 }
 
-void OpCall::tagOutputs(const Operands& outs, const Provenance& provenance) {
+void OpHandler::tagOutputs(const Operands& outs, const Provenance& provenance) {
     for (const Operand& op : outs)
         if (!op.dtensor) m_agent.tensors().setProvenance(op.tensor(), provenance);
 }
 
-void OpCall::propagate(const Operands& outs) {
+void OpHandler::propagate(const Operands& outs) {
     TensorTable& tensors = m_agent.tensors();
     TensorTable::ProvenancePtr derived;
     for (const Operand& op : m_inputs)
@@ -326,11 +326,12 @@ void OpCall::propagate(const Operands& outs) {
             tensors.setProvenance(op.tensor(), derived);
 }
 
-TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts, bool identity) {
+TensorId OpHandler::tensorId(const Operand& op, const DTensorFacts* facts, bool identity) {
     const at::Tensor& t = op.tensor();
     TensorTable::Entry* entry = m_agent.tensors().find(t);
     if (entry && entry->recorded) return entry->id;
-    DTensorFacts own = op.dtensor && !facts ? m_py.dtensorFacts(op.obj, m_writer) : DTensorFacts{};
+    DTensorFacts own =
+        op.dtensor && !facts ? m_torch.dtensorFacts(op.obj, m_writer) : DTensorFacts{};
     const DTensorFacts& f = facts ? *facts : own;
     if (!entry && !identity) return describedId(op, f);
     bool isNew = false;
@@ -340,7 +341,7 @@ TensorId OpCall::tensorId(const Operand& op, const DTensorFacts* facts, bool ide
     return entry->id;
 }
 
-TensorId OpCall::describedId(const Operand& op, const DTensorFacts& facts) {
+TensorId OpHandler::describedId(const Operand& op, const DTensorFacts& facts) {
     const at::Tensor& t = op.tensor();
     // A DTensor's description is its spec's: remembered with the spec entry
     // (no hashing of the shape per operand).
@@ -354,18 +355,19 @@ TensorId OpCall::describedId(const Operand& op, const DTensorFacts& facts) {
         recordTensor(op, facts, id, nullptr);
         descriptions.add(key, id);
     }
-    if (op.dtensor) m_py.rememberDescription(facts, {id, t.scalar_type(), t.device(), t.numel()});
+    if (op.dtensor)
+        m_torch.rememberDescription(facts, {id, t.scalar_type(), t.device(), t.numel()});
     return id;
 }
 
-void OpCall::recordTensor(const Operand& op, const DTensorFacts& facts, TensorId id,
-                          const Provenance* provenance) {
+void OpHandler::recordTensor(const Operand& op, const DTensorFacts& facts, TensorId id,
+                             const Provenance* provenance) {
     const at::Tensor& t = op.tensor();
     TensorRecord rec;
     rec.id = id;
-    rec.dtype = m_py.dtypeId(t.scalar_type(), m_writer);
+    rec.dtype = m_torch.dtypeId(t.scalar_type(), m_writer);
     rec.globalShape = m_writer.intern(shapeText(t.sizes().data(), t.sizes().size()));
-    rec.device = m_py.deviceId(t.device(), m_writer);
+    rec.device = m_torch.deviceId(t.device(), m_writer);
     rec.numel = t.numel();
     rec.isDTensor = op.dtensor;
     if (provenance) rec.createdAt = provenance->createdAt;
@@ -374,7 +376,7 @@ void OpCall::recordTensor(const Operand& op, const DTensorFacts& facts, TensorId
         rec.mesh = facts.mesh;
         rec.placements = facts.placements;
         if (facts.placementsText.find("Shard") != std::string::npos) {  // else local == global
-            PyRef local = m_py.localTensor(op.obj);
+            PyRef local = m_torch.localTensor(op.obj);
             if (local && THPVariable_Check(local.get())) {
                 const at::Tensor& l = THPVariable_Unpack(local.get());
                 rec.localShape = m_writer.intern(shapeText(l.sizes().data(), l.sizes().size()));
@@ -384,7 +386,8 @@ void OpCall::recordTensor(const Operand& op, const DTensorFacts& facts, TensorId
     m_writer.submit(Record{std::move(rec)});
 }
 
-void OpCall::addOperands(std::vector<OperandRecord>& out, const Operands& ops, OperandRole role) {
+void OpHandler::addOperands(std::vector<OperandRecord>& out, const Operands& ops,
+                            OperandRole role) {
     for (const Operand& op : ops) {
         OperandRecord r;
         r.index = op.index;
@@ -392,7 +395,7 @@ void OpCall::addOperands(std::vector<OperandRecord>& out, const Operands& ops, O
         r.kind = OperandKind::Tensor;
         if (op.dtensor) {
             DTensorFacts facts =
-                &op == m_reference ? m_refFacts : m_py.dtensorFacts(op.obj, m_writer);
+                &op == m_reference ? m_refFacts : m_torch.dtensorFacts(op.obj, m_writer);
             r.tensor = tensorId(op, &facts);
             r.placements = facts.placements;
         } else {
@@ -402,13 +405,13 @@ void OpCall::addOperands(std::vector<OperandRecord>& out, const Operands& ops, O
     }
 }
 
-OpSeq OpCall::recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
-                       OpInfo& info) {
+OpSeq OpHandler::recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
+                          OpInfo& info) {
     return recordOp(start, end, scanResult(result), incident, info);
 }
 
-OpSeq OpCall::recordOp(int64_t start, int64_t end, const Operands& outputs, IncidentSeq incident,
-                       OpInfo& info) {
+OpSeq OpHandler::recordOp(int64_t start, int64_t end, const Operands& outputs, IncidentSeq incident,
+                          OpInfo& info) {
     OpRecord rec;
     rec.startNs = start;
     rec.endNs = end;
@@ -426,7 +429,7 @@ OpSeq OpCall::recordOp(int64_t start, int64_t end, const Operands& outputs, Inci
     return m_writer.submit(std::move(rec));
 }
 
-PyObject* OpCall::dtensorOp() {
+PyObject* OpHandler::dtensorOp() {
     OpScope scope(m_agent, m_inputs);
     int64_t start = m_writer.nowNs();
     ++Agent::threadDepth();
@@ -444,14 +447,14 @@ PyObject* OpCall::dtensorOp() {
     return result;
 }
 
-std::string OpCall::incidentText(const IncidentRecord& inc, const Operand& plain,
-                                 const Classification& c, const UserFrame& frame) const {
+std::string OpHandler::incidentText(const IncidentRecord& inc, const Operand& plain,
+                                    const Classification& c, const UserFrame& frame) const {
     std::string text =
         "operand " + std::to_string(plain.index) +
         (plain.element >= 0 ? "[" + std::to_string(plain.element) + "]" : "") + " of " +
         m_info->text + " is a plain torch.Tensor (" + describeTensor(plain.tensor()) +
         ") meeting DTensor operand " + std::to_string(m_reference->index) + " " +
-        std::string(m_refFacts.placementsText) + " on " + m_py.meshText(m_refFacts.mesh) + "\n";
+        std::string(m_refFacts.placementsText) + " on " + m_torch.meshText(m_refFacts.mesh) + "\n";
     text += "  origin " + std::string(1, char(c.origin)) + " (" +
             std::string(describeOrigin(c.origin)) + "): " + c.evidence + "\n";
     if (!frame.file.empty())
@@ -462,7 +465,7 @@ std::string OpCall::incidentText(const IncidentRecord& inc, const Operand& plain
     return text;
 }
 
-Classification OpCall::classifyOperand(const Operand& op) {
+Classification OpHandler::classifyOperand(const Operand& op) {
     bool real = m_real && op.obj == m_fake;  // a fake tensor Dynamo traces
     const at::Tensor& t = real ? THPVariable_Unpack(m_real.get()) : op.tensor();
     ClassifyInput ci;
@@ -485,18 +488,18 @@ Classification OpCall::classifyOperand(const Operand& op) {
 }
 
 // A tensor of per-tensor scalars in a foreach op (`_foreach_addcdiv_.Tensor`).
-bool OpCall::isScalarList(const Operand& op) const {
+bool OpHandler::isScalarList(const Operand& op) const {
     return isForeach(m_info->text) && op.element < 0 && op.index > 0 && op.tensor().dim() == 1;
 }
 
-PolicyDecision OpCall::decide(const Operand& op, const Classification& cls,
-                              const UserFrame& frame) const {
+PolicyDecision OpHandler::decide(const Operand& op, const Classification& cls,
+                                 const UserFrame& frame) const {
     return m_agent.config().policy.decide(
         IncidentFacts{m_info->text, cls.origin, frame.file, frame.module, op.tensor().numel(),
-                      isScalarList(op), m_py.hasBatchDim(m_refFacts.mesh)});
+                      isScalarList(op), m_torch.hasBatchDim(m_refFacts.mesh)});
 }
 
-PyObject* OpCall::incident() {
+PyObject* OpHandler::incident() {
     m_agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
     const Operand* plain = nullptr;
     for (const Operand& op : m_inputs)
@@ -545,9 +548,9 @@ PyObject* OpCall::incident() {
 
 // Observe with another dispatch mode below meshscope: that mode may reconcile
 // the op itself, so run it first and record what happened.
-PyObject* OpCall::observeWithModeBelow(IncidentRecord& inc, const Operand& plain,
-                                       const Classification& cls, const UserFrame& frame,
-                                       const PolicyDecision& decision, PyObject* below) {
+PyObject* OpHandler::observeWithModeBelow(IncidentRecord& inc, const Operand& plain,
+                                          const Classification& cls, const UserFrame& frame,
+                                          const PolicyDecision& decision, PyObject* below) {
     std::string name = Py_TYPE(below)->tp_name;
     PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
     PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
@@ -576,9 +579,9 @@ PyObject* OpCall::observeWithModeBelow(IncidentRecord& inc, const Operand& plain
     return nullptr;
 }
 
-PyObject* OpCall::raiseIncident(IncidentRecord& inc, const Operand& plain,
-                                const Classification& cls, const UserFrame& frame,
-                                const PolicyDecision& decision) {
+PyObject* OpHandler::raiseIncident(IncidentRecord& inc, const Operand& plain,
+                                   const Classification& cls, const UserFrame& frame,
+                                   const PolicyDecision& decision) {
     if (decision.action == Action::Observed)
         if (PyRef below = modeBelow())
             return observeWithModeBelow(inc, plain, cls, frame, decision, below.get());
@@ -613,13 +616,13 @@ PyObject* OpCall::raiseIncident(IncidentRecord& inc, const Operand& plain,
 // (index_put in the backward of an index lookup whose indices were promoted
 // below autograd). The same global tensor laid out as Replicate() is always
 // valid, so retry once with the promoted operands redistributed.
-PyObject* OpCall::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
-                                  const std::vector<std::pair<const Operand*, PyRef>>& sharded,
-                                  const PromotionTarget& target, std::string& rule) {
+PyObject* OpHandler::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
+                                     const std::vector<std::pair<const Operand*, PyRef>>& sharded,
+                                     const PromotionTarget& target, std::string& rule) {
     std::string first = pendingErrorText();
     PyErr_Clear();
     auto redistribute = [&](const Operand& operand, PyObject* value) {
-        PyRef replicated = redistributeReplicated(m_py, value, target.mesh, target.meshNdim);
+        PyRef replicated = redistributeReplicated(m_torch, value, target.mesh, target.meshNdim);
         return replicated && editor.replace(operand, replicated.get());
     };
     bool ok = true;
@@ -641,16 +644,16 @@ PyObject* OpCall::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
 
 // The operand's replacement: the DTensor it was promoted to before (same
 // global tensor in forward and backward), or a new promotion.
-Promotion OpCall::promote(const Plan& p, const PromotionTarget& target) {
+Promotion OpHandler::promote(const Plan& p, const PromotionTarget& target) {
     if (p.action == Action::Scalarized) return scalarize(p.operand->obj, p.asList);
     const at::Tensor& plain = p.operand->tensor();
     if (PyObject* cached = m_agent.promotions().find(plain)) {
         Promotion reused;
         reused.value = PyRef::borrow(cached);
-        reused.placements = std::string(m_py.dtensorFacts(cached, m_writer).placementsText);
+        reused.placements = std::string(m_torch.dtensorFacts(cached, m_writer).placementsText);
         return reused;
     }
-    Promotion made = promoteToDTensor(m_py, p.operand->obj, p.action, target);
+    Promotion made = promoteToDTensor(m_torch, p.operand->obj, p.action, target);
     if (made.value)
         m_agent.promotions().insert(plain, made.value.get(), p.action == Action::ShardedFromLocal);
     return made;
@@ -659,8 +662,8 @@ Promotion OpCall::promote(const Plan& p, const PromotionTarget& target) {
 // What happens to each plain operand: the incident's decision for the first,
 // each one's own policy decision for the others (a foreach op can mix optimizer
 // state with a tensor of scalars), never "observe" for only some of them.
-std::vector<OpCall::Plan> OpCall::plan(const Operand& first, const PolicyDecision& decision,
-                                       const UserFrame& frame, std::string& rule) {
+std::vector<OpHandler::Plan> OpHandler::plan(const Operand& first, const PolicyDecision& decision,
+                                             const UserFrame& frame, std::string& rule) {
     std::vector<Plan> plans;
     for (const Operand& op : m_inputs) {
         if (!op.mixed) continue;
@@ -680,8 +683,8 @@ std::vector<OpCall::Plan> OpCall::plan(const Operand& first, const PolicyDecisio
     return plans;
 }
 
-PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const UserFrame& frame,
-                            PolicyDecision decision, bool byTorch) {
+PyObject* OpHandler::reconcile(IncidentRecord& inc, const Operand& first, const UserFrame& frame,
+                               PolicyDecision decision, bool byTorch) {
     std::string rule = decision.rule;
     std::vector<Plan> plans = plan(first, decision, frame, rule);
     OpInfo* callInfo = m_info;
@@ -689,7 +692,7 @@ PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const Use
         if (p.action != Action::Scalarized) continue;
         PyRef overload = scalarOverload(m_func, p.asList);
         if (overload && callInfo == m_info) {
-            callInfo = &m_py.opInfo(overload.get(), m_writer);
+            callInfo = &m_torch.opInfo(overload.get(), m_writer);
         } else {
             p.action = Action::Replicated;
             rule += "; no Python-scalar overload of " + m_info->text + ", replicated instead";
@@ -699,7 +702,7 @@ PyObject* OpCall::reconcile(IncidentRecord& inc, const Operand& first, const Use
     inc.policyRule = m_writer.intern(rule);
 
     PromotionTarget target{m_refFacts.meshObj, m_refFacts.meshNdim,
-                           m_py.batchMeshDim(m_refFacts.mesh), decision.shardDim};
+                           m_torch.batchMeshDim(m_refFacts.mesh), decision.shardDim};
     ArgEditor editor(m_args, m_kwargs);
     ContentHash combined;
     std::string placements, error;

@@ -18,7 +18,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "capture/agent/py_torch.h"
+#include "capture/agent/torch_types.h"
 #include "core/store/records.h"
 
 namespace meshscope::capture {
@@ -36,13 +36,13 @@ struct PromotionTarget {
     int shardDim = 0;      // tensor dim
 };
 
-Promotion promoteToDTensor(PyTorch& py, PyObject* plain, Action action,
+Promotion promoteToDTensor(TorchTypes& types, PyObject* plain, Action action,
                            const PromotionTarget& target);
 Promotion scalarize(PyObject* plain, bool asList);
 
 // `dtensor` redistributed to Replicate() on every dim of `mesh` (the same
 // global tensor): a new reference, or null with the Python error set.
-PyRef redistributeReplicated(PyTorch& py, PyObject* dtensor, PyObject* mesh, int meshNdim);
+PyRef redistributeReplicated(TorchTypes& types, PyObject* dtensor, PyObject* mesh, int meshNdim);
 
 // Promotions made so far, by the plain tensor they promoted: a plain tensor
 // used twice is promoted once. Under the TorchDispatchMode (below autograd)

@@ -1,11 +1,12 @@
 #pragma once
 
-// One op handed to the agent, by either hook of dispatch_hook.h: scans its
-// tensor operands, records it, and for a mixed op classifies the plain
-// operand, applies the policy and raises, or re-calls the op with promoted
-// operands. Works on Python objects (the op's OpOverload, args, kwargs); the
-// dispatcher hook builds it from its boxed stack to record DTensor ops and
-// provenance without Python. Requires the GIL. Internal to the agent.
+// OpHandler: the agent's handling of one op handed to it by either hook of
+// dispatch_hook.h. Scans its tensor operands, records it, and for a mixed op
+// classifies the plain operand, applies the policy and raises, or re-calls
+// the op with promoted operands. Works on Python objects (the op's
+// OpOverload, args, kwargs); the dispatcher hook builds it from its boxed
+// stack to record DTensor ops and provenance without Python. Requires the GIL. Internal to the
+// agent.
 
 #include <Python.h>
 
@@ -20,7 +21,7 @@
 
 #include "capture/agent/agent.h"
 #include "capture/agent/classifier.h"
-#include "capture/agent/reconciler.h"
+#include "capture/agent/promotion.h"
 
 namespace meshscope::capture {
 
@@ -92,21 +93,21 @@ class PendingError {
 
 struct ArgEditor;
 
-class OpCall {
+class OpHandler {
   public:
-    OpCall(Agent& agent, PyObject* func, PyObject* args, PyObject* kwargs)
+    OpHandler(Agent& agent, PyObject* func, PyObject* args, PyObject* kwargs)
         : m_agent(agent),
           m_writer(agent.writer()),
-          m_py(agent.py()),
+          m_torch(agent.torch()),
           m_func(func),
           m_args(args),
           m_kwargs(kwargs) {}
 
     // The dispatcher hook's call: operands scanned from the boxed stack.
-    OpCall(Agent& agent, OpInfo& info, Operands inputs)
+    OpHandler(Agent& agent, OpInfo& info, Operands inputs)
         : m_agent(agent),
           m_writer(agent.writer()),
-          m_py(agent.py()),
+          m_torch(agent.torch()),
           m_func(nullptr),
           m_args(nullptr),
           m_kwargs(nullptr),
@@ -178,7 +179,7 @@ class OpCall {
 
     Agent& m_agent;
     RankWriter& m_writer;
-    PyTorch& m_py;
+    TorchTypes& m_torch;
     PyObject* m_func;
     PyObject* m_args;
     PyObject* m_kwargs;
