@@ -22,7 +22,7 @@
 #include "capture/agent/fingerprint.h"
 #include "capture/agent/observer.h"
 #include "capture/agent/op_handler.h"
-#include "core/analysis/run_json.h"
+#include "core/report/run_json.h"
 #include "core/policy/policy.h"
 #include "core/store/run_directory.h"
 #include "core/store/run_reader.h"

@@ -8,7 +8,7 @@
 
 #include <array>
 
-#include "core/analysis/run_json.h"
+#include "core/report/run_json.h"
 #include "core/store/rank_reader.h"
 #include "core/store/rank_writer.h"
 #include "core/store/schema.h"

@@ -1,9 +1,10 @@
 #pragma once
 
 // A recorded run as one JSON document with every string and stack resolved:
-// the shape `meshscope.load_run()` returns to Python and the basis of the
-// JSON report. Strings from the run are untrusted; nlohmann-json escapes them
-// and replaces invalid UTF-8.
+// the shape `meshscope.load_run()` returns to Python (the raw records per
+// rank; the JSON report, json_report.cpp, is the analysis instead). Strings
+// from the run are untrusted; nlohmann-json escapes them and replaces invalid
+// UTF-8.
 
 #include <nlohmann/json_fwd.hpp>
 

@@ -1,4 +1,4 @@
-#include "core/analysis/run_json.h"
+#include "core/report/run_json.h"
 
 #include <map>
 #include <set>
