@@ -25,16 +25,18 @@ Command addReport(CLI::App& app) {
     }
     auto* sub = app.add_subcommand("report", "Write a report: " + list);
     sub->add_option("run", o->path, "Run directory or rank file")->required();
-    sub->add_option("--format", o->format, list)
-        ->check(CLI::IsMember(names))
-        ->capture_default_str();
+    auto* formatOption =
+        sub->add_option("--format", o->format,
+                        list + " (default: the one -o's extension names, else html)")
+            ->check(CLI::IsMember(names))
+            ->capture_default_str();
     sub->add_option("-o,--output", o->out, "File to write ('-' for stdout)")->required();
     sub->add_option("--source-root", o->sourceRoot,
                     "SARIF: make recorded paths under this directory relative to it (default: "
                     "the current directory)");
     sub->add_flag("--partial", o->partial, "Report on the readable ranks of a damaged run");
     sub->add_flag("--no-op-compare", o->noOps, "Skip comparing op sequences across ranks");
-    return {sub, [o] {
+    return {sub, [o, formatOption] {
                 auto opened = openRun(o->path, o->partial);
                 if (!opened) return kExitUnreadable;
                 RunAnalysis analysis = analyzeWithProgress(*opened, !o->noOps);
@@ -42,7 +44,11 @@ Command addReport(CLI::App& app) {
                 options.sourceRoot = o->sourceRoot.empty()
                                          ? std::filesystem::current_path().string()
                                          : std::filesystem::absolute(o->sourceRoot).string();
-                const ReportFormatInfo& format = *reportFormatFromString(o->format);
+                // `-o y.md` writes Markdown unless --format says otherwise.
+                const ReportFormatInfo* byFile = reportFormatForFile(o->out);
+                const ReportFormatInfo& format = formatOption->count() == 0 && byFile
+                                                     ? *byFile
+                                                     : *reportFormatFromString(o->format);
                 bool written = writeOutput(o->out, [&](std::ostream& out) {
                     writeReport(format, *opened, analysis, out, options);
                 });
