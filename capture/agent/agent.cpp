@@ -28,11 +28,13 @@ std::atomic<uint64_t> g_generation{0};
 }  // namespace
 
 std::atomic<Agent*> Agent::s_current{nullptr};
+std::atomic<uint64_t> Agent::s_attachedGeneration{0};
 
 Agent& Agent::attach(AgentConfig config) {
     detach();
     auto* agent = new Agent(std::move(config));
     s_current.store(agent, std::memory_order_release);
+    s_attachedGeneration.store(agent->generation(), std::memory_order_release);
     return *agent;
 }
 
@@ -42,6 +44,7 @@ void Agent::detach() {
         // Waits out the plugin calls (NCCL's threads) that are using the agent.
         std::unique_lock lock(CollectiveBridge::lifetime());
         agent = s_current.exchange(nullptr, std::memory_order_acq_rel);
+        s_attachedGeneration.store(0, std::memory_order_release);
     }
     delete agent;  // flushes and closes the rank file
 }

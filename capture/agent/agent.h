@@ -69,6 +69,11 @@ class Agent {
     RankWriter& writer() { return *m_writer; }
     // Distinct for every attach in this process (caches keyed by it).
     uint64_t generation() const { return m_generation; }
+    // The attached agent's generation, 0 while none is: one atomic load, no
+    // lock (the NCCL plugin asks on every event).
+    static uint64_t attachedGeneration() {
+        return s_attachedGeneration.load(std::memory_order_acquire);
+    }
     const AgentConfig& config() const { return m_config; }
     TorchTypes& torch() { return m_torch; }
     TensorTable& tensors() { return m_tensors; }
@@ -124,6 +129,7 @@ class Agent {
     void recordMeta();
 
     static std::atomic<Agent*> s_current;
+    static std::atomic<uint64_t> s_attachedGeneration;
 
     AgentConfig m_config;
     std::unique_ptr<RankWriter> m_writer;

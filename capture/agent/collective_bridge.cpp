@@ -62,9 +62,7 @@ void sinkDropped(void*, uint64_t total) {
 }
 
 uint64_t sinkGeneration(void*) {
-    uint64_t generation = 0;
-    withAgent([&](Agent& a) { generation = a.generation(); });
-    return generation;
+    return Agent::attachedGeneration();
 }
 
 const MeshscopeCollectiveSink kSink{

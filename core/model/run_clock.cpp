@@ -32,8 +32,4 @@ int64_t RunClock::wall(int rank, int64_t rankNs) const {
     return saturatingAdd(it == m_origins.end() ? m_base : it->second, rankNs);
 }
 
-int64_t RunClock::sinceBase(int rank, int64_t rankNs) const {
-    return saturatingAdd(offset(rank), rankNs);
-}
-
 }  // namespace meshscope

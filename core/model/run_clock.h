@@ -19,14 +19,12 @@ class RunClock {
   public:
     // A rank's clock origin on the wall clock.
     void addRank(int rank, int64_t originWallNs);
-    bool empty() const { return m_origins.empty(); }
     // The earliest origin: the run's time zero on the wall clock (0 if none).
     int64_t base() const { return m_base; }
     // How far after base `rank`'s clock starts (0 for a rank not added).
     int64_t offset(int rank) const;
-    // A rank-local time on the wall clock / since the run's time zero.
+    // A rank-local time on the wall clock.
     int64_t wall(int rank, int64_t rankNs) const;
-    int64_t sinceBase(int rank, int64_t rankNs) const;
 
   private:
     std::map<int, int64_t> m_origins;

@@ -151,6 +151,14 @@ struct FindingKindInfo {
     std::string_view sarifRule, sarifName, sarifBrief, sarifHelp, sarifLevel;
 };
 
+// The SARIF rule missing and unreadable ranks share.
+struct SarifRuleText {
+    std::string_view id, name, brief, help, level;
+};
+inline constexpr SarifRuleText kIncompleteRun{
+    "meshscope/incomplete-run", "IncompleteRun", "A rank file is missing or unreadable",
+    "Copy every rank's file into the run (meshscope merge) or record again", "warning"};
+
 inline constexpr std::array kFindingKinds = std::to_array<FindingKindInfo>({
     {FindingKind::Unreconciled, "unreconciled",
      "an incident that was not reconciled (raised, strict, failed)", 2, "", "", "", "", ""},
@@ -168,11 +176,10 @@ inline constexpr std::array kFindingKinds = std::to_array<FindingKindInfo>({
      "another path",
      "error"},
     {FindingKind::MissingRank, "missing-rank", "a rank of the run has no file", 2,
-     "meshscope/incomplete-run", "IncompleteRun", "A rank file is missing or unreadable",
-     "Copy every rank's file into the run (meshscope merge) or record again", "warning"},
-    {FindingKind::Unreadable, "unreadable", "a rank file that cannot be read", 2,
-     "meshscope/incomplete-run", "IncompleteRun", "A rank file is missing or unreadable",
-     "Copy every rank's file into the run (meshscope merge) or record again", "warning"},
+     kIncompleteRun.id, kIncompleteRun.name, kIncompleteRun.brief, kIncompleteRun.help,
+     kIncompleteRun.level},
+    {FindingKind::Unreadable, "unreadable", "a rank file that cannot be read", 2, kIncompleteRun.id,
+     kIncompleteRun.name, kIncompleteRun.brief, kIncompleteRun.help, kIncompleteRun.level},
 });
 
 static_assert(kindTableIsComplete(kFindingKinds, FindingKind::End),

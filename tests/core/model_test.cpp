@@ -53,7 +53,6 @@ TEST(RunClock, RanksStartAtTheirOriginsDistanceFromTheEarliest) {
     EXPECT_EQ(clock.offset(1), 3'000);
     EXPECT_EQ(clock.offset(7), 0) << "a rank not added";
     EXPECT_EQ(clock.wall(1, 10), 5'010);
-    EXPECT_EQ(clock.sinceBase(1, 10), 3'010);
 }
 
 TEST(RunClock, ExtremeRecordedValuesSaturateInsteadOfOverflowing) {

@@ -13,20 +13,21 @@ namespace {
 
 struct Cancelled {};
 
+QString qs(std::string_view s) {
+    return QString::fromUtf8(s.data(), qsizetype(s.size()));
+}
+
 }  // namespace
 
 QString reportFormatForFile(const QString& file) {
     const ReportFormatInfo* format = meshscope::reportFormatForFile(file.toStdString());
-    return format ? QString::fromUtf8(format->name.data(), qsizetype(format->name.size()))
-                  : QString();
+    return format ? qs(format->name) : QString();
 }
 
 QString reportFileFilter() {
     QStringList filters;
     for (const ReportFormatInfo& f : reportFormats())
-        filters << QStringLiteral("%1 (*.%2)")
-                       .arg(QString::fromUtf8(f.title.data(), qsizetype(f.title.size())),
-                            QString::fromUtf8(f.name.data(), qsizetype(f.name.size())));
+        filters << QStringLiteral("%1 (*.%2)").arg(qs(f.title), qs(f.name));
     return filters.join(";;");
 }
 
