@@ -21,10 +21,11 @@
 #   (w1, c10d and w2 run side by side; the benchmark alone after them)
 #   bench    tests/bench/capture_overhead.py --device cuda: uninstrumented,
 #            torch.profiler, meshscope level dtensor (GPU op timing sampled,
-#            every step, off), side by side, --rounds rounds
+#            and off), side by side, --rounds rounds (--bench-only adds
+#            capture_overhead.py's configuration 5, timing every op)
 #
 #   scripts/gpu_check.sh LOG_DIR [--debs DIR] [--deb PKG.deb]... [--no-gpu]
-#                        [--parts LIST] [--rounds N] [--steps N]
+#                        [--parts LIST] [--rounds N] [--steps N] [--bench-only LIST]
 #   scripts/gpu_check.sh --fetch-debs DIR     (on a Debian 12 machine, first)
 #
 # --fetch-debs: downloads (apt-get download) the Debian packages a GPU
@@ -36,7 +37,9 @@
 # --parts: the comma-separated parts to run after the build (default all:
 #        unit,w1,c10d,w2,bench).
 # --rounds, --steps: rounds of the overhead benchmark and steps per block
-#        (default 60 x 40: a 95 % interval of about +-3 % at 6 ms a step).
+#        (default 100 x 40: a 95 % interval of about +-3 % at 6 ms a step;
+#        60 rounds gave +-4 % on an H200).
+# --bench-only LIST: capture_overhead.py's configurations (default 2,3,6).
 # Environment: PYTHON (default: python3 on PATH), BUILD_DIR (default:
 # build/gpu-check), JOBS (build jobs, default: all cores), CXX (default:
 # the machine's).
@@ -45,7 +48,7 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 usage() {
-    sed -n '26,43p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '27,46p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -68,7 +71,8 @@ logs=$(mkdir -p "$1" && cd "$1" && pwd) || usage
 shift
 debs=()
 gpu=1
-rounds=60
+rounds=100
+bench_only=2,3,6
 steps=40
 parts=unit,w1,c10d,w2,bench
 while (($#)); do
@@ -77,6 +81,7 @@ while (($#)); do
         --debs) for deb in "$2"/*.deb; do debs+=("$(realpath "$deb")"); done && shift 2 ;;
         --no-gpu) gpu=0 && shift ;;
         --rounds) rounds=$2 && shift 2 ;;
+        --bench-only) bench_only=$2 && shift 2 ;;
         --steps) steps=$2 && shift 2 ;;
         --parts) parts=$2 && shift 2 ;;
         *) usage ;;
@@ -333,7 +338,7 @@ benchmark() {
     local world=$1
     if PYTHONPATH="$build/python" timeout 900 "$python" \
         "$root/tests/bench/capture_overhead.py" --device cuda --world "$world" \
-        --rounds "$rounds" --steps "$steps" --only 2,3,5,6 --json "$logs/bench.json" \
+        --rounds "$rounds" --steps "$steps" --only "$bench_only" --json "$logs/bench.json" \
         >"$logs/bench.txt" 2>&1; then
         report bench passed "$world rank(s) on cuda, $rounds rounds of $steps steps: see bench.txt"
     else
