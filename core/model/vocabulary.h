@@ -136,6 +136,40 @@ static_assert(kindTableIsComplete(kIncidentKinds, IncidentKind::End),
 
 const IncidentKindInfo& incidentKindInfo(IncidentKind kind);
 
+// ---- incident states ----
+
+// How an incident ended, as the timeline's markers, the reports' tags and
+// the incident table colour it.
+enum class IncidentState : uint8_t {
+    Raised,    // the op raised: the plain tensor was not reconciled
+    Promoted,  // promoted to a DTensor and the op ran
+    Invalid,   // promoted, but the ranks promoted different content
+    End,
+};
+
+struct IncidentStateInfo {
+    IncidentState kind;
+    std::string_view key;      // "raised": CSS classes, file names
+    std::string_view label;    // as a tag shows it: "INVALID"
+    uint32_t rgb;              // 0xRRGGBB, the marker's colour
+    std::string_view meaning;  // one sentence for a legend
+};
+
+inline constexpr std::array kIncidentStates = std::to_array<IncidentStateInfo>({
+    {IncidentState::Raised, "raised", "raised", 0xC62828,
+     "the op raised: the plain tensor was not reconciled"},
+    {IncidentState::Promoted, "promoted", "promoted", 0x2E7D32,
+     "the plain tensor was promoted to a DTensor and the op ran"},
+    {IncidentState::Invalid, "invalid", "INVALID", 0xAD1457,
+     "promoted, but the ranks promoted different content as if it were the same"},
+});
+static_assert(kindTableIsComplete(kIncidentStates, IncidentState::End),
+              "kIncidentStates needs one row per IncidentState");
+
+inline const IncidentStateInfo& incidentStateInfo(IncidentState state) {
+    return kIncidentStates[size_t(state) < kIncidentStates.size() ? size_t(state) : 0];
+}
+
 // ---- finding kinds ----
 
 // What `check` reports and gates on (--fail-on takes their names).

@@ -1,5 +1,6 @@
 #include "core/report/html_report.h"
 
+#include "core/analysis/incident_explanation.h"
 #include "core/model/placement.h"
 #include "core/model/run_clock.h"
 
@@ -39,8 +40,7 @@ details.group{background:#fff;border:1px solid #dde1e7;border-radius:4px;margin:
 details.group>summary{cursor:pointer;padding:9px 0;font-weight:600}details.group[open]>summary{border-bottom:1px solid #eef1f5}
 code,pre{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px}pre{background:#f1f3f6;padding:8px 10px;overflow-x:auto;border-radius:3px}
 .tag{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px;margin-right:4px;background:#e3e7ee}
-.tag.raised{background:#fde0e0;color:#a31515}.tag.promoted{background:#dff3e1;color:#1b5e20}.tag.invalid{background:#8e24aa;color:#fff}
-.grid{display:grid;grid-template-columns:minmax(360px,1fr) minmax(420px,1.2fr);gap:16px}.muted{color:#69707d}
+.grid{display:grid;grid-template-columns:minmax(360px,1fr) minmax(420px,1.2fr);gap:16px}.muted{color:#69707d}.explain{margin:6px 0 10px;font-weight:500}
 svg text{font-family:system-ui,sans-serif}.legend span{margin-right:14px}
 )css";
 
@@ -48,9 +48,9 @@ std::string esc(std::string_view text) {
     return htmlEscape(text);
 }
 
-std::string_view actionClass(Outcome outcome, Verdict verdict) {
-    if (verdict == Verdict::Invalid) return "invalid";
-    return outcome == Outcome::Reconciled ? "promoted" : "raised";
+// "#c62828": an incident state's colour (vocabulary.h).
+std::string stateColour(IncidentState state) {
+    return fmt::format("#{:06x}", incidentStateInfo(state).rgb);
 }
 
 // ---- timeline ----
@@ -143,28 +143,27 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
                 col, y + laneHeight - 17, cb.first, cb.second);
     }
     // Incidents, one mark per pixel column, lane and kind.
-    std::map<std::tuple<int, int, std::string_view>, int64_t> marks;
+    std::map<std::tuple<int, int, IncidentState>, int64_t> marks;
     for (const IncidentRef& ref : a.incidents) {
         const Lane& l = lanes[size_t(laneOf[ref.rank])];
         ++marks[{laneOf[ref.rank], int(x(clock.wall(l.rank, ref.timeNs))),
-                 actionClass(ref.outcome, ref.verdict)}];
+                 incidentState(ref.outcome, ref.verdict)}];
     }
     for (const auto& [key, n] : marks) {
-        auto [lane, col, kind] = key;
-        int y = top + lane * laneHeight + (kind == "raised" ? 6 : kind == "invalid" ? 14 : 22);
-        std::string_view fill = kind == "raised"    ? "#d32f2f"
-                                : kind == "invalid" ? "#8e24aa"
-                                                    : "#2e7d32";
+        auto [lane, col, state] = key;
+        const std::string fill = stateColour(state);
         out << fmt::format(
             "<path d='M{} {}l4 7h-8z' fill='{}' stroke='{}'><title>{} incident(s) "
             "{}</title></path>\n",
-            col, y, fill, kind == "invalid" ? "#000" : fill, n, kind);
+            col, top + lane * laneHeight + 6 + 8 * int(state), fill,
+            state == IncidentState::Invalid ? "#000" : fill, n, incidentStateInfo(state).key);
     }
-    out << "</svg>\n<div class='legend muted'><span>&#9650; <b "
-           "style='color:#d32f2f'>raised</b></span>"
-           "<span>&#9650; <b style='color:#2e7d32'>promoted</b></span><span>&#9650; <b "
-           "style='color:#8e24aa'>INVALID</b></span><span><b style='color:#1e88e5'>|</b> "
-           "collectives</span><span>shaded bands: optimizer steps</span></div>\n";
+    out << "</svg>\n<div class='legend muted'>";
+    for (const IncidentStateInfo& state : kIncidentStates)
+        out << fmt::format("<span title='{}'>&#9650; <b style='color:{}'>{}</b></span>",
+                           state.meaning, stateColour(state.kind), state.label);
+    out << "<span><b style='color:#1e88e5'>|</b> collectives</span><span>shaded bands: "
+           "optimizer steps</span></div>\n";
 }
 
 // ---- the mesh drawing of one incident ----
@@ -210,7 +209,9 @@ void writeMeshDrawing(const IncidentDetail& d, std::ostream& out) {
     out << fmt::format("<text x='{}' y='14' font-size='12' fill='#69707d'>{}</text>\n", meshX,
                        esc(meshTitle));
     if (plain) {
-        std::string kind = d.outcome == Outcome::Reconciled ? "promoted" : "raised";
+        const bool raised = d.outcome != Outcome::Reconciled;
+        const std::string colour =
+            stateColour(raised ? IncidentState::Raised : IncidentState::Promoted);
         // Its label or the evidence of its origin, in two lines; all of it on hover.
         const std::string& about = plain->label.empty() ? d.evidence : plain->label;
         std::vector<std::string> lines = wrapLabel(about, 25, 2);
@@ -230,9 +231,8 @@ void writeMeshDrawing(const IncidentDetail& d, std::ostream& out) {
             "<path d='M{} 62h{}' stroke='{}' stroke-width='2' fill='none'/><path d='M{} 57l8 "
             "5l-8 5z' fill='{}'/>\n<text x='{}' y='54' font-size='11' "
             "text-anchor='middle'>{}</text>\n",
-            plainW, gap - 8, kind == "raised" ? "#d32f2f" : "#2e7d32", meshX - 8,
-            kind == "raised" ? "#d32f2f" : "#2e7d32", plainW + gap / 2,
-            kind == "raised" ? "raised" : esc(toString(d.action)));
+            plainW, gap - 8, colour, meshX - 8, colour, plainW + gap / 2,
+            raised ? "raised" : esc(toString(d.action)));
     }
     for (int64_t c = 0; c < cells; ++c) {
         int64_t row = c / cols, col = c % cols;
@@ -276,15 +276,31 @@ void writeStack(const std::vector<SourceFrame>& stack, std::ostream& out) {
     out << "</pre>\n";
 }
 
+// The incident tags' colours: the timeline's marker colours (vocabulary.h),
+// as text on a pale background of the same hue; INVALID inverted.
+std::string incidentStateStyle() {
+    std::string css;
+    for (const IncidentStateInfo& s : kIncidentStates)
+        css +=
+            s.kind == IncidentState::Invalid
+                ? fmt::format(".tag.{}{{background:#{:06x};color:#fff}}", s.key, s.rgb)
+                : fmt::format(".tag.{}{{background:#{:06x}22;color:#{:06x}}}", s.key, s.rgb, s.rgb);
+    return css + "\n";
+}
+
 void writeGroup(const IncidentGroup& g, std::ostream& out) {
     const IncidentDetail& ex = g.example;
-    std::string_view kind = g.invalid > 0 ? "invalid" : g.unreconciled > 0 ? "raised" : "promoted";
+    const IncidentExplanation e = explainIncident(ex, &g);
+    const IncidentStateInfo& state =
+        incidentStateInfo(g.invalid > 0        ? IncidentState::Invalid
+                          : g.unreconciled > 0 ? IncidentState::Raised
+                                               : IncidentState::Promoted);
     out << fmt::format(
-        "<details class=group{}><summary><span class='tag {}'>{}</span> <code>{}</code> at "
-        "<code>{}</code> &middot; origin {} ({}) &middot; {} incident(s)</summary>\n",
-        g.id < 10 ? " open" : "", kind, kind == "invalid" ? "INVALID" : kind, esc(g.op),
+        "<details class=group{}><summary><span class='tag {}' title='{}'>{}</span> <code>{}</code> "
+        "at <code>{}</code> &middot; origin {} ({}) &middot; {} incident(s)</summary>\n",
+        g.id < 10 ? " open" : "", state.key, state.meaning, state.label, esc(g.op),
         esc(formatLocation(g.site)), originText(g.origin), esc(describeOrigin(g.origin)), g.count);
-    out << "<div class=grid><div>\n<table>\n";
+    out << "<p class=explain>" << esc(e.summary) << "</p>\n<div class=grid><div>\n<table>\n";
     auto row = [&](std::string_view key, const std::string& value) {
         out << "<tr><th>" << key << "</th><td>" << value << "</td></tr>\n";
     };
@@ -311,14 +327,14 @@ void writeGroup(const IncidentGroup& g, std::ostream& out) {
     if (g.distinctEvidence > int64_t(g.evidence.size()))
         evidence += fmt::format("<span class=muted>{} distinct in all</span>", g.distinctEvidence);
     row("evidence", evidence);
-    row("policy rule", esc(ex.policyRule));
-    if (!ex.createdAt.empty())
-        row("plain tensor created at", "<code>" + esc(ex.createdAt) + "</code>");
+    row("policy rule", esc(e.policyRule));
+    row("plain operand", esc(e.plainOperand));
+    row(e.reconciliationLabel, "<code>" + esc(e.reconciliation.substr(0, 600)) + "</code>");
+    row("plain tensor created at", "<code>" + esc(e.createdAt) + "</code>");
     if (ex.fingerprint)
         row("fingerprint", fmt::format("<code>{:016x}</code> (rank {})", *ex.fingerprint, ex.rank));
-    if (!ex.error.empty()) row("error", "<code>" + esc(ex.error.substr(0, 600)) + "</code>");
-    out << "</table>\n<h4>Fix</h4><p>" << esc(g.fix.summary) << "</p>\n";
-    if (!g.fix.code.empty()) out << "<pre><code>" << esc(g.fix.code) << "</code></pre>\n";
+    out << "</table>\n<h4>Fix</h4><p>" << esc(e.fix.summary) << "</p>\n";
+    if (!e.fix.code.empty()) out << "<pre><code>" << esc(e.fix.code) << "</code></pre>\n";
     out << "</div><div>\n<h4>Operands on the mesh (rank " << ex.rank << ", step " << ex.step
         << ")</h4>\n";
     writeMeshDrawing(ex, out);
@@ -334,9 +350,6 @@ void writeGroup(const IncidentGroup& g, std::ostream& out) {
             esc(o.dtype), esc(o.shape), esc(o.localShape),
             o.scalar ? fmt::format("scalar {}", o.scalarValue) : esc(o.placements), esc(o.label));
     out << "</table>\n";
-    if (!ex.promotedPlacements.empty())
-        out << "<p>Promoted to <code>" << esc(ex.promotedPlacements) << "</code> ("
-            << esc(toString(ex.action)) << ").</p>\n";
     out << "<h4>Stack (innermost first)</h4>\n";
     writeStack(ex.stack, out);
     out << "</div></div></details>\n";
@@ -447,7 +460,7 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
            "content=\""
         << kCsp << "\">\n<meta charset=utf-8>\n<meta name=viewport content='width=device-width'>\n"
         << "<title>meshscope report: " << esc(s.runId) << "</title>\n<style>" << kStyle
-        << "</style>\n</head><body>\n";
+        << incidentStateStyle() << "</style>\n</head><body>\n";
     out << "<header><h1>meshscope report</h1><p>run <code>" << esc(s.runId)
         << "</code> &middot; world size " << s.worldSize << " &middot; " << s.ranks.size()
         << " rank(s) readable &middot; " << a.incidents.size() << " incident(s) in "

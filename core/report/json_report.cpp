@@ -43,7 +43,7 @@ nlohmann::json groupToJson(const IncidentGroup& g) {
         {"evidence", g.evidence},
         {"distinct_evidence", g.distinctEvidence},
         {"fix", {{"summary", g.fix.summary}, {"code", g.fix.code}}},
-        {"example", incidentDetailToJson(g.example)},
+        {"example", incidentDetailToJson(g.example, explainIncident(g.example, &g))},
     };
 }
 
@@ -61,7 +61,20 @@ nlohmann::json divergenceToJson(const Divergence& d) {
 
 }  // namespace
 
-nlohmann::json incidentDetailToJson(const IncidentDetail& d) {
+nlohmann::json explanationToJson(const IncidentExplanation& e) {
+    return {{"summary", e.summary},
+            {"plain_operand", e.plainOperand},
+            {"origin", e.origin},
+            {"evidence", e.evidence},
+            {"created_at", e.createdAt},
+            {"reconciliation", {{"label", e.reconciliationLabel}, {"text", e.reconciliation}}},
+            {"policy_rule", e.policyRule},
+            {"verdict", e.verdict},
+            {"fix", {{"summary", e.fix.summary}, {"code", e.fix.code}}},
+            {"fix_scope", e.fixScope}};
+}
+
+nlohmann::json incidentDetailToJson(const IncidentDetail& d, const IncidentExplanation& e) {
     nlohmann::json stack = nlohmann::json::array();
     for (const SourceFrame& f : d.stack)
         stack.push_back(frameToJson(f));
@@ -105,7 +118,8 @@ nlohmann::json incidentDetailToJson(const IncidentDetail& d) {
             {"created_at", d.createdAt},
             {"stack", stack},
             {"operands", operands},
-            {"mesh", mesh}};
+            {"mesh", mesh},
+            {"explanation", explanationToJson(e)}};
 }
 
 nlohmann::json reportToJson(const RunAnalysis& a, const ReportOptions& options) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <ostream>
 
+#include "core/analysis/incident_explanation.h"
 #include "core/report/report.h"
 #include "core/report/report_text.h"
 #include "core/util/utf8.h"
@@ -98,6 +99,9 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
         out << fmt::format("### {}. {} at {}: origin {} ({})\n\n", g.id + 1, mdCode(g.op),
                            mdCode(formatLocation(g.site)), originText(g.origin),
                            describeOrigin(g.origin));
+        const IncidentDetail& ex = g.example;
+        const IncidentExplanation e = explainIncident(ex, &g);
+        out << md(e.summary) << ".\n\n";
         out << fmt::format("- {} incident(s); per rank: {}; steps {} to {}\n", g.count,
                            joinCounts(g.perRank, [](int r) { return fmt::format("rank {}", r); }),
                            g.firstStep, g.lastStep);
@@ -119,10 +123,10 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
             out << fmt::format("- evidence: {}\n", md(g.evidence[i]));
         if (g.distinctEvidence > int64_t(g.evidence.size()))
             out << fmt::format("- ... {} distinct evidence texts in all\n", g.distinctEvidence);
-        const IncidentDetail& ex = g.example;
         out << fmt::format("\nExample: rank {}, step {}, {}; policy rule {}\n\n", ex.rank, ex.step,
-                           toString(ex.outcome),
-                           ex.policyRule.empty() ? "-" : mdCode(ex.policyRule));
+                           toString(ex.outcome), e.policyRule.empty() ? "-" : mdCode(e.policyRule));
+        out << fmt::format("- {}: {}\n- plain tensor created at: {}\n\n", e.reconciliationLabel,
+                           mdCode(e.reconciliation), md(e.createdAt));
         out << "| operand | role | dtype | shape | local shape | placements | label |\n"
                "|---:|---|---|---|---|---|---|\n";
         for (const OperandDetail& o : ex.operands)
@@ -132,11 +136,8 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
                 md(o.shape), md(o.localShape),
                 o.scalar ? md(fmt::format("scalar {}", o.scalarValue)) : md(o.placements),
                 md(o.label));
-        if (!ex.promotedPlacements.empty())
-            out << fmt::format("\nPromoted to {} ({}).\n", mdCode(ex.promotedPlacements),
-                               toString(ex.action));
-        out << fmt::format("\n**Fix:** {}\n\n", md(g.fix.summary));
-        if (!g.fix.code.empty()) out << mdFence(g.fix.code, "python");
+        out << fmt::format("\n**Fix:** {}\n\n", md(e.fix.summary));
+        if (!e.fix.code.empty()) out << mdFence(e.fix.code, "python");
         if (!ex.stack.empty()) {
             std::string frames;
             for (const SourceFrame& f : ex.stack)

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "core/analysis/incident_explanation.h"
 #include "core/analysis/run_analysis.h"
 #include "core/version.h"
 
@@ -48,7 +49,11 @@ void writeReport(const ReportFormatInfo& format, const RunReader& run, const Run
 
 // The writers, also for tests.
 nlohmann::json reportToJson(const RunAnalysis& analysis, const ReportOptions& options = {});
-nlohmann::json incidentDetailToJson(const IncidentDetail& detail);
+// An incident and what it means: the JSON report's group examples and
+// load_run()'s incidents carry the same "explanation" object.
+nlohmann::json incidentDetailToJson(const IncidentDetail& detail,
+                                    const IncidentExplanation& explanation);
+nlohmann::json explanationToJson(const IncidentExplanation& explanation);
 nlohmann::json sarifLog(const RunAnalysis& analysis, const ReportOptions& options = {});
 void writeMarkdownReport(const RunAnalysis& analysis, std::ostream& out,
                          const ReportOptions& options = {});

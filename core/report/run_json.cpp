@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/analysis/run_summary.h"
+#include "core/report/report.h"
 
 namespace meshscope {
 namespace {
@@ -145,6 +146,7 @@ nlohmann::json incidentToJson(const RankReader& rank, const IncidentRecord& inc)
                         {"operands", operandsToJson(rank, inc.operands)}};
     j["fingerprint"] =
         inc.fingerprint ? nlohmann::json(fmt::format("{:016x}", *inc.fingerprint)) : nullptr;
+    j["explanation"] = explanationToJson(explainIncident(describeIncident(rank, inc)));
     return j;
 }
 

@@ -9,6 +9,7 @@ which fingerprints are equal is kept).
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import meshscope
 from conftest import cli, record
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -92,3 +94,17 @@ def test_reports_match_reviewed_output(tmp_path, scenario, policy):
     md = report(rec.run_dir, "md", tmp_path / "report.md")
     md = re.sub(r"run ` [0-9a-f-]+ `", "run ` <run-id> `", md)
     compare(f"{scenario}-{policy}.md", n.text(md))
+
+    # One explanation per incident: the JSON report's group examples, the
+    # HTML report and load_run() show the same one (less what only a group
+    # knows: its scope and cross-rank verdict).
+    run = meshscope.load_run(rec.run_dir)
+    loaded = {(r["rank"], inc["seq"]): inc["explanation"]
+              for r in run["rank_details"] for inc in r["incidents"]}
+    html_text = report(rec.run_dir, "html", tmp_path / "report.html")
+    for group in data["groups"]:
+        ex = group["example"]
+        explained = dict(ex["explanation"], fix_scope="", verdict="")
+        assert loaded[(ex["rank"], ex["seq"])] == explained
+        assert explained["summary"].startswith(ex["op"] + " got operand")
+        assert html.escape(explained["summary"]).replace("&#x27;", "&#39;") in html_text

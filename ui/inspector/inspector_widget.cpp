@@ -15,7 +15,7 @@
 #include <algorithm>
 #include <map>
 
-#include "core/analysis/fix_suggestion.h"
+#include "core/analysis/incident_explanation.h"
 #include "ui/inspector/mesh_view.h"
 #include "ui/inspector/op_detail.h"
 
@@ -93,21 +93,6 @@ class Doc {
     QString m_html, m_plain;
 };
 
-const OperandDetail* plainOperand(const std::vector<OperandDetail>& operands) {
-    auto it = std::find_if(operands.begin(), operands.end(),
-                           [](const OperandDetail& o) { return o.plain; });
-    return it == operands.end() ? nullptr : &*it;
-}
-
-// "operand 0 batch torch.float32 [16, 32]"
-QString describePlain(const OperandDetail* plain) {
-    if (!plain) return QStringLiteral("the plain operand (not recorded)");
-    QStringList parts = {QStringLiteral("operand %1").arg(plain->index)};
-    for (const std::string* s : {&plain->label, &plain->dtype, &plain->shape})
-        if (!s->empty()) parts << qs(*s);
-    return parts.join(' ');
-}
-
 QString operandKind(const OperandDetail& o) {
     if (o.scalar) return QStringLiteral("scalar %1").arg(o.scalarValue);
     if (o.plain) return "PLAIN tensor";
@@ -135,9 +120,10 @@ void stackSection(Doc& doc, const std::vector<SourceFrame>& stack) {
     doc.pre(text.trimmed());
 }
 
-void incidentHeader(Doc& doc, const IncidentDetail& d) {
+void incidentHeader(Doc& doc, const IncidentDetail& d, const IncidentExplanation& e) {
     doc.heading(QStringLiteral("Incident #%1 on rank %2: ").arg(d.seq.value()).arg(d.rank) +
                 qs(d.op));
+    doc.line(qs(e.summary));
     doc.field("op", qs(d.op));
     doc.field("rank", QString::number(d.rank));
     doc.field("step", QString::number(d.step));
@@ -145,36 +131,12 @@ void incidentHeader(Doc& doc, const IncidentDetail& d) {
     doc.field("outcome", qs(toString(d.outcome)));
 }
 
-void reconciliationSection(Doc& doc, const IncidentDetail& d) {
+void reconciliationSection(Doc& doc, const IncidentDetail& d, const IncidentExplanation& e) {
     doc.heading("Reconciliation");
-    doc.field("plain operand", describePlain(plainOperand(d.operands)));
-    const QString to = qs(d.promotedPlacements), error = qs(d.error);
-    // ASCII arrow: the text is also what Copy pastes into terminals and issues.
-    if (d.outcome == Outcome::Reconciled)
-        doc.field("placements", "plain (no placement) -> " +
-                                    (to.isEmpty() ? qs(toString(d.action)) : "DTensor " + to));
-    else if (d.outcome == Outcome::Failed)
-        doc.field("raised", "promotion to " + (to.isEmpty() ? "?" : to) +
-                                " failed: " + (error.isEmpty() ? "no error text recorded" : error));
-    else
-        doc.field("raised", error.isEmpty() ? "no error text recorded" : error);
-    if (!d.policyRule.empty()) doc.field("policy rule", qs(d.policyRule));
+    doc.field("plain operand", qs(e.plainOperand));
+    doc.field(qs(e.reconciliationLabel), qs(e.reconciliation));
+    if (!e.policyRule.empty()) doc.field("policy rule", qs(e.policyRule));
     if (d.fingerprint) doc.field("fingerprint here", hex(*d.fingerprint));
-}
-
-QString verdictText(Verdict v) {
-    const QString name = qs(toString(v));
-    switch (v) {
-        case Verdict::Verified:
-            return name + ": the same content on every rank that promoted it";
-        case Verdict::Invalid:
-            return name + ": ranks promoted different content as if it were the same";
-        case Verdict::Unverified:
-            return name + ": only one rank recorded it, or no fingerprint";
-        case Verdict::NotChecked:
-            break;
-    }
-    return name + ": not a promotion that must agree across ranks";
 }
 
 // The fingerprint most ranks have (ties go to `here`'s): the others differ.
@@ -197,12 +159,12 @@ std::optional<uint64_t> majority(const PromotionCheck& check, int here) {
     return best;
 }
 
-void crossRankSection(Doc& doc, const IncidentDetail& d, const IncidentRef* ref,
+void crossRankSection(Doc& doc, const IncidentDetail& d, const IncidentExplanation& e,
                       const PromotionCheck* check) {
     doc.heading("Cross-rank check");
-    if (!ref && !check)
+    if (e.verdict.empty())
         return doc.field("verdict", "not checked: no cross-rank analysis for this incident yet");
-    doc.field("verdict", verdictText(ref ? ref->verdict : check->verdict));
+    doc.field("verdict", qs(e.verdict));
     if (!check) return;
     const std::optional<uint64_t> agreed = majority(*check, d.rank);
     std::vector<QStringList> rows;
@@ -219,25 +181,18 @@ void crossRankSection(Doc& doc, const IncidentDetail& d, const IncidentRef* ref,
     doc.table({"rank", "fingerprint", "note"}, rows);
 }
 
-void originSection(Doc& doc, const IncidentDetail& d, const std::string& evidence) {
+void originSection(Doc& doc, const IncidentExplanation& e) {
     doc.heading("Origin");
-    doc.field("class",
-              QString(QChar(originLetter(d.origin))) + " - " + qs(describeOrigin(d.origin)));
-    const std::string& text = evidence.empty() ? d.evidence : evidence;
-    doc.field("evidence", text.empty() ? QStringLiteral("none recorded") : qs(text));
-    doc.field("plain tensor created at",
-              d.createdAt.empty() ? QStringLiteral("not recorded") : qs(d.createdAt));
+    doc.field("class", qs(e.origin));
+    doc.field("evidence", qs(e.evidence));
+    doc.field("plain tensor created at", qs(e.createdAt));
 }
 
-void fixSection(Doc& doc, const IncidentDetail& d, const IncidentGroup* group) {
+void fixSection(Doc& doc, const IncidentExplanation& e) {
     doc.heading("Fix");
-    if (group)
-        doc.field("applies to",
-                  QStringLiteral("group #%1, %2 incident(s) at ").arg(group->id).arg(group->count) +
-                      qs(formatLocation(group->site)));
-    const FixSuggestion fix = group ? group->fix : suggestFix(d.origin);
-    doc.line(qs(fix.summary));
-    if (!fix.code.empty()) doc.pre(qs(fix.code));
+    if (!e.fixScope.empty()) doc.field("applies to", qs(e.fixScope));
+    doc.line(qs(e.fix.summary));
+    if (!e.fix.code.empty()) doc.pre(qs(e.fix.code));
 }
 
 void opHeader(Doc& doc, const OpDetail& op) {
@@ -261,7 +216,7 @@ void promotedOpSection(Doc& doc, const OpDetail& op, const IncidentDetail* recon
         return doc.line(QStringLiteral("promoted op of incident #%1 (incident not loaded)")
                             .arg(op.reconciles.value()));
     doc.line(QStringLiteral("promoted op of incident #%1: ").arg(reconciled->seq.value()) +
-             describePlain(plainOperand(reconciled->operands)) + " became " +
+             qs(describePlainOperand(*reconciled)) + " became " +
              (reconciled->promotedPlacements.empty() ? qs(toString(reconciled->action))
                                                      : qs(reconciled->promotedPlacements)));
 }
@@ -342,14 +297,17 @@ void InspectorWidget::showIncident(const IncidentDetail& d, const IncidentRef* r
                                    const IncidentGroup* group, const PromotionCheck* check,
                                    const std::string& evidence) {
     m_mesh->setIncident(d);
+    std::optional<Verdict> verdict;
+    if (ref || check) verdict = ref ? ref->verdict : check->verdict;
+    const IncidentExplanation e = explainIncident(d, group, verdict, evidence);
     Doc doc;
-    incidentHeader(doc, d);
+    incidentHeader(doc, d, e);
     operandsSection(doc, d.operands);
-    reconciliationSection(doc, d);
-    crossRankSection(doc, d, ref, check);
-    originSection(doc, d, evidence);
+    reconciliationSection(doc, d, e);
+    crossRankSection(doc, d, e, check);
+    originSection(doc, e);
     stackSection(doc, d.stack);
-    fixSection(doc, d, group);
+    fixSection(doc, e);
     doc.plainOnly("Device mesh", m_mesh->describe());
     setContent(QStringLiteral("Incident #%1, rank %2").arg(d.seq.value()).arg(d.rank), doc.html(),
                doc.plain());

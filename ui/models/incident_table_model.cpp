@@ -4,12 +4,15 @@
 #include <QPixmap>
 
 #include "core/analysis/fix_suggestion.h"
+#include "core/analysis/incident_explanation.h"
 
 namespace meshscope::ui {
 
 namespace {
 
-const QColor kCueColors[3] = {QColor("#c62828"), QColor("#ad1457"), QColor("#2e7d32")};
+QColor stateColor(IncidentState state) {
+    return QColor(QRgb(incidentStateInfo(state).rgb));
+}
 
 QIcon squareIcon(const QColor& color) {
     QPixmap pixmap(12, 12);
@@ -27,8 +30,8 @@ QString qs(std::string_view s) {
 }  // namespace
 
 IncidentTableModel::IncidentTableModel(QObject* parent) : QAbstractTableModel(parent) {
-    for (int i = 0; i < 3; ++i)
-        m_cues[i] = squareIcon(kCueColors[i]);
+    for (const IncidentStateInfo& state : kIncidentStates)
+        m_cues[size_t(state.kind)] = squareIcon(stateColor(state.kind));
 }
 
 void IncidentTableModel::setAnalysis(std::shared_ptr<const RunAnalysis> analysis) {
@@ -61,9 +64,8 @@ const IncidentGroup* IncidentTableModel::groupOf(const IncidentRef& ref) const {
     return &m_analysis->groups[size_t(ref.group)];
 }
 
-int IncidentTableModel::cueOf(const IncidentRef& ref) const {
-    if (ref.verdict == meshscope::Verdict::Invalid) return 1;
-    return ref.outcome == meshscope::Outcome::Reconciled ? 2 : 0;
+IncidentState IncidentTableModel::cueOf(const IncidentRef& ref) {
+    return incidentState(ref.outcome, ref.verdict);
 }
 
 QVariant IncidentTableModel::display(const IncidentRef& ref, int column) const {
@@ -123,12 +125,12 @@ QVariant IncidentTableModel::data(const QModelIndex& index, int role) const {
                        ? display(ref, index.column())
                        : QVariant();
         case Qt::DecorationRole:
-            return index.column() == Action ? QVariant(m_cues[cueOf(ref)]) : QVariant();
+            return index.column() == Action ? QVariant(m_cues[size_t(cueOf(ref))]) : QVariant();
         case Qt::ForegroundRole:
             // Only the columns the cue is about: most incidents of an
             // observe-only run are raised, and a wholly red table says nothing.
             return index.column() == Outcome || index.column() == Verdict
-                       ? QVariant(kCueColors[cueOf(ref)])
+                       ? QVariant(stateColor(cueOf(ref)))
                        : QVariant();
         case Qt::TextAlignmentRole:
             return index.column() <= TimeMs ? QVariant(Qt::AlignRight | Qt::AlignVCenter)

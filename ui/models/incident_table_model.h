@@ -8,6 +8,7 @@
 #include <QAbstractTableModel>
 #include <QHash>
 #include <QIcon>
+#include <array>
 #include <memory>
 
 #include "core/analysis/run_analysis.h"
@@ -59,11 +60,11 @@ class IncidentTableModel : public QAbstractTableModel {
     QVariant display(const IncidentRef& ref, int column) const;
     QVariant sortValue(const IncidentRef& ref, int column) const;
     const IncidentGroup* groupOf(const IncidentRef& ref) const;
-    int cueOf(const IncidentRef& ref) const;  // 0 raised, 1 invalid, 2 reconciled
+    static IncidentState cueOf(const IncidentRef& ref);  // the row's colour
 
     std::shared_ptr<const RunAnalysis> m_analysis;
     QHash<QPair<int, qint64>, int> m_rows;
-    QIcon m_cues[3];
+    std::array<QIcon, kIncidentStates.size()> m_cues;
 };
 
 }  // namespace meshscope::ui

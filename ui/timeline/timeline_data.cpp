@@ -1,5 +1,6 @@
 #include "ui/timeline/timeline_data.h"
 
+#include "core/analysis/incident_explanation.h"
 #include "core/model/run_clock.h"
 
 #include <algorithm>
@@ -7,9 +8,8 @@
 
 namespace meshscope::ui {
 
-MarkKind markKind(const IncidentMark& mark) {
-    if (mark.verdict == Verdict::Invalid) return MarkKind::Invalid;
-    return mark.outcome == Outcome::Reconciled ? MarkKind::Promoted : MarkKind::Raised;
+IncidentState markKind(const IncidentMark& mark) {
+    return incidentState(mark.outcome, mark.verdict);
 }
 
 const std::string& RankTimeline::string(uint32_t id) const {

@@ -64,8 +64,8 @@ struct IncidentMark {
 };
 
 // How a marker is coloured: what happened to the plain tensor.
-enum class MarkKind : uint8_t { Raised, Promoted, Invalid };
-MarkKind markKind(const IncidentMark& mark);
+// How the marker is coloured: core/model/vocabulary.h's incident states.
+IncidentState markKind(const IncidentMark& mark);
 
 enum class RankState : uint8_t {
     Live,      // a writer may still add rows

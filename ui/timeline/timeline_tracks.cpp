@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <utility>
 
@@ -133,7 +134,8 @@ void IncidentTrack::draw(DrawContext& ctx, float y) {
                                [](const IncidentMark& m, int64_t v) { return m.time < v; });
     // At most one marker per kind every few pixels (they are 10 px wide), and
     // no anti-aliased fringe: 100k incidents stay a few thousand quads.
-    float lastX[3] = {-1e9f, -1e9f, -1e9f};
+    std::array<float, kIncidentStates.size()> lastX;
+    lastX.fill(-1e9f);
     ImDrawListFlags flags = dl->Flags;
     dl->Flags &= ~ImDrawListFlags_AntiAliasedFill;
     for (; it != m_rank.incidents.end() && it->time < t1; ++it) {
@@ -145,7 +147,7 @@ void IncidentTrack::draw(DrawContext& ctx, float y) {
         lastX[kind] = x;
         float cy = y + height() / 2;
         ImVec2 a(x, cy - 6), b(x + 5, cy), c(x, cy + 6), d(x - 5, cy);
-        dl->AddQuadFilled(a, b, c, d, markColor(MarkKind(kind)));
+        dl->AddQuadFilled(a, b, c, d, markColor(IncidentState(kind)));
         if (selected) dl->AddQuad(a, b, c, d, kSelected, 2.5f);
         ++ctx.itemsDrawn;
         if (!ctx.hover && ctx.mouseIn(x - 5, y, x + 6, y + height())) hoverMark(ctx, *it);
@@ -288,7 +290,7 @@ void OpLaneTrack::drawOverlay(DrawContext& ctx, const Span& span, const Piece& p
     float x0 = piece.x0, x1 = piece.x1;
     if (span.reconciles)
         dl->AddRect(ImVec2(x0, y + 1), ImVec2(x1, y + kLaneHeight - 1),
-                    markColor(MarkKind::Promoted), 0, 0, 2.0f);
+                    markColor(IncidentState::Promoted), 0, 0, 2.0f);
     if (ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, m_rank.rank, span.seq})
         dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + kLaneHeight), kSelected, 0, 0, 2.5f);
     clippedText(dl, x0 + 2, x1 - 1, y + 1, IM_COL32(255, 255, 255, 255),
@@ -307,16 +309,9 @@ std::vector<std::unique_ptr<Track>> makeRankTracks(const RankTimeline& rank) {
     return tracks;
 }
 
-ImU32 markColor(MarkKind kind) {
-    switch (kind) {
-        case MarkKind::Raised:
-            return IM_COL32(198, 40, 40, 255);
-        case MarkKind::Promoted:
-            return IM_COL32(46, 125, 50, 255);
-        case MarkKind::Invalid:
-            return IM_COL32(173, 20, 87, 255);
-    }
-    return kText;
+ImU32 markColor(IncidentState kind) {
+    const uint32_t rgb = incidentStateInfo(kind).rgb;
+    return IM_COL32((rgb >> 16) & 0xff, (rgb >> 8) & 0xff, rgb & 0xff, 255);
 }
 
 ImU32 phaseColor(Phase phase) {

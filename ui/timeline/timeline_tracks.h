@@ -75,7 +75,7 @@ class Track {
 std::vector<std::unique_ptr<Track>> makeRankTracks(const RankTimeline& rank);
 
 // Colours shared with the legend and the tests.
-ImU32 markColor(MarkKind kind);
+ImU32 markColor(IncidentState kind);
 ImU32 phaseColor(Phase phase);
 
 // Human-readable duration ("1.25 ms") and byte counts ("4.0 MiB").

@@ -1,0 +1,88 @@
+#include "core/analysis/incident_explanation.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace meshscope {
+
+IncidentState incidentState(Outcome outcome, Verdict verdict) {
+    if (verdict == Verdict::Invalid) return IncidentState::Invalid;
+    return outcome == Outcome::Reconciled ? IncidentState::Promoted : IncidentState::Raised;
+}
+
+std::string describeVerdict(Verdict verdict) {
+    const std::string name(toString(verdict));
+    switch (verdict) {
+        case Verdict::Verified:
+            return name + ": the same content on every rank that promoted it";
+        case Verdict::Invalid:
+            return name + ": ranks promoted different content as if it were the same";
+        case Verdict::Unverified:
+            return name + ": only one rank recorded it, or no fingerprint";
+        case Verdict::NotChecked:
+            break;
+    }
+    return name + ": not a promotion that must agree across ranks";
+}
+
+std::string describePlainOperand(const IncidentDetail& incident) {
+    auto it = std::find_if(incident.operands.begin(), incident.operands.end(),
+                           [](const OperandDetail& o) { return o.plain; });
+    if (it == incident.operands.end()) return "the plain operand (not recorded)";
+    std::string text = fmt::format("operand {}", it->index);
+    for (const std::string* s : {&it->label, &it->dtype, &it->shape})
+        if (!s->empty()) text += " " + *s;
+    return text;
+}
+
+namespace {
+
+std::string reconciliationText(const IncidentDetail& d) {
+    const std::string error = d.error.empty() ? "no error text recorded" : d.error;
+    // ASCII arrow: the text is also pasted into terminals and issues.
+    if (d.outcome == Outcome::Reconciled)
+        return "plain (no placement) -> " + (d.promotedPlacements.empty()
+                                                 ? std::string(toString(d.action))
+                                                 : "DTensor " + d.promotedPlacements);
+    if (d.outcome == Outcome::Failed)
+        return "promotion to " + (d.promotedPlacements.empty() ? "?" : d.promotedPlacements) +
+               " failed: " + error;
+    return error;
+}
+
+std::string outcomeClause(const IncidentDetail& d) {
+    if (d.outcome == Outcome::Reconciled)
+        return d.promotedPlacements.empty()
+                   ? fmt::format("reconciled ({})", toString(d.action))
+                   : fmt::format("promoted to DTensor {}", d.promotedPlacements);
+    if (d.outcome == Outcome::Failed) return "its promotion failed and the op raised";
+    return "the op raised";
+}
+
+}  // namespace
+
+IncidentExplanation explainIncident(const IncidentDetail& d, const IncidentGroup* group,
+                                    std::optional<Verdict> verdict, const std::string& evidence) {
+    IncidentExplanation e;
+    e.plainOperand = describePlainOperand(d);
+    e.origin = fmt::format("{} - {}", originLetter(d.origin), describeOrigin(d.origin));
+    const std::string& text = evidence.empty() ? d.evidence : evidence;
+    e.evidence = text.empty() ? "none recorded" : text;
+    e.createdAt = d.createdAt.empty() ? "not recorded" : d.createdAt;
+    e.reconciliationLabel = d.outcome == Outcome::Reconciled ? "placements" : "raised";
+    e.reconciliation = reconciliationText(d);
+    e.policyRule = d.policyRule;
+    if (verdict) e.verdict = describeVerdict(*verdict);
+    e.fix = group ? group->fix : suggestFix(d.origin);
+    if (group)
+        e.fixScope = fmt::format("group #{}, {} incident(s) at {}", group->id, group->count,
+                                 formatLocation(group->site));
+    e.summary = fmt::format("{} got {} as a plain torch.Tensor beside DTensors; origin {} ({}); {}",
+                            d.op, e.plainOperand, originLetter(d.origin), describeOrigin(d.origin),
+                            outcomeClause(d));
+    if (verdict == Verdict::Invalid) e.summary += "; INVALID across ranks";
+    return e;
+}
+
+}  // namespace meshscope
