@@ -453,8 +453,11 @@ std::vector<std::string> wrapLabel(std::string_view text, size_t width, size_t m
     return lines;
 }
 
-void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& out,
-                     const HtmlReportOptions& options) {
+namespace {
+
+// ---- the report's sections, in page order ----
+
+void writeHead(const RunAnalysis& a, std::ostream& out, const HtmlReportOptions& options) {
     const RunSummary& s = a.summary;
     out << "<!DOCTYPE html>\n<html lang=en><head>\n<meta http-equiv='Content-Security-Policy' "
            "content=\""
@@ -466,7 +469,9 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
         << " rank(s) readable &middot; " << a.incidents.size() << " incident(s) in "
         << a.groups.size() << " group(s) &middot; " << esc(options.generator)
         << "</p></header>\n<main>\n";
+}
 
+void writeFindings(const RunAnalysis& a, std::ostream& out) {
     out << "<h2>Findings</h2>\n";
     if (a.findings.empty())
         out << "<div class=ok>No findings: every incident was reconciled, promotions agree "
@@ -480,7 +485,9 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
     for (const Finding* f : ordered)
         out << "<div class='finding " << toString(f->kind) << "'><b>" << toString(f->kind) << "</b>"
             << esc(f->message) << "</div>\n";
+}
 
+void writeRanks(const RunSummary& s, std::ostream& out) {
     out << "<h2>Ranks</h2>\n<table><tr><th>rank</th><th>host</th><th>ops</th><th>steps</th><th>"
            "collectives</th><th>bytes</th><th>incidents</th><th>by origin</th><th>dropped</th><th>"
            "status</th></tr>\n";
@@ -501,49 +508,52 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
     out << "</table>\n";
     for (const std::string& p : s.problems)
         out << "<div class=finding><b>problem</b>" << esc(p) << "</div>\n";
+}
 
-    out << "<h2>Timeline</h2>\n";
-    writeTimeline(run, a, out, options.timelineWidth);
-
+void writeGroups(const RunAnalysis& a, std::ostream& out, int maxInDetail) {
     out << "<h2>Incident groups</h2>\n";
     if (a.groups.empty()) out << "<div class=ok>No mixed-tensor incidents.</div>\n";
     int shown = 0;
     for (const IncidentGroup& g : a.groups) {
-        if (shown++ >= options.maxGroupsInDetail) break;
+        if (shown++ >= maxInDetail) break;
         writeGroup(g, out);
     }
-    if (int(a.groups.size()) > options.maxGroupsInDetail) {
-        out << "<p>" << a.groups.size() - size_t(options.maxGroupsInDetail)
-            << " more group(s):</p>\n<table><tr><th>op</th><th>site</th><th>origin</th><th>"
-               "count</th></tr>\n";
-        for (size_t i = size_t(options.maxGroupsInDetail); i < a.groups.size(); ++i) {
-            const IncidentGroup& g = a.groups[i];
-            out << "<tr><td><code>" << esc(g.op) << "</code></td><td><code>"
-                << esc(formatLocation(g.site)) << "</code></td><td>" << originText(g.origin)
-                << "</td><td class=n>" << g.count << "</td></tr>\n";
-        }
-        out << "</table>\n";
+    if (int(a.groups.size()) <= maxInDetail) return;
+    out << "<p>" << a.groups.size() - size_t(maxInDetail)
+        << " more group(s):</p>\n<table><tr><th>op</th><th>site</th><th>origin</th><th>"
+           "count</th></tr>\n";
+    for (size_t i = size_t(maxInDetail); i < a.groups.size(); ++i) {
+        const IncidentGroup& g = a.groups[i];
+        out << "<tr><td><code>" << esc(g.op) << "</code></td><td><code>"
+            << esc(formatLocation(g.site)) << "</code></td><td>" << originText(g.origin)
+            << "</td><td class=n>" << g.count << "</td></tr>\n";
     }
+    out << "</table>\n";
+}
 
-    if (!a.divergences.empty()) {
-        out << "<h2>Divergent ranks</h2>\n<table><tr><th>kind</th><th>rank</th><th>thread</th><th>"
-               "index</th><th>step</th><th>this rank</th><th>other ranks</th></tr>\n";
-        for (const Divergence& d : a.divergences)
-            out << fmt::format(
-                "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td "
-                "class=n>{}</td><td>{}</td><td>{}</td></tr>\n",
-                d.kind == Divergence::Kind::Ops ? "ops" : "incidents", d.rank, d.thread, d.index,
-                d.step, d.actual.empty() ? "<i>ended</i>" : "<code>" + esc(d.actual) + "</code>",
-                d.expected.empty() ? "<i>ended</i>" : "<code>" + esc(d.expected) + "</code>");
-        out << "</table>\n";
-    }
-    int invalidShown = 0;
+void writeDivergences(const RunAnalysis& a, std::ostream& out) {
+    if (a.divergences.empty()) return;
+    out << "<h2>Divergent ranks</h2>\n<table><tr><th>kind</th><th>rank</th><th>thread</th><th>"
+           "index</th><th>step</th><th>this rank</th><th>other ranks</th></tr>\n";
+    for (const Divergence& d : a.divergences)
+        out << fmt::format(
+            "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td "
+            "class=n>{}</td><td>{}</td><td>{}</td></tr>\n",
+            d.kind == Divergence::Kind::Ops ? "ops" : "incidents", d.rank, d.thread, d.index,
+            d.step, d.actual.empty() ? "<i>ended</i>" : "<code>" + esc(d.actual) + "</code>",
+            d.expected.empty() ? "<i>ended</i>" : "<code>" + esc(d.expected) + "</code>");
+    out << "</table>\n";
+}
+
+void writeInvalidPromotions(const RunAnalysis& a, std::ostream& out) {
+    constexpr int kMostRows = 100;
+    int invalid = 0;
     for (const PromotionCheck& c : a.promotionChecks) {
         if (c.verdict != Verdict::Invalid) continue;
-        if (invalidShown++ == 0)
+        if (invalid++ == 0)
             out << "<h2>INVALID promotions</h2>\n<table><tr><th>group</th><th>step</th><th>"
                    "occurrence</th><th>fingerprints</th></tr>\n";
-        if (invalidShown > 100) continue;
+        if (invalid > kMostRows) continue;
         std::string fps;
         for (const auto& [rank, fp] : c.fingerprints)
             fps += fp ? fmt::format("rank {}: <code>{:016x}</code> ", rank, *fp)
@@ -552,11 +562,13 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
             "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td>{}</td></tr>\n",
             esc(a.groups[size_t(c.group)].op), c.step, c.occurrence, fps);
     }
-    if (invalidShown > 0) out << "</table>\n";
-    if (invalidShown > 100) out << "<p class=muted>" << invalidShown - 100 << " more.</p>\n";
+    if (invalid > 0) out << "</table>\n";
+    if (invalid > kMostRows) out << "<p class=muted>" << invalid - kMostRows << " more.</p>\n";
+}
 
-    // Machine-readable findings and groups (data only: the CSP allows no script).
-    nlohmann::json data = {{"run_id", s.runId},
+// Machine-readable findings and groups (data only: the CSP allows no script).
+void writeDataAndEnd(const RunAnalysis& a, std::ostream& out) {
+    nlohmann::json data = {{"run_id", a.summary.runId},
                            {"findings", nlohmann::json::array()},
                            {"groups", nlohmann::json::array()}};
     for (const Finding& f : a.findings)
@@ -572,6 +584,21 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
     out << "<script type='application/json' id='meshscope-data'>"
         << jsonForScript(data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
         << "</script>\n</main></body></html>\n";
+}
+
+}  // namespace
+
+void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& out,
+                     const HtmlReportOptions& options) {
+    writeHead(a, out, options);
+    writeFindings(a, out);
+    writeRanks(a.summary, out);
+    out << "<h2>Timeline</h2>\n";
+    writeTimeline(run, a, out, options.timelineWidth);
+    writeGroups(a, out, options.maxGroupsInDetail);
+    writeDivergences(a, out);
+    writeInvalidPromotions(a, out);
+    writeDataAndEnd(a, out);
 }
 
 }  // namespace meshscope
