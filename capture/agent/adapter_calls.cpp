@@ -40,11 +40,18 @@ void tagValue(Agent& agent, PyObject* value, std::string& path, std::string_view
     if (THPVariable_Check(value)) {
         if (agent.torch().isDTensor(value)) return;
         const at::Tensor& tensor = THPVariable_Unpack(value);
-        if (agent.tensors().provenance(tensor)) return;  // its origin is known already
-        agent.tensors().setProvenance(
-            tensor,
+        const Provenance* known = agent.tensors().provenance(tensor);
+        // Made by the user's code and fed to the model: input data, born
+        // where the user's code made it.
+        if (known && known->origin != OriginClass::UserCode) return;
+        Provenance p =
             atUserFrame(agent, OriginClass::InputData,
-                        "passed as input" + path + " to " + std::string(callee) + "()", false));
+                        "passed as input" + path + " to " + std::string(callee) + "()", false);
+        if (known) {
+            p.evidence += "; " + known->evidence;
+            p.createdAt = known->createdAt;
+        }
+        agent.tensors().setProvenance(tensor, std::move(p));
         return;
     }
     if (nesting >= kMaxNesting) return;

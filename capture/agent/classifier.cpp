@@ -74,8 +74,11 @@ Classification classify(const ClassifyInput& in) {
         if (in.provenance) out.evidence += "; the tensor was " + in.provenance->evidence;
         return out;
     }
-    // B-E: recorded when the tensor was made (or derived from one that was).
-    if (in.provenance && in.provenance->origin != OriginClass::Unknown) {
+    // B-E, H: recorded when the tensor was made (or derived from one that
+    // was); made by the user's code and used in an optimizer step: E.
+    bool userMade = in.provenance && in.provenance->origin == OriginClass::UserCode;
+    if (in.provenance && in.provenance->origin != OriginClass::Unknown &&
+        !(userMade && in.phase == Phase::Optimizer)) {
         out.origin = in.provenance->origin;
         out.evidence = in.provenance->derived ? "derived from a tensor " + in.provenance->evidence
                                               : in.provenance->evidence;
@@ -86,13 +89,15 @@ Classification classify(const ClassifyInput& in) {
         out.evidence = "used inside " +
                        (in.phaseLabel.empty() ? std::string("an optimizer step")
                                               : std::string(in.phaseLabel)) +
-                       "; created before meshscope saw it";
+                       (userMade ? "; " + in.provenance->evidence
+                                 : std::string("; created before meshscope saw it"));
         return out;
     }
     out.origin = OriginClass::Unknown;
     out.evidence =
-        "no provenance recorded: created before meshscope attached or by code it "
-        "does not track (phase " +
+        "no birth recorded: the tensor was made before meshscope attached (attach() earlier, "
+        "or `meshscope record`, records every birth), or without a dispatched op "
+        "(torch.from_numpy, a C++ extension) (phase " +
         std::string(toString(in.phase)) + ")";
     return out;
 }

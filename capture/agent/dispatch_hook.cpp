@@ -64,6 +64,14 @@ class GilHold {
     PyGILState_STATE m_state;
 };
 
+// torch.tensor(data) builds its tensor outside the dispatcher and hands it
+// to aten::lift_fresh: the one sight of that birth.
+bool isLiftFresh(const c10::OperatorHandle& op) {
+    static const std::optional<c10::OperatorHandle> lift =
+        c10::Dispatcher::singleton().findOp({"aten::lift_fresh", ""});
+    return lift && op == *lift;
+}
+
 // Runs the op below the hook. The key is excluded meanwhile, so the ops
 // DTensor's dispatch runs inside (local compute, redistributions) and the
 // decompositions of composite ops never come back here.
@@ -270,8 +278,10 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     if (!dtensor && isC10dOp(schema))
         return c10dCollective(*agent, op, ks, stack, std::move(inputs));
     if (!dtensor) {  // plain op: only provenance bookkeeping, and only when needed
-        // no tensor inputs: maybe a factory (afterPlainOp knows)
-        bool factory = inputs.empty() && OpHandler::tagsCreations(agent->phase());
+        // no tensor inputs, or torch.tensor()'s lift_fresh: maybe a factory
+        // (afterPlainOp knows)
+        bool factory =
+            (inputs.empty() || isLiftFresh(op)) && OpHandler::tagsCreations(agent->phase());
         TensorTable& tensors = agent->tensors();
         bool propagate = tensors.hasProvenance() &&
                          std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {

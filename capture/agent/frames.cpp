@@ -205,6 +205,76 @@ StackId FrameCache::shortStack(RankWriter& writer, int depth) {
 
 #endif
 
+namespace {
+
+// The key of `mapping` (a dict or a frame-locals proxy) whose value is
+// `obj`, or "".
+std::string keyHolding(PyObject* mapping, PyObject* obj) {
+    PyObject* items = mapping ? PyMapping_Items(mapping) : nullptr;
+    if (!items) {
+        PyErr_Clear();
+        return {};
+    }
+    std::string name;
+    for (Py_ssize_t i = 0; name.empty() && i < PyList_GET_SIZE(items); ++i) {
+        PyObject* item = PyList_GET_ITEM(items, i);
+        if (PyTuple_GET_ITEM(item, 1) == obj && PyUnicode_Check(PyTuple_GET_ITEM(item, 0)))
+            name = utf8(PyTuple_GET_ITEM(item, 0));
+    }
+    Py_DECREF(items);
+    return name;
+}
+
+// "self.mask" when `self` holds `obj` as an attribute, a buffer or a
+// parameter (nn.Module keeps those two outside __dict__).
+std::string attributeHolding(PyObject* self, PyObject* obj) {
+    PyObject* dict = self ? PyObject_GenericGetDict(self, nullptr) : nullptr;
+    if (!dict) {
+        PyErr_Clear();
+        return {};
+    }
+    std::string name = keyHolding(dict, obj);
+    for (const char* inner : {"_buffers", "_parameters"}) {
+        if (!name.empty()) break;
+        PyObject* d = PyDict_GetItemString(dict, inner);  // borrowed
+        if (d && PyDict_Check(d)) name = keyHolding(d, obj);
+    }
+    Py_DECREF(dict);
+    return name.empty() ? name : "self." + name;
+}
+
+}  // namespace
+
+std::string FrameCache::heldAs(PyObject* obj, RankWriter& writer) {
+    constexpr int kUserFrames = 3;
+    PyThreadState* state = PyThreadState_Get();
+    PyFrameObject* frame = state ? PyThreadState_GetFrame(state) : nullptr;
+    std::string name;
+    for (int seen = 0; frame && name.empty() && seen < kUserFrames;) {
+        PyCodeObject* code = PyFrame_GetCode(frame);
+        const CodeInfo& ci = info(code, writer);
+        Py_DECREF(code);
+        if (!ci.internal && !ci.own) {
+            ++seen;
+            PyObject* locals = PyFrame_GetLocals(frame);
+            if (!locals) PyErr_Clear();
+            name = keyHolding(locals, obj);
+            if (name.empty() && seen == 1 && locals) {
+                PyObject* self = PyMapping_GetItemString(locals, "self");
+                if (!self) PyErr_Clear();
+                name = attributeHolding(self, obj);
+                Py_XDECREF(self);
+            }
+            Py_XDECREF(locals);
+        }
+        PyFrameObject* back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    Py_XDECREF(frame);
+    return name;
+}
+
 UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
     UserFrame out;
     visitUserFrame(writer, [&](const CodeInfo& ci, const OneFrame& one, PyObject* globals) {

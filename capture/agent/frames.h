@@ -46,6 +46,11 @@ class FrameCache {
     StackId userStack(RankWriter& writer);
     // Up to `depth` frames starting at the innermost user frame.
     StackId shortStack(RankWriter& writer, int depth = 12);
+    // The user's name for `obj` at the innermost user frames (an incident's
+    // plain operand): a local variable ("mask"), else an attribute, buffer
+    // or parameter of that frame's `self` ("self.mask"); "" when none holds
+    // it. Reads the frames' locals: for incidents, never per op.
+    std::string heldAs(PyObject* obj, RankWriter& writer);
 
   private:
     struct CodeInfo {

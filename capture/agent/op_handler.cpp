@@ -267,10 +267,13 @@ void OpHandler::afterPlainOp(const Operands& outputs) {
             p.origin = OriginClass::OptimizerState;
             p.evidence = "created by " + m_info->text + " in " +
                          (label.empty() ? std::string("an optimizer step") : label) + where;
-        } else {
+        } else if (phase == Phase::Data) {
             p.origin = OriginClass::InputData;
             p.evidence = "created by " + m_info->text + " while loading data" +
                          (label.empty() ? "" : " (" + label + ")") + where;
+        } else {
+            p.origin = OriginClass::UserCode;
+            p.evidence = "created by " + m_info->text + " in user code outside forward" + where;
         }
         tagOutputs(outputs, p);
     } else if (m_agent.tensors().hasProvenance()) {
@@ -326,7 +329,8 @@ void OpHandler::propagate(const Operands& outs) {
             tensors.setProvenance(op.tensor(), derived);
 }
 
-TensorId OpHandler::tensorId(const Operand& op, const DTensorFacts* facts, bool identity) {
+TensorId OpHandler::tensorId(const Operand& op, const DTensorFacts* facts, bool identity,
+                             const std::string& label) {
     const at::Tensor& t = op.tensor();
     TensorTable::Entry* entry = m_agent.tensors().find(t);
     if (entry && entry->recorded) return entry->id;
@@ -337,7 +341,7 @@ TensorId OpHandler::tensorId(const Operand& op, const DTensorFacts* facts, bool 
     bool isNew = false;
     if (!entry) entry = &m_agent.tensors().get(t, isNew);
     entry->recorded = true;
-    recordTensor(op, f, entry->id, entry->provenance.get());
+    recordTensor(op, f, entry->id, entry->provenance.get(), label);
     return entry->id;
 }
 
@@ -361,7 +365,7 @@ TensorId OpHandler::describedId(const Operand& op, const DTensorFacts& facts) {
 }
 
 void OpHandler::recordTensor(const Operand& op, const DTensorFacts& facts, TensorId id,
-                             const Provenance* provenance) {
+                             const Provenance* provenance, const std::string& label) {
     const at::Tensor& t = op.tensor();
     TensorRecord rec;
     rec.id = id;
@@ -371,6 +375,7 @@ void OpHandler::recordTensor(const Operand& op, const DTensorFacts& facts, Tenso
     rec.numel = t.numel();
     rec.isDTensor = op.dtensor;
     if (provenance) rec.createdAt = provenance->createdAt;
+    if (!label.empty()) rec.label = m_writer.intern(label);
     rec.localShape = rec.globalShape;
     if (op.dtensor) {
         rec.mesh = facts.mesh;
@@ -457,9 +462,10 @@ std::string OpHandler::incidentText(const IncidentRecord& inc, const Operand& pl
         std::string(m_refFacts.placementsText) + " on " + m_torch.meshText(m_refFacts.mesh) + "\n";
     text += "  origin " + std::string(1, char(c.origin)) + " (" +
             std::string(describeOrigin(c.origin)) + "): " + c.evidence + "\n";
+    if (!m_plainName.empty()) text += "  the plain tensor is `" + m_plainName + "` there\n";
     if (!frame.file.empty())
         text += "  op called at " + frame.file + ":" + std::to_string(frame.line) + "\n";
-    FixSuggestion fix = suggestFix(c.origin);
+    FixSuggestion fix = suggestFix(c.origin, "mesh", 0, m_plainName);
     text += "  fix: " + fix.summary + (fix.code.empty() ? "" : ", e.g. " + fix.code) + "\n";
     text += "  policy: " + std::string(toString(inc.action)) + " (" + m_policyRule + ")";
     return text;
@@ -517,6 +523,8 @@ PyObject* OpHandler::incident() {
         frame = m_agent.frames().userFrame(m_writer, true);
     }
     Classification cls = classifyOperand(*plain);
+    m_plainName = m_agent.frames().heldAs(
+        m_real && plain->obj == m_fake ? m_real.get() : plain->obj, m_writer);
     bool byTorch = at::get_dtensor_allow_implicit_replication();
     PolicyDecision decision =
         byTorch ? PolicyDecision{Action::Replicated, 0,
@@ -531,7 +539,7 @@ PyObject* OpHandler::incident() {
     inc.thread = Agent::threadIndex();
     inc.op = m_info->name;
     inc.operandIndex = plain->index;
-    inc.plainTensor = tensorId(*plain, nullptr, /*identity=*/true);
+    inc.plainTensor = tensorId(*plain, nullptr, /*identity=*/true, m_plainName);
     inc.origin = cls.origin;
     inc.evidence = m_writer.intern(cls.evidence);
     inc.action = decision.action;

@@ -121,9 +121,10 @@ class OpHandler {
     // Dispatcher hook: tags or propagates provenance after a plain op ran.
     void afterPlainOp(const Operands& outputs);
     // Phases whose factory ops tag the tensors they create (B, E, D).
-    static bool tagsCreations(Phase phase) {
-        return phase == Phase::Forward || phase == Phase::Optimizer || phase == Phase::Data;
-    }
+    // Where new plain tensors get a birth record: everywhere but backward
+    // (autograd's own tensors); outside forward, the optimizer and data
+    // loading they are the user's code (origin H).
+    static bool tagsCreations(Phase phase) { return phase != Phase::Backward; }
 
   private:
     PyObject* call(PyObject* callable, PyObject* args, PyObject* kwargs);
@@ -137,10 +138,11 @@ class OpHandler {
     // The operand's TensorId: its own when the tensor table knows it (a
     // provenance) or `identity` asks for one (an incident's plain operand),
     // else the id shared by tensors of the same description.
-    TensorId tensorId(const Operand& op, const DTensorFacts* facts, bool identity = false);
+    TensorId tensorId(const Operand& op, const DTensorFacts* facts, bool identity = false,
+                      const std::string& label = {});
     TensorId describedId(const Operand& op, const DTensorFacts& facts);
     void recordTensor(const Operand& op, const DTensorFacts& facts, TensorId id,
-                      const Provenance* provenance);
+                      const Provenance* provenance, const std::string& label = {});
     void addOperands(std::vector<OperandRecord>& out, const Operands& ops, OperandRole role);
     OpSeq recordOp(int64_t start, int64_t end, PyObject* result, IncidentSeq incident,
                    OpInfo& info);
@@ -188,6 +190,7 @@ class OpHandler {
     const Operand* m_reference = nullptr;  // first DTensor operand
     DTensorFacts m_refFacts;
     std::string m_policyRule;
+    std::string m_plainName;  // the user's name for an incident's plain operand
     bool m_traced = false;
     std::vector<Frame> m_tracedFrames;  // innermost first
     std::string m_tracedFile;           // of the innermost

@@ -16,8 +16,11 @@ struct FixSuggestion {
     std::string code;     // a concrete line of Python to start from
 };
 
-// `mesh` and `batchDim` only shape the example code.
-FixSuggestion suggestFix(OriginClass origin, std::string_view mesh = "mesh", int batchDim = 0);
+// `mesh`, `batchDim` and `name` (the user's name for the plain tensor,
+// "mask" or "self.mask"; empty: the origin's placeholder) only shape the
+// example code.
+FixSuggestion suggestFix(OriginClass origin, std::string_view mesh = "mesh", int batchDim = 0,
+                         std::string_view name = {});
 
 // One-line description of an origin class: "input data not distributed".
 std::string_view describeOrigin(OriginClass origin);

@@ -26,6 +26,12 @@ std::string describeVerdict(Verdict verdict) {
     return name + ": not a promotion that must agree across ranks";
 }
 
+std::string plainOperandName(const IncidentDetail& incident) {
+    for (const OperandDetail& o : incident.operands)
+        if (o.plain) return o.label;
+    return {};
+}
+
 std::string describePlainOperand(const IncidentDetail& incident) {
     auto it = std::find_if(incident.operands.begin(), incident.operands.end(),
                            [](const OperandDetail& o) { return o.plain; });
@@ -74,7 +80,7 @@ IncidentExplanation explainIncident(const IncidentDetail& d, const IncidentGroup
     e.reconciliation = reconciliationText(d);
     e.policyRule = d.policyRule;
     if (verdict) e.verdict = describeVerdict(*verdict);
-    e.fix = group ? group->fix : suggestFix(d.origin);
+    e.fix = group ? group->fix : suggestFix(d.origin, "mesh", 0, plainOperandName(d));
     if (group)
         e.fixScope = fmt::format("group #{}, {} incident(s) at {}", group->id, group->count,
                                  formatLocation(group->site));

@@ -47,6 +47,10 @@ IncidentState incidentState(Outcome outcome, Verdict verdict);
 // "verified: the same content on every rank that promoted it", ...
 std::string describeVerdict(Verdict verdict);
 
+// The user's name for the plain operand where the op was called ("mask",
+// "self.mask"), as the agent found it; "" when none was found.
+std::string plainOperandName(const IncidentDetail& incident);
+
 // "operand 1 batch torch.float32 [8, 16]" for the incident's plain operand.
 std::string describePlainOperand(const IncidentDetail& incident);
 

@@ -1,5 +1,6 @@
 #include "core/analysis/run_analysis.h"
 
+#include "core/analysis/incident_explanation.h"
 #include "core/analysis/sequence_compare.h"
 
 #include <algorithm>
@@ -332,7 +333,7 @@ class IncidentGrouping {
             IncidentRecord withOperands = inc;
             withOperands.operands = rank.incidentOperands(inc.seq);
             g.example = describeIncident(rank, withOperands);
-            g.fix = suggestFix(inc.origin);
+            g.fix = suggestFix(inc.origin, "mesh", 0, plainOperandName(g.example));
             m_a.groups.push_back(std::move(g));
             m_seen.emplace_back();
         }

@@ -4,7 +4,7 @@ namespace meshscope {
 
 const OriginInfo& originInfo(OriginClass origin) {
     size_t index = size_t(char(origin) - 'A');
-    return index < kOrigins.size() ? kOrigins[index] : kOrigins.back();
+    return kOrigins[index < kOrigins.size() ? index : size_t(char(OriginClass::Unknown) - 'A')];
 }
 
 std::optional<OriginClass> originFromChar(char c) {

@@ -29,6 +29,7 @@ enum class OriginClass : char {
     OptimizerState,        // 'E'
     WeightLoading,         // 'F'
     Unknown,               // 'G'
+    UserCode,              // 'H': made by user code outside forward (script, loop, loss)
     End,
 };
 
@@ -38,9 +39,11 @@ struct OriginInfo {
     std::string_view description;  // "a parameter or buffer left out of the sharding plan"
     std::string_view sarifName;    // SARIF rule name: "MixedTensorUnshardedParameter"
     std::string_view fixSummary;   // the usual right fix, one sentence
-    // A line of Python to start from; {mesh} and {batch_dim} are filled in
+    // A line of Python to start from; {mesh}, {batch_dim} and {name} (the
+    // user's name for the plain tensor, else `placeholder`) are filled in
     // (suggestFix). Empty: no automatic suggestion.
     std::string_view fixCode;
+    std::string_view placeholder = "x";
 };
 
 inline constexpr std::array kOrigins = std::to_array<OriginInfo>({
@@ -48,11 +51,11 @@ inline constexpr std::array kOrigins = std::to_array<OriginInfo>({
      "a parameter or buffer left out of the sharding plan", "MixedTensorUnshardedParameter",
      "shard the parameter too (add it to the parallelize plan, or group tied modules so they "
      "share one placement)",
-     "module.weight = nn.Parameter(distribute_tensor(module.weight, {mesh}, [Replicate()]))"},
+     "{name} = nn.Parameter(distribute_tensor({name}, {mesh}, [Replicate()]))", "module.weight"},
     {OriginClass::CreatedInForward, "B: tensor created inside forward",
      "a tensor created inside forward", "MixedTensorCreatedInForward",
      "create the tensor from a DTensor (`*_like`) or promote it explicitly",
-     "mask = DTensor.from_local(mask, {mesh}, [Replicate()])"},
+     "{name} = DTensor.from_local({name}, {mesh}, [Replicate()])", "mask"},
     {OriginClass::StrippedDTensor, "C: DTensor stripped to a plain tensor",
      "a DTensor stripped to a plain tensor", "MixedTensorStrippedDTensor",
      "keep the DTensor instead of its local shard, or wrap the local computation with local_map "
@@ -61,7 +64,7 @@ inline constexpr std::array kOrigins = std::to_array<OriginInfo>({
     {OriginClass::InputData, "D: input data not distributed", "input data not distributed",
      "MixedTensorInputData",
      "distribute each batch: every rank's batch is its shard of the global batch",
-     "batch = DTensor.from_local(batch, {mesh}, [Shard({batch_dim})])"},
+     "{name} = DTensor.from_local({name}, {mesh}, [Shard({batch_dim})])", "batch"},
     {OriginClass::OptimizerState, "E: optimizer state or hyperparameter",
      "optimizer or grad-clipping state", "MixedTensorOptimizerState",
      "create optimizer state with *_like(param) and keep hyperparameters as Python floats",
@@ -70,9 +73,14 @@ inline constexpr std::array kOrigins = std::to_array<OriginInfo>({
      "weights loaded or synced as plain tensors", "MixedTensorWeightLoading",
      "distribute the full tensor before copying it into a DTensor, or use the DCP state-dict "
      "helpers",
-     "param.copy_(distribute_tensor(full, param.device_mesh, param.placements))"},
+     "param.copy_(distribute_tensor({name}, param.device_mesh, param.placements))", "full"},
     {OriginClass::Unknown, "G: unknown origin", "origin unknown", "MixedTensorUnknownOrigin",
      "no automatic suggestion: follow the evidence and the creating frame", ""},
+    {OriginClass::UserCode, "H: made by user code outside forward",
+     "made by user code outside forward (script, training loop, loss)", "MixedTensorUserCode",
+     "make the tensor a DTensor where it is created (distribute_tensor, or DTensor.from_local "
+     "with the placements the op's other operands have)",
+     "{name} = distribute_tensor({name}, {mesh}, [Replicate()])"},
 });
 
 consteval bool originTableIsComplete() {

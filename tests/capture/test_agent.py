@@ -221,7 +221,36 @@ def test_origin_f_load_state_dict(mesh, run_dir):
 def test_origin_g_unknown(mesh, run_dir):
     plain = torch.ones(4, 4)  # made before attach: nothing known about it
     origin, evidence = _classify(mesh, run_dir, lambda w: plain)
-    assert origin == "G" and "no provenance" in evidence
+    assert origin == "G" and "made before meshscope attached" in evidence
+
+
+def test_origin_h_made_by_the_script_names_its_birth_and_its_variable(mesh, run_dir):
+    meshscope.attach(run_dir, policy="auto")
+    w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+    birth = sys._getframe().f_lineno + 1
+    offsets = torch.arange(16.0).reshape(4, 4)
+    offsets = offsets.float()[:, :]  # a chain: the first birth is named
+    w + offsets
+
+    class Holder:
+        def __init__(self):
+            self.bias = torch.zeros(4, 4)
+
+        def apply(self, x):
+            return x + self.bias
+
+    Holder().apply(w)
+    meshscope.detach()
+    local, attribute = incidents(run_dir)[-2:]
+    assert local["origin"] == "H"
+    assert local["evidence"].startswith(
+        f"derived from a tensor created by aten::arange in user code outside forward at "
+        f"{__file__}:{birth}")
+    assert local["plain_tensor"]["label"] == "offsets"
+    assert local["explanation"]["created_at"] == f"{__file__}:{birth}"
+    assert local["explanation"]["fix"]["code"] == (
+        "offsets = distribute_tensor(offsets, mesh, [Replicate()])")
+    assert attribute["plain_tensor"]["label"] == "self.bias"
 
 
 def test_implicit_replication_is_recorded_as_torch_replication(mesh, run_dir):
@@ -309,15 +338,15 @@ def test_provenance_flows_through_plain_ops_across_step_ends(mesh, run_dir):
     """Plain ops look up their inputs' provenance only when a lock-free filter
     says an input may have one; every step's end rebuilds that filter from
     the live entries. Tensors tagged before a step's end, and tensors derived
-    from them after it, must still pass their provenance on; tensors nobody
-    tagged get none."""
+    from them after it, must still pass their provenance on; a tensor made
+    before attach() has none, one made after it by the script its birth."""
     from meshscope import _capture
 
+    plain = torch.randn(4, 4)
     meshscope.attach(run_dir)
     tagged = [torch.randn(4, 4) for _ in range(64)]
     for i, t in enumerate(tagged):
         _capture.tag(t, "D", f"batch {i}")
-    plain = torch.randn(4, 4)
     for _ in range(3):
         meshscope.mark_step()
     derived = [(t * 2).relu() for t in tagged]
@@ -326,7 +355,9 @@ def test_provenance_flows_through_plain_ops_across_step_ends(mesh, run_dir):
     for i, t in enumerate(twice):
         assert _capture.provenance(t) == ("D", f"batch {i}", True), i
     assert _capture.provenance(plain * 2) is None
-    assert _capture.provenance(torch.ones(4) + 1) is None
+    origin, evidence, derived = _capture.provenance(torch.ones(4) + 1)
+    assert (origin, derived) == ("H", True)
+    assert evidence.startswith("created by aten::ones in user code outside forward at ")
 
 
 @pytest.mark.parametrize("hook", ["dispatcher", "mode"])
@@ -635,9 +666,13 @@ def test_root_module_call_tags_its_plain_inputs_by_path(mesh, run_dir):
     assert _capture.provenance(known)[:2] == ("E", "kept by an optimizer")  # known: kept
     assert _capture.provenance(w) is None  # a DTensor has no provenance
     with torch.no_grad():
+        y_line = sys._getframe().f_lineno + 1
         y = torch.ones(2)
         Net().inner(y)  # a root call of its own
-    assert _capture.provenance(y)[1] == "passed as input[0] to Identity.forward()"
+    # made after attach(): the root call names it input data, born where made
+    assert _capture.provenance(y)[1] == (
+        "passed as input[0] to Identity.forward(); created by aten::ones in user code "
+        f"outside forward at {__file__}:{y_line}")
     meshscope.detach()
 
 

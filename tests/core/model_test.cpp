@@ -23,7 +23,7 @@ TEST(Vocabulary, EveryOriginLetterRoundTripsThroughItsRow) {
     }
     EXPECT_FALSE(originFromChar(char(OriginClass::End)));
     EXPECT_FALSE(originFromChar('a'));
-    EXPECT_EQ(originLetterRange(), "A-G");
+    EXPECT_EQ(originLetterRange(), "A-H");
     EXPECT_EQ(originInfo(OriginClass::End).origin, OriginClass::Unknown) << "out of table";
 }
 
@@ -31,6 +31,15 @@ TEST(Vocabulary, FixCodeFillsInTheMeshAndBatchDim) {
     EXPECT_EQ(suggestFix(OriginClass::InputData, "tp_mesh", 1).code,
               "batch = DTensor.from_local(batch, tp_mesh, [Shard(1)])");
     EXPECT_EQ(suggestFix(OriginClass::Unknown).code, "");
+    // The user's name for the tensor, when it is one a line of Python can hold.
+    EXPECT_EQ(suggestFix(OriginClass::CreatedInForward, "mesh", 0, "self.mask").code,
+              "self.mask = DTensor.from_local(self.mask, mesh, [Replicate()])");
+    EXPECT_EQ(suggestFix(OriginClass::UserCode, "mesh", 0, "ids").code,
+              "ids = distribute_tensor(ids, mesh, [Replicate()])");
+    for (std::string_view bad : {"lab|el", "x; import os", "1x", "a..b", "layers.0.w", "."})
+        EXPECT_EQ(suggestFix(OriginClass::InputData, "mesh", 0, bad).code,
+                  "batch = DTensor.from_local(batch, mesh, [Shard(0)])")
+            << bad;
     EXPECT_EQ(describeOrigin(OriginClass::StrippedDTensor), "a DTensor stripped to a plain tensor");
 }
 

@@ -1,0 +1,32 @@
+"""The loss is computed outside the model with a projection weight the
+script made itself as a plain tensor, against the model's DTensor hidden
+states: `aten.mm.default: got mixed torch.Tensor and DTensor` in the loss
+step.
+
+Modelled on meta-pytorch/torchtune#2856, "DTensor/torch.Tensor Mixed Type
+Error in Llama4 LoRA Fine-tuning" (the error raised from `_loss_step`,
+`self._loss_fn(weight, outputs, labels)`):
+https://github.com/meta-pytorch/torchtune/issues/2856"""
+
+import torch
+from torch.distributed.tensor import Replicate, distribute_tensor
+
+from corpus_common import finish, setup
+
+
+def chunked_loss(weight, hidden, labels):
+    logits = hidden @ weight  # INCIDENT
+    return torch.nn.functional.cross_entropy(logits, labels)
+
+
+def main():
+    _, mesh = setup()
+    proj = torch.randn(16, 10)  # BIRTH
+    hidden = distribute_tensor(torch.randn(4, 16), mesh, [Replicate()])
+    labels = distribute_tensor(torch.tensor([1, 2, 3, 4]), mesh, [Replicate()])
+    chunked_loss(proj, hidden, labels)
+    finish()
+
+
+if __name__ == "__main__":
+    main()

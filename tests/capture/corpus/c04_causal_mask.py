@@ -1,0 +1,37 @@
+"""An attention block builds its causal mask inside forward from
+torch.ones/triu, a plain tensor, and adds it to DTensor scores:
+`aten.add.Tensor: got mixed torch.Tensor and DTensor`.
+
+Modelled on the cases PyTorch's own guide for this error describes
+(pytorch/pytorch#162651, "[DTensor] Add guide for what to do about mixed
+torch.Tensor and DTensor operations": a tensor created inside a
+tensor-parallel module's forward): https://github.com/pytorch/pytorch/pull/162651"""
+
+import torch
+from torch import nn
+from torch.distributed.tensor import Replicate, distribute_tensor
+
+from corpus_common import finish, setup
+
+
+class Attention(nn.Module):
+    def __init__(self, mesh, dim=8):
+        super().__init__()
+        self.qk = nn.Parameter(distribute_tensor(torch.randn(dim, dim), mesh, [Replicate()]))
+
+    def forward(self, x):
+        scores = x @ self.qk @ x.transpose(0, 1)
+        mask = torch.triu(torch.full((x.shape[0], x.shape[0]), -1e9), 1)  # BIRTH
+        return torch.softmax(scores + mask, -1)  # INCIDENT
+
+
+def main():
+    _, mesh = setup()
+    attn = Attention(mesh)
+    x = distribute_tensor(torch.randn(5, 8), mesh, [Replicate()])
+    attn(x)
+    finish()
+
+
+if __name__ == "__main__":
+    main()

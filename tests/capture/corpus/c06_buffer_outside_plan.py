@@ -1,0 +1,36 @@
+"""A module's buffer stays a plain tensor when the sharding is applied to
+its parameters only; forward multiplies the DTensor activations by it:
+`aten.mul.Tensor: got mixed torch.Tensor and DTensor`.
+
+Modelled on NVIDIA-NeMo/RL#1051, "Qwen3-32B RL with DTensor backend
+generate the error: ... got mixed torch.Tensor and DTensor" (a plain tensor
+reaching a DTensor op inside a model's forward under the DTensor policy
+worker): https://github.com/NVIDIA-NeMo/RL/issues/1051"""
+
+import torch
+from torch import nn
+from torch.distributed.tensor import Replicate, distribute_tensor
+
+from corpus_common import finish, setup
+
+
+class Scaled(nn.Module):
+    def __init__(self, mesh, dim=8):
+        super().__init__()
+        self.w = nn.Parameter(distribute_tensor(torch.randn(dim, dim), mesh, [Replicate()]))
+        self.register_buffer("scale", torch.full((dim,), 0.5))  # BIRTH
+
+    def forward(self, x):
+        return (x @ self.w) * self.scale  # INCIDENT
+
+
+def main():
+    _, mesh = setup()
+    model = Scaled(mesh)
+    x = distribute_tensor(torch.randn(3, 8), mesh, [Replicate()])
+    model(x)
+    finish()
+
+
+if __name__ == "__main__":
+    main()
