@@ -62,7 +62,9 @@ Classification classify(const ClassifyInput& in) {
         out.origin = OriginClass::UnshardedParam;
         out.evidence = owner.empty() ? "an nn.Parameter not in the sharding plan (its module was "
                                        "not seen in forward)"
-                                     : owner + " not in the sharding plan";
+                       : owner.find(" not in the sharding plan") != std::string::npos
+                           ? owner
+                           : owner + " not in the sharding plan";
         return out;
     }
     // F: weights being loaded or synced.

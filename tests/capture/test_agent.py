@@ -7,6 +7,7 @@ import inspect
 import os
 import signal
 import subprocess
+import re
 import sys
 import textwrap
 import time
@@ -130,6 +131,10 @@ def test_origin_a_parameter_left_out_of_the_plan(mesh, run_dir):
     incident = incidents(run_dir)[0]
     assert incident["origin"] == "A"
     assert "parameter forgotten of Tied not in the sharding plan" in incident["evidence"]
+    # the fix in torch's API; the root's own parameter has no plan entry
+    assert incident["evidence"].endswith(
+        "(model.forgotten = nn.Parameter(distribute_tensor(model.forgotten, mesh, "
+        "[Replicate()])))")
 
 
 def test_origin_b_created_inside_forward(mesh, run_dir):
@@ -690,3 +695,29 @@ def test_a_bad_gpu_op_timing_setting_is_a_clear_error(run_dir, monkeypatch):
     monkeypatch.setenv("MESHSCOPE_DEVICE_TIMING", "every:0")
     with pytest.raises(ValueError, match="MESHSCOPE_DEVICE_TIMING='every:0'"):
         meshscope.attach(run_dir)
+
+
+def test_keras_variable_outside_the_layout_map_names_the_keys(monkeypatch):
+    """A Keras variable left plain: the evidence names the variable path and
+    the ModelParallel LayoutMap keys it failed to match, in Keras' API."""
+    pytest.importorskip("keras.src.distribution.distribution_lib")
+    from keras.src.distribution import distribution_lib
+
+    from meshscope import _adapters
+
+    class Layouts(dict):  # LayoutMap's lookup: a regex search over the keys
+        def __getitem__(self, path):
+            return next((v for k, v in self.items() if re.search(k, path)), None)
+
+    class Distribution:
+        _layout_map = Layouts({"dense_1/kernel": (None, "model"), "dense_2/.*": None})
+
+    monkeypatch.setattr(distribution_lib, "distribution", lambda: Distribution())
+    hint = _adapters._keras_plan("sequential/d1/kernel")
+    assert hint == (" (Keras variable sequential/d1/kernel matches no key of the ModelParallel "
+                    "LayoutMap ['dense_1/kernel', 'dense_2/.*']: add one, "
+                    "layout_map['sequential/d1/kernel'] = (None, 'model'), or fix the key that "
+                    "was meant to match it)")
+    assert "created outside the distribution" in _adapters._keras_plan("model/dense_1/kernel")
+    monkeypatch.setattr(distribution_lib, "distribution", lambda: None)
+    assert "no ModelParallel distribution is set" in _adapters._keras_plan("d1/kernel")

@@ -32,6 +32,12 @@ CASES = {
     "c09_labels_in_loop": ({"aten::nll_loss"}, "H", "labels"),
 }
 
+# script -> the framework plan's fix the evidence must carry
+PLAN_HINTS = {
+    "c06_buffer_outside_plan": "(no parallelize_module plan distributes buffers: model.scale = "
+                               "distribute_tensor(model.scale, mesh, [Replicate()]))",
+}
+
 
 def marked_line(script: str, marker: str) -> int:
     lines = (CORPUS / f"{script}.py").read_text().splitlines()
@@ -61,5 +67,7 @@ def test_incident_names_birth_site_and_variable(tmp_path, script):
     assert inc["plain_tensor"]["label"] == name
     if name:
         assert f" {name} " in explained["plain_operand"] + " "
+    if script in PLAN_HINTS:
+        assert PLAN_HINTS[script] in inc["evidence"], inc["evidence"]
     if name and explained["fix"]["code"] and origin != "E":
         assert explained["fix"]["code"].startswith(name) or f"({name}" in explained["fix"]["code"]

@@ -78,16 +78,60 @@ def _walk_tensors(value: Any, visit: Callable[[torch.Tensor, str], None], path: 
             _walk_tensors(item, visit, f"{path}[{i}]")
 
 
+_KERAS_VARIABLES = "_torch_params."  # where Keras' torch backend keeps a layer's variables
+
+
+def _keras_plan(path: str) -> str:
+    """What the Keras distribution did with variable `path` (e.g.
+    'sequential/d1/kernel'), and the fix in Keras' API."""
+    try:
+        from keras.src.distribution import distribution_lib
+
+        current = distribution_lib.distribution()
+    except Exception:  # noqa: BLE001 - no Keras, or not this version's API
+        return ""
+    layout_map = getattr(current, "_layout_map", None)
+    if current is None or layout_map is None:
+        return (f" (Keras variable {path}; no ModelParallel distribution is set: "
+                f"keras.distribution.set_distribution(ModelParallel(layout_map=...)))")
+    keys = ", ".join(repr(k) for k in list(layout_map)[:8])
+    if layout_map[path] is None:
+        return (f" (Keras variable {path} matches no key of the ModelParallel LayoutMap "
+                f"[{keys}]: add one, layout_map[{path!r}] = (None, 'model'), or fix the "
+                f"key that was meant to match it)")
+    return (f" (Keras variable {path} matches the LayoutMap [{keys}], but was created "
+            f"outside the distribution: create the model after set_distribution())")
+
+
+def _torch_plan(root: torch.nn.Module, name: str, kind: str) -> str:
+    """Which torch plan left module path `name` out, and the fix in its API."""
+    module, _, attr = name.rpartition(".")
+    owner = f"model.{module}" if module else "model"
+    fsdp = sys.modules.get("torch.distributed.fsdp")
+    if fsdp is not None and isinstance(root, getattr(fsdp, "FSDPModule", ())):
+        return (f" (fully_shard sharded {type(root).__name__} without it: register the {kind} "
+                f"before fully_shard({owner}), or call fully_shard on its module)")
+    if kind == "buffer":
+        return (f" (no parallelize_module plan distributes buffers: "
+                f"{owner}.{attr} = distribute_tensor({owner}.{attr}, mesh, [Replicate()]))")
+    distribute = f"{owner}.{attr} = nn.Parameter(distribute_tensor({owner}.{attr}, mesh, [Replicate()]))"
+    if not module:  # the root's own parameter: no plan entry can name it
+        return f" ({distribute})"
+    return (f" (add {module!r}: ColwiseParallel() or RowwiseParallel() to the parallelize_module "
+            f"plan, or {distribute})")
+
+
 def describe_tensor(tensor: torch.Tensor) -> tuple[str, str] | None:
     """Called from C++ when an incident needs classifying: is this plain
-    tensor a module's parameter/buffer (A) or optimizer state (E)?"""
+    tensor a module's parameter/buffer (A) or optimizer state (E)? For A,
+    which framework plan left it out and how that framework fixes it."""
     for root in _roots:
-        for name, p in root.named_parameters(remove_duplicate=False):
-            if p is tensor:
-                return "A", f"parameter {name} of {type(root).__name__}"
-        for name, b in root.named_buffers(remove_duplicate=False):
-            if b is tensor:
-                return "A", f"buffer {name} of {type(root).__name__}"
+        for kind, named in (("parameter", root.named_parameters), ("buffer", root.named_buffers)):
+            for name, p in named(remove_duplicate=False):
+                if p is tensor:
+                    where = (_keras_plan(name[len(_KERAS_VARIABLES):])
+                             if name.startswith(_KERAS_VARIABLES) else _torch_plan(root, name, kind))
+                    return "A", f"{kind} {name} of {type(root).__name__} not in the sharding plan{where}"
     for opt in _optimizers:
         kind = type(opt).__name__
         for group_index, group in enumerate(opt.param_groups):
