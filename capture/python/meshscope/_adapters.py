@@ -107,10 +107,6 @@ def _torch_plan(root: torch.nn.Module, name: str, kind: str) -> str:
     """Which torch plan left module path `name` out, and the fix in its API."""
     module, _, attr = name.rpartition(".")
     owner = f"model.{module}" if module else "model"
-    fsdp = sys.modules.get("torch.distributed.fsdp")
-    if fsdp is not None and isinstance(root, getattr(fsdp, "FSDPModule", ())):
-        return (f" (fully_shard sharded {type(root).__name__} without it: register the {kind} "
-                f"before fully_shard({owner}), or call fully_shard on its module)")
     if kind == "buffer":
         return (f" (no parallelize_module plan distributes buffers: "
                 f"{owner}.{attr} = distribute_tensor({owner}.{attr}, mesh, [Replicate()]))")
