@@ -30,6 +30,8 @@ CASES = {
     "c07_rope_cache_attribute": ({"aten::mul.Tensor"}, "H", "self.freqs_cis"),
     "c08_local_norm": ({"aten::div.Tensor"}, "C", ""),
     "c09_labels_in_loop": ({"aten::nll_loss"}, "H", "labels"),
+    "c10_flex_document_mask": ({"aten::masked_fill"}, "B", "blocked"),
+    "c11_sequence_parallel_residual": ({"aten::add.Tensor"}, "D", "x"),
 }
 
 # script -> the framework plan's fix the evidence must carry
