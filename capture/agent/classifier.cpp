@@ -60,11 +60,10 @@ Classification classify(const ClassifyInput& in) {
     }
     if (ownerClass == OriginClass::UnshardedParam || (in.plainObj && isParameter(in.plainObj))) {
         out.origin = OriginClass::UnshardedParam;
+        // the adapters' text says which plan left it out (describe_tensor)
         out.evidence = owner.empty() ? "an nn.Parameter not in the sharding plan (its module was "
                                        "not seen in forward)"
-                       : owner.find(" not in the sharding plan") != std::string::npos
-                           ? owner
-                           : owner + " not in the sharding plan";
+                                     : owner;
         return out;
     }
     // F: weights being loaded or synced.

@@ -26,18 +26,26 @@ std::string describeVerdict(Verdict verdict) {
     return name + ": not a promotion that must agree across ranks";
 }
 
+namespace {
+
+const OperandDetail* plainOperandOf(const IncidentDetail& incident) {
+    auto it = std::find_if(incident.operands.begin(), incident.operands.end(),
+                           [](const OperandDetail& o) { return o.plain; });
+    return it == incident.operands.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
 std::string plainOperandName(const IncidentDetail& incident) {
-    for (const OperandDetail& o : incident.operands)
-        if (o.plain) return o.label;
-    return {};
+    const OperandDetail* plain = plainOperandOf(incident);
+    return plain ? plain->label : std::string();
 }
 
 std::string describePlainOperand(const IncidentDetail& incident) {
-    auto it = std::find_if(incident.operands.begin(), incident.operands.end(),
-                           [](const OperandDetail& o) { return o.plain; });
-    if (it == incident.operands.end()) return "the plain operand (not recorded)";
-    std::string text = fmt::format("operand {}", it->index);
-    for (const std::string* s : {&it->label, &it->dtype, &it->shape})
+    const OperandDetail* plain = plainOperandOf(incident);
+    if (!plain) return "the plain operand (not recorded)";
+    std::string text = fmt::format("operand {}", plain->index);
+    for (const std::string* s : {&plain->label, &plain->dtype, &plain->shape})
         if (!s->empty()) text += " " + *s;
     return text;
 }

@@ -64,10 +64,6 @@ const IncidentGroup* IncidentTableModel::groupOf(const IncidentRef& ref) const {
     return &m_analysis->groups[size_t(ref.group)];
 }
 
-IncidentState IncidentTableModel::cueOf(const IncidentRef& ref) {
-    return incidentState(ref.outcome, ref.verdict);
-}
-
 QVariant IncidentTableModel::display(const IncidentRef& ref, int column) const {
     const IncidentGroup* g = groupOf(ref);
     switch (column) {
@@ -125,12 +121,14 @@ QVariant IncidentTableModel::data(const QModelIndex& index, int role) const {
                        ? display(ref, index.column())
                        : QVariant();
         case Qt::DecorationRole:
-            return index.column() == Action ? QVariant(m_cues[size_t(cueOf(ref))]) : QVariant();
+            return index.column() == Action
+                       ? QVariant(m_cues[size_t(incidentState(ref.outcome, ref.verdict))])
+                       : QVariant();
         case Qt::ForegroundRole:
             // Only the columns the cue is about: most incidents of an
             // observe-only run are raised, and a wholly red table says nothing.
             return index.column() == Outcome || index.column() == Verdict
-                       ? QVariant(stateColor(cueOf(ref)))
+                       ? QVariant(stateColor(incidentState(ref.outcome, ref.verdict)))
                        : QVariant();
         case Qt::TextAlignmentRole:
             return index.column() <= TimeMs ? QVariant(Qt::AlignRight | Qt::AlignVCenter)

@@ -60,7 +60,6 @@ class IncidentTableModel : public QAbstractTableModel {
     QVariant display(const IncidentRef& ref, int column) const;
     QVariant sortValue(const IncidentRef& ref, int column) const;
     const IncidentGroup* groupOf(const IncidentRef& ref) const;
-    static IncidentState cueOf(const IncidentRef& ref);  // the row's colour
 
     std::shared_ptr<const RunAnalysis> m_analysis;
     QHash<QPair<int, qint64>, int> m_rows;

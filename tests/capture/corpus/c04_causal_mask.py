@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import forward_once
 
 
 class Attention(nn.Module):
@@ -26,11 +26,7 @@ class Attention(nn.Module):
 
 
 def main():
-    _, mesh = setup()
-    attn = Attention(mesh)
-    x = distribute_tensor(torch.randn(5, 8), mesh, [Replicate()])
-    attn(x)
-    finish()
+    forward_once(Attention, 5, 8)
 
 
 if __name__ == "__main__":

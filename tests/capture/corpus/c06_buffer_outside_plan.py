@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import forward_once
 
 
 class Scaled(nn.Module):
@@ -25,11 +25,7 @@ class Scaled(nn.Module):
 
 
 def main():
-    _, mesh = setup()
-    model = Scaled(mesh)
-    x = distribute_tensor(torch.randn(3, 8), mesh, [Replicate()])
-    model(x)
-    finish()
+    forward_once(Scaled, 3, 8)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import forward_once
 
 
 class Rotary(nn.Module):
@@ -28,11 +28,7 @@ class Rotary(nn.Module):
 
 
 def main():
-    _, mesh = setup()
-    model = Rotary(mesh)
-    x = distribute_tensor(torch.randn(6, 8), mesh, [Replicate()])
-    model(x)
-    finish()
+    forward_once(Rotary, 6, 8)
 
 
 if __name__ == "__main__":

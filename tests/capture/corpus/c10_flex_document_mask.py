@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import forward_once
 
 
 class DocumentAttention(nn.Module):
@@ -26,10 +26,7 @@ class DocumentAttention(nn.Module):
 
 
 def main():
-    _, mesh = setup()
-    attn = DocumentAttention(mesh)
-    attn(distribute_tensor(torch.randn(6, 8), mesh, [Replicate()]))
-    finish()
+    forward_once(DocumentAttention, 6, 8)
 
 
 if __name__ == "__main__":

@@ -26,3 +26,13 @@ def setup(dim_name: str = "tp"):
 def finish() -> None:
     dist.barrier()
     dist.destroy_process_group()
+
+
+def forward_once(make_module, rows: int, cols: int) -> None:
+    """Builds make_module(mesh) and calls it once on a replicated DTensor
+    batch of rows x cols: the scripts whose incident is inside forward."""
+    from torch.distributed.tensor import Replicate, distribute_tensor
+
+    _, mesh = setup()
+    make_module(mesh)(distribute_tensor(torch.randn(rows, cols), mesh, [Replicate()]))
+    finish()
