@@ -7,6 +7,7 @@ name for it, and the fix snippet must use that name."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 from pathlib import Path
@@ -18,27 +19,20 @@ from conftest import HANG_GUARD_S, PYTHON, cli
 
 CORPUS = Path(__file__).parent / "corpus"
 
-# script -> (ops, origin letter, the user's name for the plain tensor; ""
-# where the operand is a temporary no name holds, as in `grad / (norm + eps)`)
-CASES = {
-    "c01_optimizer_momentum_buffer": ({"aten::add_.Tensor"}, "E", "buf"),
-    "c02_loss_weight": ({"aten::mm", "aten::matmul"}, "H", "weight"),
-    "c03_copy_loaded_weight": ({"aten::copy_"}, "F", "loaded_weight"),
-    "c04_causal_mask": ({"aten::add.Tensor"}, "B", "mask"),
-    "c05_advantages_in_loop": ({"aten::mul.Tensor"}, "H", "advantages"),
-    "c06_buffer_outside_plan": ({"aten::mul.Tensor"}, "A", "self.scale"),
-    "c07_rope_cache_attribute": ({"aten::mul.Tensor"}, "H", "self.freqs_cis"),
-    "c08_local_norm": ({"aten::div.Tensor"}, "C", ""),
-    "c09_labels_in_loop": ({"aten::nll_loss"}, "H", "labels"),
-    "c10_flex_document_mask": ({"aten::masked_fill"}, "B", "blocked"),
-    "c11_sequence_parallel_residual": ({"aten::add.Tensor"}, "D", "x"),
-}
+SCRIPTS = sorted(p.stem for p in CORPUS.glob("c[0-9][0-9]_*.py"))
 
-# script -> the framework plan's fix the evidence must carry
-PLAN_HINTS = {
-    "c06_buffer_outside_plan": "(no parallelize_module plan distributes buffers: model.scale = "
-                               "distribute_tensor(model.scale, mesh, [Replicate()]))",
-}
+
+def expected(script: str) -> dict:
+    """The script's EXPECT: ops (the incident's op is one of them), origin
+    (letter), name (the user's name for the plain tensor; "" where it is a
+    temporary no name holds, as in `grad / (norm + eps)`), and optionally
+    plan_hint (the framework plan's fix the evidence must carry)."""
+    tree = ast.parse((CORPUS / f"{script}.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "EXPECT" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{script}.py has no EXPECT")
 
 
 def marked_line(script: str, marker: str) -> int:
@@ -46,9 +40,10 @@ def marked_line(script: str, marker: str) -> int:
     return next(i + 1 for i, line in enumerate(lines) if f"# {marker}" in line)
 
 
-@pytest.mark.parametrize("script", CASES)
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_incident_names_birth_site_and_variable(tmp_path, script):
-    ops, origin, name = CASES[script]
+    expect = expected(script)
+    ops, origin, name = expect["ops"], expect["origin"], expect["name"]
     run_dir = tmp_path / "run"
     proc = subprocess.run(
         [cli(), "record", "-o", str(run_dir), "--policy", "auto", "-n", "2", "--",
@@ -69,7 +64,7 @@ def test_incident_names_birth_site_and_variable(tmp_path, script):
     assert inc["plain_tensor"]["label"] == name
     if name:
         assert f" {name} " in explained["plain_operand"] + " "
-    if script in PLAN_HINTS:
-        assert PLAN_HINTS[script] in inc["evidence"], inc["evidence"]
+    if "plan_hint" in expect:
+        assert expect["plan_hint"] in inc["evidence"], inc["evidence"]
     if name and explained["fix"]["code"] and origin != "E":
         assert explained["fix"]["code"].startswith(name) or f"({name}" in explained["fix"]["code"]

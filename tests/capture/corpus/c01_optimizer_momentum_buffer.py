@@ -6,6 +6,10 @@ Modelled on facebookresearch/optimizers#79, "RuntimeError:
 aten._foreach_add_.List: got mixed torch.Tensor and DTensor when using
 momentum": https://github.com/facebookresearch/optimizers/issues/79"""
 
+# what meshscope must report (tests/capture/test_birth_corpus.py)
+EXPECT = {"ops": ["aten::add_.Tensor"], "origin": "E", "name": "buf"}
+
+
 import torch
 from torch import nn
 from torch.distributed.tensor import Shard, distribute_tensor

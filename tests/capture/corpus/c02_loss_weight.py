@@ -8,6 +8,10 @@ Error in Llama4 LoRA Fine-tuning" (the error raised from `_loss_step`,
 `self._loss_fn(weight, outputs, labels)`):
 https://github.com/meta-pytorch/torchtune/issues/2856"""
 
+# what meshscope must report (tests/capture/test_birth_corpus.py)
+EXPECT = {"ops": ["aten::mm", "aten::matmul"], "origin": "H", "name": "weight"}
+
+
 import torch
 from torch.distributed.tensor import Replicate, distribute_tensor
 

@@ -8,6 +8,10 @@ mixed torch.Tensor and DTensor" while loading model weights
 JIA-Lab-research/Seg-Zero#105, the same error from vLLM's
 `default_weight_loader` (https://github.com/JIA-Lab-research/Seg-Zero/issues/105)."""
 
+# what meshscope must report (tests/capture/test_birth_corpus.py)
+EXPECT = {"ops": ["aten::copy_"], "origin": "F", "name": "loaded_weight"}
+
+
 import torch
 from torch import nn
 from torch.distributed.tensor import Shard, distribute_tensor

@@ -7,6 +7,10 @@ Modelled on the cases PyTorch's own guide for this error describes
 torch.Tensor and DTensor operations": a tensor created inside a
 tensor-parallel module's forward): https://github.com/pytorch/pytorch/pull/162651"""
 
+# what meshscope must report (tests/capture/test_birth_corpus.py)
+EXPECT = {"ops": ["aten::add.Tensor"], "origin": "B", "name": "mask"}
+
+
 import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, distribute_tensor

@@ -6,6 +6,10 @@ Modelled on huggingface/trl#4550, "FSDP2+PEFT(LoRA)+GRPO result in `mixed
 torch.Tensor and DTensor`" (the error raised while the GRPO trainer prepares
 its inputs): https://github.com/huggingface/trl/issues/4550"""
 
+# what meshscope must report (tests/capture/test_birth_corpus.py)
+EXPECT = {"ops": ["aten::mul.Tensor"], "origin": "H", "name": "advantages"}
+
+
 import torch
 from torch.distributed.tensor import Replicate, distribute_tensor
 

@@ -7,6 +7,12 @@ generate the error: ... got mixed torch.Tensor and DTensor" (a plain tensor
 reaching a DTensor op inside a model's forward under the DTensor policy
 worker): https://github.com/NVIDIA-NeMo/RL/issues/1051"""
 
+# what meshscope must report (tests/capture/test_birth_corpus.py)
+EXPECT = {"ops": ["aten::mul.Tensor"], "origin": "A", "name": "self.scale",
+          "plan_hint": "(no parallelize_module plan distributes buffers: model.scale = "
+                       "distribute_tensor(model.scale, mesh, [Replicate()]))"}
+
+
 import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, distribute_tensor

@@ -8,6 +8,10 @@ each transform layer" (where the RoPE cache lives and on which device and
 mesh it is initialized under parallelism):
 https://github.com/pytorch/torchtitan/pull/3458"""
 
+# what meshscope must report (tests/capture/test_birth_corpus.py)
+EXPECT = {"ops": ["aten::mul.Tensor"], "origin": "H", "name": "self.freqs_cis"}
+
+
 import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, distribute_tensor

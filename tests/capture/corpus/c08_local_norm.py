@@ -7,6 +7,10 @@ gradient sync under Ulysses SP" (norms computed from
 `param.grad.to_local()`; the review explains why a local norm covers one
 rank's shard only): https://github.com/ByteDance-Seed/VeOmni/pull/1086"""
 
+# what meshscope must report (tests/capture/test_birth_corpus.py)
+EXPECT = {"ops": ["aten::div.Tensor"], "origin": "C", "name": ""}
+
+
 import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, distribute_tensor

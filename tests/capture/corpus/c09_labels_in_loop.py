@@ -6,6 +6,10 @@ Modelled on meta-pytorch/torchtune#2856, the loss step
 `self._loss_fn(weight, outputs, labels)` with model outputs as DTensors:
 https://github.com/meta-pytorch/torchtune/issues/2856"""
 
+# what meshscope must report (tests/capture/test_birth_corpus.py)
+EXPECT = {"ops": ["aten::nll_loss"], "origin": "H", "name": "labels"}
+
+
 import torch
 import torch.nn.functional as F
 from torch.distributed.tensor import Replicate, distribute_tensor

@@ -6,6 +6,10 @@ Modelled on pytorch/torchtitan#1440, "[deepseek] fix FlexAttention + TP"
 ("Without this PR, FlexAttention mask function will receive a mixed of
 plain tensors and DTensors"): https://github.com/pytorch/torchtitan/pull/1440"""
 
+# what meshscope must report (tests/capture/test_birth_corpus.py)
+EXPECT = {"ops": ["aten::masked_fill"], "origin": "B", "name": "blocked"}
+
+
 import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, distribute_tensor

@@ -7,6 +7,10 @@ documentation" (SequenceParallel's handling of plain torch.Tensor inputs
 confused users; it fixes pytorch/pytorch#129355):
 https://github.com/pytorch/pytorch/pull/131346"""
 
+# what meshscope must report (tests/capture/test_birth_corpus.py)
+EXPECT = {"ops": ["aten::add.Tensor"], "origin": "D", "name": "x"}
+
+
 import torch
 from torch import nn
 from torch.distributed.tensor.parallel import SequenceParallel, parallelize_module
