@@ -45,6 +45,9 @@ struct AgentConfig {
     std::string torchVersion;
     std::string deviceType = "cpu";
     std::vector<std::string> command;
+    // "train.py:40" where meshscope.attach() was called; empty when
+    // `meshscope record` attached the agent as the interpreter started.
+    std::string attachedAt;
     WriterOptions writer;
     // GPU durations of ops (CUDA events) on every Nth step: 1 every step,
     // 0 never. Each timed op costs two event records on the training

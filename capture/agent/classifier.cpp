@@ -25,18 +25,6 @@ std::pair<OriginClass, std::string> lookupOwner(PyObject* obj) {
     return {cls.value_or(OriginClass::Unknown), evidence};
 }
 
-bool isParameter(PyObject* obj) {
-    static PyObject* parameterType = [] {
-        PyRef mod = PyRef::steal(PyImport_ImportModule("torch.nn"));
-        PyObject* type = mod ? PyObject_GetAttrString(mod.get(), "Parameter") : nullptr;
-        PyErr_Clear();
-        return type;  // kept for the process lifetime
-    }();
-    int is = parameterType ? PyObject_IsInstance(obj, parameterType) : 0;
-    if (is < 0) PyErr_Clear();
-    return is == 1;
-}
-
 }  // namespace
 
 void setParameterLookup(PyObject* callable) {
@@ -58,7 +46,8 @@ Classification classify(const ClassifyInput& in) {
         out.evidence = owner;
         return out;
     }
-    if (ownerClass == OriginClass::UnshardedParam || (in.plainObj && isParameter(in.plainObj))) {
+    if (ownerClass == OriginClass::UnshardedParam ||
+        (in.plainObj && isNnInstance(in.plainObj, "Parameter"))) {
         out.origin = OriginClass::UnshardedParam;
         // the adapters' text says which plan left it out (describe_tensor)
         out.evidence = owner.empty() ? "an nn.Parameter not in the sharding plan (its module was "
@@ -83,6 +72,8 @@ Classification classify(const ClassifyInput& in) {
         out.origin = in.provenance->origin;
         out.evidence = in.provenance->derived ? "derived from a tensor " + in.provenance->evidence
                                               : in.provenance->evidence;
+        if (in.provenance->derived && !in.lastStep.empty())
+            out.evidence += "; last step " + std::string(in.lastStep);
         return out;
     }
     if (in.phase == Phase::Optimizer) {
@@ -95,11 +86,21 @@ Classification classify(const ClassifyInput& in) {
         return out;
     }
     out.origin = OriginClass::Unknown;
-    out.evidence =
-        "no birth recorded: the tensor was made before meshscope attached (attach() earlier, "
-        "or `meshscope record`, records every birth), or without a dispatched op "
-        "(torch.from_numpy, a C++ extension) (phase " +
-        std::string(toString(in.phase)) + ")";
+    std::string phase = " (phase " + std::string(toString(in.phase)) + ")";
+    if (!in.attachedAt.empty())
+        out.evidence = "no birth recorded: made before meshscope.attach() at " +
+                       std::string(in.attachedAt) +
+                       " (attach before the model and data are built, or run the script under "
+                       "`meshscope record`, which attaches as the interpreter starts, to see "
+                       "where it was made), or by code that dispatches no op (torch.frombuffer, "
+                       "a C++ extension)" +
+                       phase;
+    else
+        out.evidence =
+            "no birth recorded: made by code that dispatches no op meshscope sees "
+            "(torch.frombuffer, a DLPack import, a C++ extension) or while the "
+            "interpreter started, before meshscope attached" +
+            phase;
     return out;
 }
 

@@ -33,6 +33,12 @@ struct ClassifyInput {
     bool insideLoadStateDict = false;
     Phase phase = Phase::Other;
     std::string_view phaseLabel;  // "torch.optim.Adam.step()", set by adapters
+    // The last step of the chain that made it, when not at its birth frame
+    // ("aten::slice.Tensor at train.py:10"), else empty.
+    std::string_view lastStep;
+    // Where the Python API attached the agent ("train.py:40"); empty when
+    // `meshscope record` attached it as the interpreter started.
+    std::string_view attachedAt;
 };
 
 // Python callback the adapters install: (tensor) -> ("A", "parameter

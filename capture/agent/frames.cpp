@@ -12,6 +12,7 @@
 #undef Py_BUILD_CORE_MODULE
 #endif
 
+#include "capture/agent/torch_types.h"
 #include "core/store/rank_writer.h"
 
 namespace meshscope::capture {
@@ -225,8 +226,8 @@ std::string keyHolding(PyObject* mapping, PyObject* obj) {
     return name;
 }
 
-// "self.mask" when `self` holds `obj` as an attribute, a buffer or a
-// parameter (nn.Module keeps those two outside __dict__).
+// "mask" when `self` holds `obj` as an attribute, a buffer or a parameter
+// (nn.Module keeps those two outside __dict__), else "".
 std::string attributeHolding(PyObject* self, PyObject* obj) {
     PyObject* dict = self ? PyObject_GenericGetDict(self, nullptr) : nullptr;
     if (!dict) {
@@ -240,7 +241,87 @@ std::string attributeHolding(PyObject* self, PyObject* obj) {
         if (d && PyDict_Check(d)) name = keyHolding(d, obj);
     }
     Py_DECREF(dict);
-    return name.empty() ? name : "self." + name;
+    return name;
+}
+
+// "model.layers.3.attn.mask" when a submodule of `module` (named `name`)
+// holds `obj` (the module itself: "model.mask"), else "".
+std::string moduleHolding(const std::string& name, PyObject* module, PyObject* obj) {
+    constexpr Py_ssize_t kMaxModules = 20000;
+    PyRef modules = PyRef::steal(PyObject_CallMethod(module, "named_modules", nullptr));
+    PyRef iter = modules ? PyRef::steal(PyObject_GetIter(modules.get())) : PyRef{};
+    std::string found;
+    for (Py_ssize_t n = 0; iter && found.empty() && n < kMaxModules; ++n) {
+        PyRef item = PyRef::steal(PyIter_Next(iter.get()));
+        if (!item) break;
+        if (!PyTuple_Check(item.get()) || PyTuple_GET_SIZE(item.get()) != 2) continue;
+        std::string attr = attributeHolding(PyTuple_GET_ITEM(item.get(), 1), obj);
+        if (attr.empty()) continue;
+        std::string path = PyUnicode_Check(PyTuple_GET_ITEM(item.get(), 0))
+                               ? utf8(PyTuple_GET_ITEM(item.get(), 0))
+                               : std::string();
+        found = name + "." + (path.empty() ? "" : path + ".") + attr;
+    }
+    PyErr_Clear();
+    return found;
+}
+
+// "batch['labels']" / "outputs[0]" when a dict, list or tuple held by a
+// local variable holds `obj`, else "".
+std::string itemHolding(const std::string& name, PyObject* container, PyObject* obj) {
+    constexpr Py_ssize_t kMaxItems = 256;
+    if (PyDict_Check(container)) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        for (Py_ssize_t n = 0; n < kMaxItems && PyDict_Next(container, &pos, &key, &value); ++n) {
+            if (value != obj) continue;
+            PyRef repr = PyRef::steal(PyObject_Repr(key));
+            const char* text = repr ? PyUnicode_AsUTF8(repr.get()) : nullptr;
+            PyErr_Clear();
+            return text ? name + "[" + text + "]" : std::string();
+        }
+    } else if (PyList_Check(container) || PyTuple_Check(container)) {
+        Py_ssize_t size = PySequence_Fast_GET_SIZE(container);
+        for (Py_ssize_t i = 0; i < size && i < kMaxItems; ++i)
+            if (PySequence_Fast_GET_ITEM(container, i) == obj)
+                return name + "[" + std::to_string(i) + "]";
+    }
+    return {};
+}
+
+// The user's name for `obj` among a frame's locals: the variable itself,
+// else an attribute of `self` ("self.mask"), an item of a local container
+// ("batch['labels']"), or an attribute of a local module or its
+// submodules ("model.layers.3.attn.mask").
+std::string localHolding(PyObject* locals, PyObject* obj, bool withSelf) {
+    std::string name = keyHolding(locals, obj);
+    PyObject* items = name.empty() && locals ? PyMapping_Items(locals) : nullptr;
+    if (!items) {
+        PyErr_Clear();
+        return name;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(items);
+    auto each = [&](auto&& holding) {
+        for (Py_ssize_t i = 0; name.empty() && i < count; ++i) {
+            PyObject* item = PyList_GET_ITEM(items, i);
+            PyObject* key = PyTuple_GET_ITEM(item, 0);
+            if (!PyUnicode_Check(key)) continue;
+            std::string local = utf8(key);
+            if (local == "self" && !withSelf) continue;
+            name = holding(local, PyTuple_GET_ITEM(item, 1));
+        }
+    };
+    if (withSelf)
+        each([&](const std::string& local, PyObject* value) {
+            std::string attr = local == "self" ? attributeHolding(value, obj) : std::string();
+            return attr.empty() ? attr : "self." + attr;
+        });
+    each([&](const std::string& local, PyObject* value) { return itemHolding(local, value, obj); });
+    each([&](const std::string& local, PyObject* value) {
+        return isNnInstance(value, "Module") ? moduleHolding(local, value, obj) : std::string();
+    });
+    Py_DECREF(items);
+    return name;
 }
 
 }  // namespace
@@ -258,13 +339,7 @@ std::string FrameCache::heldAs(PyObject* obj, RankWriter& writer) {
             ++seen;
             PyObject* locals = PyFrame_GetLocals(frame);
             if (!locals) PyErr_Clear();
-            name = keyHolding(locals, obj);
-            if (name.empty() && seen == 1 && locals) {
-                PyObject* self = PyMapping_GetItemString(locals, "self");
-                if (!self) PyErr_Clear();
-                name = attributeHolding(self, obj);
-                Py_XDECREF(self);
-            }
+            name = localHolding(locals, obj, seen == 1);
             Py_XDECREF(locals);
         }
         PyFrameObject* back = PyFrame_GetBack(frame);
@@ -294,6 +369,16 @@ StackId FrameCache::userStack(RankWriter& writer) {
     visitUserFrame(writer,
                    [&](const CodeInfo&, const OneFrame& one, PyObject*) { stack = one.stack; });
     return stack;
+}
+
+std::string FrameCache::whereOf(StackId stack) const {
+    for (const auto& [key, one] : m_oneFrame) {
+        if (one.stack != stack) continue;
+        auto code = m_codes.find(static_cast<PyCodeObject*>(const_cast<void*>(key.code)));
+        if (code == m_codes.end()) return {};
+        return " at " + code->second.fileText + ":" + std::to_string(one.line);
+    }
+    return {};
 }
 
 }  // namespace meshscope::capture

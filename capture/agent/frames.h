@@ -44,6 +44,9 @@ class FrameCache {
     UserFrame userFrame(RankWriter& writer, bool withModule = false);
     // Only its one-frame stack (what every recorded op carries).
     StackId userStack(RankWriter& writer);
+    // " at file:line" of a one-frame stack userStack() returned, or "" when
+    // it is not (or no longer) known. A scan: for incidents, never per op.
+    std::string whereOf(StackId stack) const;
     // Up to `depth` frames starting at the innermost user frame.
     StackId shortStack(RankWriter& writer, int depth = 12);
     // The user's name for `obj` at the innermost user frames (an incident's

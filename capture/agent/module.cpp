@@ -71,6 +71,7 @@ py::dict attach(const py::dict& c) {
     config.deviceType = c["device_type"].cast<std::string>();
     config.torchVersion = c["torch_version"].cast<std::string>();
     config.command = c["command"].cast<std::vector<std::string>>();
+    if (c.contains("attached_at")) config.attachedAt = c["attached_at"].cast<std::string>();
     if (c.contains("queue_capacity"))
         config.writer.queueCapacity = c["queue_capacity"].cast<size_t>();
     if (c.contains("max_file_bytes"))
@@ -108,6 +109,21 @@ void tag(py::handle tensor, const std::string& origin, const std::string& eviden
     if (!cls) throw py::value_error("origin must be one of " + originLetterRange());
     agent->tensors().setProvenance(THPVariable_Unpack(tensor.ptr()),
                                    atUserFrame(*agent, *cls, evidence, withLocation));
+}
+
+// A tensor made by a Python call that dispatches no op meshscope can name
+// (torch.frombuffer, DLPack) or read from a file (torch.load): tagged as an
+// aten factory's output would be, except that a tensor loaded outside data
+// loading, forward and optimizer steps is a weight being loaded (F).
+void tagBirth(py::handle tensor, const std::string& what, bool loaded) {
+    Agent* agent = Agent::current();
+    if (!agent || !THPVariable_Check(tensor.ptr()) || agent->torch().isDTensor(tensor.ptr()))
+        return;
+    if (!OpHandler::tagsCreations(agent->phase())) return;
+    Provenance p = birthProvenance(*agent, what);
+    if (loaded && p.origin == OriginClass::UserCode)
+        p = atUserFrame(*agent, OriginClass::WeightLoading, "loaded by " + what, true);
+    agent->tensors().setProvenance(THPVariable_Unpack(tensor.ptr()), std::move(p));
 }
 
 py::object provenance(py::handle tensor) {
@@ -182,6 +198,7 @@ PYBIND11_MODULE(_capture, m) {
     // Whether a plugin below torch (the NCCL profiler) records collectives.
     m.def("collective_plugin_listening", &CollectiveBridge::listening);
     m.def("enter_load_state_dict", &Agent::enterLoadStateDict);
+    m.def("tag_birth", &tagBirth, py::arg("tensor"), py::arg("what"), py::arg("loaded") = false);
     m.def("tag", &tag, py::arg("tensor"), py::arg("origin"), py::arg("evidence"),
           py::arg("with_location") = false);
     m.def("record_meta", [](const std::string& key, const std::string& value) {

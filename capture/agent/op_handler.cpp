@@ -251,31 +251,40 @@ bool OpHandler::tagsFactory() const {
     return m_info->isFactory && tagsCreations(m_agent.phase());
 }
 
+Provenance birthProvenance(Agent& agent, const std::string& what) {
+    UserFrame frame = agent.frames().userFrame(agent.writer());
+    const std::string& label = Agent::threadPhaseLabel();
+    Phase phase = agent.phase();
+    Provenance p;
+    p.createdAt = frame.stack;
+    std::string where = frame.where();
+    if (phase == Phase::Forward) {
+        p.origin = OriginClass::CreatedInForward;
+        p.evidence = "created by " + what + " inside " +
+                     (label.empty() ? std::string("forward") : label) + where;
+    } else if (phase == Phase::Optimizer) {
+        p.origin = OriginClass::OptimizerState;
+        p.evidence = "created by " + what + " in " +
+                     (label.empty() ? std::string("an optimizer step") : label) + where;
+    } else if (phase == Phase::Data) {
+        p.origin = OriginClass::InputData;
+        p.evidence = "created by " + what + " while loading data" +
+                     (label.empty() ? "" : " (" + label + ")") + where;
+    } else {
+        p.origin = OriginClass::UserCode;
+        p.evidence = "created by " + what + " in user code outside forward" + where;
+    }
+    return p;
+}
+
 void OpHandler::afterPlainOp(const Operands& outputs) {
     if (tagsFactory()) {
-        UserFrame frame = m_agent.frames().userFrame(m_writer);
-        const std::string& label = Agent::threadPhaseLabel();
-        Phase phase = m_agent.phase();
-        Provenance p;
-        p.createdAt = frame.stack;
-        std::string where = frame.where();
-        if (phase == Phase::Forward) {
-            p.origin = OriginClass::CreatedInForward;
-            p.evidence = "created by " + m_info->text + " inside " +
-                         (label.empty() ? std::string("forward") : label) + where;
-        } else if (phase == Phase::Optimizer) {
-            p.origin = OriginClass::OptimizerState;
-            p.evidence = "created by " + m_info->text + " in " +
-                         (label.empty() ? std::string("an optimizer step") : label) + where;
-        } else if (phase == Phase::Data) {
-            p.origin = OriginClass::InputData;
-            p.evidence = "created by " + m_info->text + " while loading data" +
-                         (label.empty() ? "" : " (" + label + ")") + where;
-        } else {
-            p.origin = OriginClass::UserCode;
-            p.evidence = "created by " + m_info->text + " in user code outside forward" + where;
-        }
-        tagOutputs(outputs, p);
+        // torch.tensor(data), torch.as_tensor(array) and torch.from_numpy()
+        // lift their new tensor with aten::lift_fresh
+        static const std::string lifted = "torch.tensor/as_tensor/from_numpy (aten::lift_fresh)";
+        tagOutputs(
+            outputs,
+            birthProvenance(m_agent, m_info->text == "aten::lift_fresh" ? lifted : m_info->text));
     } else if (m_agent.tensors().hasProvenance()) {
         propagate(outputs);
     }
@@ -324,9 +333,20 @@ void OpHandler::propagate(const Operands& outs) {
     for (const Operand& op : m_inputs)
         if ((derived = tensors.derivedProvenance(op.tensor()))) break;
     if (!derived) return;
+    // A chain's last step: this op at its user frame (one record per frame
+    // and op, shared like provenances).
+    TensorTable::ProvenancePtr step;
     for (const Operand& op : outs)
         if (!op.dtensor && !tensors.provenance(op.tensor()))
-            tensors.setProvenance(op.tensor(), derived);
+            if (TensorTable::Entry* entry = tensors.setProvenance(op.tensor(), derived)) {
+                if (!step) {
+                    Provenance last;
+                    last.evidence = m_info->text;
+                    last.createdAt = m_agent.frames().userStack(m_writer);
+                    step = tensors.intern(std::move(last));
+                }
+                entry->lastStep = step;
+            }
 }
 
 TensorId OpHandler::tensorId(const Operand& op, const DTensorFacts* facts, bool identity,
@@ -478,6 +498,12 @@ Classification OpHandler::classifyOperand(const Operand& op) {
     ci.plainObj = real ? m_real.get() : op.obj;
     ci.plain = &t;
     ci.provenance = m_agent.tensors().provenance(t);
+    std::string lastStep;
+    if (const Provenance* last = m_agent.tensors().lastStep(t);
+        last && ci.provenance && last->createdAt != ci.provenance->createdAt)
+        lastStep = last->evidence + m_agent.frames().whereOf(last->createdAt);
+    ci.lastStep = lastStep;
+    ci.attachedAt = m_agent.config().attachedAt;
     ci.opName = m_info->text;
     ci.copyIntoDTensor = m_info->isCopy && m_inputs.front().dtensor;
     ci.insideLoadStateDict = Agent::insideLoadStateDict();

@@ -93,6 +93,12 @@ class PendingError {
 
 struct ArgEditor;
 
+// The provenance of a tensor made now by `what` (an aten factory, or a
+// Python call such as torch.frombuffer): its origin follows the phase
+// (forward B, optimizer E, data loading D, anything else H) and its birth
+// site is the current user frame.
+Provenance birthProvenance(Agent& agent, const std::string& what);
+
 class OpHandler {
   public:
     OpHandler(Agent& agent, PyObject* func, PyObject* args, PyObject* kwargs)

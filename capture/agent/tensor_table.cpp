@@ -35,7 +35,8 @@ TensorTable::Entry& TensorTable::get(const at::Tensor& tensor, bool& isNew) {
                 nullptr,
                 nullptr,
                 false,
-                subclass};
+                subclass,
+                nullptr};
     return m_entries.emplace(impl, std::move(entry)).first->second;
 }
 
@@ -44,8 +45,8 @@ void TensorTable::erased(const Entry& entry) {
     m_subclassEntries -= entry.subclass;
 }
 
-void TensorTable::setProvenance(const at::Tensor& tensor, Provenance provenance) {
-    if (tensor.defined()) setProvenance(tensor, intern(std::move(provenance)));
+TensorTable::Entry* TensorTable::setProvenance(const at::Tensor& tensor, Provenance provenance) {
+    return tensor.defined() ? setProvenance(tensor, intern(std::move(provenance))) : nullptr;
 }
 
 TensorTable::ProvenancePtr TensorTable::intern(Provenance provenance) {
@@ -58,19 +59,26 @@ TensorTable::ProvenancePtr TensorTable::intern(Provenance provenance) {
     return shared;
 }
 
-void TensorTable::setProvenance(const at::Tensor& tensor, ProvenancePtr provenance) {
-    if (!tensor.defined() || !provenance) return;
+TensorTable::Entry* TensorTable::setProvenance(const at::Tensor& tensor, ProvenancePtr provenance) {
+    if (!tensor.defined() || !provenance) return nullptr;
     bool isNew = false;
     Entry& entry = get(tensor, isNew);
     if (!entry.provenance) ++m_withProvenance;
     m_filters[m_activeFilter.load(std::memory_order_relaxed)].add(tensor.unsafeGetTensorImpl());
     entry.provenance = std::move(provenance);
     entry.derived.reset();
+    entry.lastStep.reset();
+    return &entry;
 }
 
 const Provenance* TensorTable::provenance(const at::Tensor& tensor) {
     Entry* entry = find(tensor);
     return entry ? entry->provenance.get() : nullptr;
+}
+
+const Provenance* TensorTable::lastStep(const at::Tensor& tensor) {
+    Entry* entry = find(tensor);
+    return entry ? entry->lastStep.get() : nullptr;
 }
 
 TensorTable::ProvenancePtr TensorTable::derivedProvenance(const at::Tensor& tensor) {

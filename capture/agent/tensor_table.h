@@ -63,6 +63,9 @@ class TensorTable {
         ProvenancePtr derived;  // `provenance` marked derived, made on first use
         bool recorded = false;  // its TensorRecord was submitted
         bool subclass = false;  // a DTensor (or another tensor subclass)
+        // The plain op that made this tensor from a tagged one (a chain's
+        // last step: evidence = the op, createdAt = its user frame), or null.
+        ProvenancePtr lastStep;
     };
 
     // The live entry for this tensor, or nullptr.
@@ -70,12 +73,15 @@ class TensorTable {
     // The live entry, creating one (with `isNew` set) when there is none.
     Entry& get(const at::Tensor& tensor, bool& isNew);
 
-    // Stores the shared record of this content (made once).
-    void setProvenance(const at::Tensor& tensor, Provenance provenance);
-    void setProvenance(const at::Tensor& tensor, ProvenancePtr provenance);
+    // Stores the shared record of this content (made once); the tensor's
+    // entry, or nullptr for an undefined tensor.
+    Entry* setProvenance(const at::Tensor& tensor, Provenance provenance);
+    Entry* setProvenance(const at::Tensor& tensor, ProvenancePtr provenance);
     // The one shared record of this content.
     ProvenancePtr intern(Provenance provenance);
     const Provenance* provenance(const at::Tensor& tensor);
+    // The last step of the chain that made this tensor (see Entry), or null.
+    const Provenance* lastStep(const at::Tensor& tensor);
     // Provenance records an adapter keeps by a key of its own (the user
     // stack and layout of a to_local() call), so that a call made every step
     // formats nothing; forgotten with the table.

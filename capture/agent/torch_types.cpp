@@ -435,4 +435,17 @@ bool TorchTypes::hasBatchDim(MeshId id) const {
     return true;
 }
 
+bool isNnInstance(PyObject* obj, const char* cls) {
+    static std::unordered_map<std::string, PyObject*> types;  // kept for the process lifetime
+    auto [it, added] = types.try_emplace(cls, nullptr);
+    if (added) {
+        PyRef nn = PyRef::steal(PyImport_ImportModule("torch.nn"));
+        it->second = nn ? PyObject_GetAttrString(nn.get(), cls) : nullptr;
+        PyErr_Clear();
+    }
+    int is = it->second ? PyObject_IsInstance(obj, it->second) : 0;
+    if (is < 0) PyErr_Clear();
+    return is == 1;
+}
+
 }  // namespace meshscope::capture

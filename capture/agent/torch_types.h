@@ -55,6 +55,10 @@ class PyRef {
     PyObject* m_obj = nullptr;
 };
 
+// Whether `obj` is an instance of torch.nn.<cls> ("Module", "Parameter");
+// each class is looked up once. Requires the GIL.
+bool isNnInstance(PyObject* obj, const char* cls);
+
 // Facts about one OpOverload (aten.sub.Tensor), cached by object identity.
 struct OpInfo {
     PyRef overload;  // keeps the cache key alive

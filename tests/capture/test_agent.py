@@ -106,7 +106,7 @@ def test_observe_incident_is_on_disk_before_the_exception_propagates(mesh, run_d
 
 
 def _classify(mesh, run_dir, make_plain):
-    meshscope.attach(run_dir, policy="auto")
+    meshscope.attach(run_dir, policy="auto")  # ATTACH
     w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
     plain = make_plain(w)
     w + plain
@@ -223,18 +223,55 @@ def test_origin_f_load_state_dict(mesh, run_dir):
     assert incident["origin"] == "F" and "load_state_dict" in incident["evidence"]
 
 
-def test_origin_g_unknown(mesh, run_dir):
+def test_origin_g_unknown_says_where_attach_was_called(mesh, run_dir):
     plain = torch.ones(4, 4)  # made before attach: nothing known about it
     origin, evidence = _classify(mesh, run_dir, lambda w: plain)
-    assert origin == "G" and "made before meshscope attached" in evidence
+    attached = next(i + 1 for i, line in enumerate(Path(__file__).read_text().splitlines())
+                    if line.endswith("# ATTACH"))
+    assert origin == "G"
+    assert evidence.startswith(
+        f"no birth recorded: made before meshscope.attach() at {__file__}:{attached} (attach "
+        "before the model and data are built, or run the script under `meshscope record`"), evidence
+
+
+def test_births_without_a_factory_op_of_their_own(mesh, run_dir, tmp_path):
+    """torch.from_numpy and torch.tensor lift their tensor (aten::lift_fresh);
+    torch.frombuffer dispatches nothing; torch.load reads weights (F)."""
+    import numpy as np
+
+    torch.save({"w": torch.ones(4, 4)}, tmp_path / "ckpt.pt")
+    meshscope.attach(run_dir, policy="auto")
+    w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+    line = sys._getframe().f_lineno
+    from_numpy = torch.from_numpy(np.ones((4, 4), dtype=np.float32))
+    w + from_numpy
+    buffer = torch.frombuffer(bytearray(64), dtype=torch.float32).view(4, 4)
+    w + buffer
+    state = torch.load(tmp_path / "ckpt.pt")
+    w + state["w"]
+    meshscope.detach()
+    numpy_made, buffer_made, loaded = incidents(run_dir)[-3:]
+    assert numpy_made["evidence"] == (
+        "created by torch.tensor/as_tensor/from_numpy (aten::lift_fresh) in user code outside "
+        f"forward at {__file__}:{line + 1}")
+    assert numpy_made["plain_tensor"]["label"] == "from_numpy"
+    assert buffer_made["origin"] == "H" and buffer_made["evidence"].startswith(
+        f"derived from a tensor created by torch.frombuffer in user code outside forward at "
+        f"{__file__}:{line + 3}")
+    assert loaded["origin"] == "F"
+    assert loaded["evidence"] == (
+        f"loaded by torch.load({str(tmp_path / 'ckpt.pt')!r}) ['w'] at {__file__}:{line + 5}")
+    assert loaded["plain_tensor"]["label"] == "state['w']"
+    assert loaded["explanation"]["fix"]["code"] == (
+        "param.copy_(distribute_tensor(state['w'], param.device_mesh, param.placements))")
 
 
 def test_origin_h_made_by_the_script_names_its_birth_and_its_variable(mesh, run_dir):
     meshscope.attach(run_dir, policy="auto")
     w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
     birth = sys._getframe().f_lineno + 1
-    offsets = torch.arange(16.0).reshape(4, 4)
-    offsets = offsets.float()[:, :]  # a chain: the first birth is named
+    offsets = torch.arange(32.0).reshape(8, 4)
+    offsets = offsets.double()[:4]  # a chain: the first birth and the last step are named
     w + offsets
 
     class Holder:
@@ -248,9 +285,9 @@ def test_origin_h_made_by_the_script_names_its_birth_and_its_variable(mesh, run_
     meshscope.detach()
     local, attribute = incidents(run_dir)[-2:]
     assert local["origin"] == "H"
-    assert local["evidence"].startswith(
+    assert local["evidence"] == (
         f"derived from a tensor created by aten::arange in user code outside forward at "
-        f"{__file__}:{birth}")
+        f"{__file__}:{birth}; last step aten::slice.Tensor at {__file__}:{birth + 1}")
     assert local["plain_tensor"]["label"] == "offsets"
     assert local["explanation"]["created_at"] == f"{__file__}:{birth}"
     assert local["explanation"]["fix"]["code"] == (

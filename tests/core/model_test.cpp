@@ -36,7 +36,16 @@ TEST(Vocabulary, FixCodeFillsInTheMeshAndBatchDim) {
               "self.mask = DTensor.from_local(self.mask, mesh, [Replicate()])");
     EXPECT_EQ(suggestFix(OriginClass::UserCode, "mesh", 0, "ids").code,
               "ids = distribute_tensor(ids, mesh, [Replicate()])");
-    for (std::string_view bad : {"lab|el", "x; import os", "1x", "a..b", "layers.0.w", "."})
+    // a module path and container items as Python writes them
+    EXPECT_EQ(suggestFix(OriginClass::UserCode, "mesh", 0, "model.layers.3.attn.mask").code,
+              "model.layers[3].attn.mask = distribute_tensor(model.layers[3].attn.mask, mesh, "
+              "[Replicate()])");
+    EXPECT_EQ(suggestFix(OriginClass::WeightLoading, "mesh", 0, "sd['w']").code,
+              "param.copy_(distribute_tensor(sd['w'], param.device_mesh, param.placements))");
+    EXPECT_EQ(suggestFix(OriginClass::InputData, "mesh", 0, "batch[0]").code,
+              "batch[0] = DTensor.from_local(batch[0], mesh, [Shard(0)])");
+    for (std::string_view bad : {"lab|el", "x; import os", "1x", "a..b", ".", "a[']", "a[x]",
+                                 "a['x']y", "a.", "a[1", "a.3b"})
         EXPECT_EQ(suggestFix(OriginClass::InputData, "mesh", 0, bad).code,
                   "batch = DTensor.from_local(batch, mesh, [Shard(0)])")
             << bad;

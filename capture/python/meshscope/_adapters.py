@@ -11,6 +11,7 @@ import functools
 import importlib.abc
 import importlib.util
 import itertools
+import os
 import sys
 import weakref
 from typing import Any, Callable, Iterator
@@ -184,6 +185,39 @@ def _install_modules(patches: Patches) -> None:
         return wrapper
 
     patches.replace(torch.nn.Module, "load_state_dict", load_state_dict)
+
+
+def _install_births(patches: Patches) -> None:
+    """Tensors made where no aten op names their birth: torch.frombuffer and
+    DLPack imports are tagged like a factory's output; the tensors torch.load
+    (or safetensors) reads are tagged as loaded from that file (weights
+    being loaded, F, unless it happens while loading data or in forward)."""
+    def born(what: str, loaded: bool = False) -> Callable[[Callable], Callable]:
+        def make(original: Callable) -> Callable:
+            @functools.wraps(original)
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                out = original(*args, **kwargs)
+                source = what
+                if loaded:
+                    f = args[0] if args else next(iter(kwargs.values()), None)
+                    name = os.fspath(f) if isinstance(f, (str, os.PathLike)) else type(f).__name__
+                    source = f"{what}({name!r})"
+                _walk_tensors(out, lambda t, path: _capture.tag_birth(
+                    t, source + (f" {path}" if path else ""), loaded))
+                return out
+            return wrapper
+        return make
+
+    patches.replace(torch, "frombuffer", born("torch.frombuffer"))
+    patches.replace(torch, "from_dlpack", born("torch.from_dlpack"))
+    patches.replace(torch.utils.dlpack, "from_dlpack", born("torch.from_dlpack"))
+    patches.replace(torch, "load", born("torch.load", loaded=True))
+
+    def safetensors(module: Any) -> None:
+        patches.replace(module, "load_file", born("safetensors load_file", loaded=True))
+        patches.replace(module, "load", born("safetensors load", loaded=True))
+
+    _when_imported(patches, "safetensors.torch", safetensors)
 
 
 def _install_optimizers(patches: Patches) -> None:
@@ -431,6 +465,7 @@ def install() -> Patches:
         _install_modules(patches)
         _install_optimizers(patches)
         _install_dataloader(patches)
+        _install_births(patches)
         _install_dtensor(patches)
         _install_compile(patches)
         _install_collectives(patches)

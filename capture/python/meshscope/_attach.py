@@ -129,6 +129,22 @@ def _internal_prefixes() -> list[str]:
                       sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
 
 
+def _caller_site() -> str:
+    """file:line of the user code that called attach() (through capture()
+    or a pytest fixture, too); "" when nothing but meshscope, torch and the
+    standard library is on the stack: the loader `meshscope record` puts on
+    PYTHONPATH attached as the interpreter started."""
+    skip = tuple(_internal_prefixes())
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith("<") and not os.path.abspath(path).startswith(skip) \
+                and "/_pytest/" not in path and "/pluggy/" not in path:
+            return f"{path}:{frame.f_lineno}"
+        frame = frame.f_back
+    return ""
+
+
 def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathLike[str] = "observe",
            level: str = "dtensor", *, run_id: str | None = None) -> Session:
     """Starts recording this rank into `run_dir` (default: $MESHSCOPE_RUN_DIR,
@@ -172,6 +188,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
             "run_id": run_id or os.environ.get("MESHSCOPE_RUN_ID", ""),
             "backend": backend, "device_type": device, "torch_version": torch.__version__,
             "command": list(sys.argv), "internal_prefixes": _internal_prefixes(),
+            "attached_at": _caller_site(),
             "own_prefixes": _prefixes({os.path.dirname(__file__)}),
         })
         try:
