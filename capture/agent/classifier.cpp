@@ -1,5 +1,7 @@
 #include "capture/agent/classifier.h"
 
+#include <tuple>
+
 #include "capture/agent/torch_types.h"
 
 namespace meshscope::capture {
@@ -41,6 +43,16 @@ Classification classify(const ClassifyInput& in) {
     // optimizer's state or hyperparameter.
     auto [ownerClass, owner] =
         in.plainObj ? lookupOwner(in.plainObj) : std::pair{OriginClass::Unknown, std::string()};
+    // A view of one (`self.sinks.reshape(...)`, `cache[:, a:b]`): the same
+    // class as its base.
+    if (ownerClass == OriginClass::Unknown && in.plain && in.plain->is_view() && in.plainObj) {
+        PyRef base = PyRef::steal(PyObject_GetAttrString(in.plainObj, "_base"));
+        PyErr_Clear();
+        if (base && base.get() != Py_None) {
+            std::tie(ownerClass, owner) = lookupOwner(base.get());
+            if (ownerClass != OriginClass::Unknown) owner = "a view of " + owner;
+        }
+    }
     if (ownerClass == OriginClass::OptimizerState) {
         out.origin = ownerClass;
         out.evidence = owner;

@@ -244,6 +244,20 @@ std::string attributeHolding(PyObject* self, PyObject* obj) {
     return name;
 }
 
+// A Keras (torch backend) variable, kept by the model's `_torch_params`
+// under its path "d3/kernel": "model.get_layer('d3').kernel"; else "".
+std::string kerasVariable(const std::string& name, PyObject* module, const std::string& path,
+                          const std::string& attr) {
+    size_t slash = attr.rfind('/');
+    if (path != "_torch_params" || slash == std::string::npos ||
+        !PyObject_HasAttrString(module, "get_layer"))
+        return {};
+    size_t layer = attr.rfind('/', slash - 1);
+    layer = layer == std::string::npos ? 0 : layer + 1;
+    return name + ".get_layer('" + attr.substr(layer, slash - layer) + "')." +
+           attr.substr(slash + 1);
+}
+
 // "model.layers.3.attn.mask" when a submodule of `module` (named `name`)
 // holds `obj` (the module itself: "model.mask"), else "".
 std::string moduleHolding(const std::string& name, PyObject* module, PyObject* obj) {
@@ -260,7 +274,8 @@ std::string moduleHolding(const std::string& name, PyObject* module, PyObject* o
         std::string path = PyUnicode_Check(PyTuple_GET_ITEM(item.get(), 0))
                                ? utf8(PyTuple_GET_ITEM(item.get(), 0))
                                : std::string();
-        found = name + "." + (path.empty() ? "" : path + ".") + attr;
+        found = kerasVariable(name, module, path, attr);
+        if (found.empty()) found = name + "." + (path.empty() ? "" : path + ".") + attr;
     }
     PyErr_Clear();
     return found;

@@ -251,8 +251,34 @@ bool OpHandler::tagsFactory() const {
     return m_info->isFactory && tagsCreations(m_agent.phase());
 }
 
-Provenance birthProvenance(Agent& agent, const std::string& what) {
-    UserFrame frame = agent.frames().userFrame(agent.writer());
+namespace {
+
+// While Dynamo traces, the user's code is not running as Python frames:
+// the innermost frame Dynamo is tracing, or an empty frame.
+UserFrame tracedFrame(RankWriter& writer) {
+    static PyObject* userStack = tracingHelper("user_stack");
+    PyRef stack = PyRef::steal(userStack ? PyObject_CallNoArgs(userStack) : nullptr);
+    UserFrame out;
+    const char* file = nullptr;
+    const char* function = nullptr;
+    if (stack && PyList_Check(stack.get()) && PyList_GET_SIZE(stack.get()) > 0 &&
+        PyArg_ParseTuple(PyList_GET_ITEM(stack.get(), PyList_GET_SIZE(stack.get()) - 1), "sis",
+                         &file, &out.line, &function)) {
+        out.file = file;
+        Frame f{writer.intern(file), out.line, writer.intern(function)};
+        out.stack = writer.internStack(std::span<const Frame>(&f, 1));
+    }
+    PyErr_Clear();
+    return out;
+}
+
+}  // namespace
+
+Provenance birthProvenance(Agent& agent, const std::string& what, const at::Tensor* made) {
+    UserFrame frame;
+    if (made && made->defined() && made->key_set().has(c10::DispatchKey::Python))
+        frame = tracedFrame(agent.writer());  // a fake tensor: made while Dynamo traces
+    if (frame.file.empty()) frame = agent.frames().userFrame(agent.writer());
     const std::string& label = Agent::threadPhaseLabel();
     Phase phase = agent.phase();
     Provenance p;
@@ -282,9 +308,9 @@ void OpHandler::afterPlainOp(const Operands& outputs) {
         // torch.tensor(data), torch.as_tensor(array) and torch.from_numpy()
         // lift their new tensor with aten::lift_fresh
         static const std::string lifted = "torch.tensor/as_tensor/from_numpy (aten::lift_fresh)";
-        tagOutputs(
-            outputs,
-            birthProvenance(m_agent, m_info->text == "aten::lift_fresh" ? lifted : m_info->text));
+        tagOutputs(outputs, birthProvenance(
+                                m_agent, m_info->text == "aten::lift_fresh" ? lifted : m_info->text,
+                                outputs.empty() ? nullptr : &outputs.front().tensor()));
     } else if (m_agent.tensors().hasProvenance()) {
         propagate(outputs);
     }
@@ -485,7 +511,8 @@ std::string OpHandler::incidentText(const IncidentRecord& inc, const Operand& pl
     if (!m_plainName.empty()) text += "  the plain tensor is `" + m_plainName + "` there\n";
     if (!frame.file.empty())
         text += "  op called at " + frame.file + ":" + std::to_string(frame.line) + "\n";
-    FixSuggestion fix = suggestFix(c.origin, "mesh", 0, m_plainName);
+    FixSuggestion fix =
+        suggestFix(c.origin, "mesh", 0, m_plainName, m_torch.hasBatchDim(m_refFacts.mesh));
     text += "  fix: " + fix.summary + (fix.code.empty() ? "" : ", e.g. " + fix.code) + "\n";
     text += "  policy: " + std::string(toString(inc.action)) + " (" + m_policyRule + ")";
     return text;
@@ -549,8 +576,22 @@ PyObject* OpHandler::incident() {
         frame = m_agent.frames().userFrame(m_writer, true);
     }
     Classification cls = classifyOperand(*plain);
-    m_plainName = m_agent.frames().heldAs(
-        m_real && plain->obj == m_fake ? m_real.get() : plain->obj, m_writer);
+    PyObject* plainObj = m_real && plain->obj == m_fake ? m_real.get() : plain->obj;
+    m_plainName = m_agent.frames().heldAs(plainObj, m_writer);
+    if (m_plainName.empty() && m_traced && plain->obj == m_fake) {  // a local of traced code
+        static PyObject* heldAs = tracingHelper("held_as");
+        PyRef name = PyRef::steal(heldAs ? PyObject_CallOneArg(heldAs, m_fake) : nullptr);
+        const char* text =
+            name && PyUnicode_Check(name.get()) ? PyUnicode_AsUTF8(name.get()) : nullptr;
+        if (text) m_plainName = text;
+        PyErr_Clear();
+    }
+    if (m_plainName.empty() && plainObj && plain->tensor().is_view()) {  // k_out[:, a:b] = k
+        PyRef base = PyRef::steal(PyObject_GetAttrString(plainObj, "_base"));
+        PyErr_Clear();
+        if (base && base.get() != Py_None)
+            m_plainName = m_agent.frames().heldAs(base.get(), m_writer);
+    }
     bool byTorch = at::get_dtensor_allow_implicit_replication();
     PolicyDecision decision =
         byTorch ? PolicyDecision{Action::Replicated, 0,
@@ -595,8 +636,14 @@ PyObject* OpHandler::observeWithModeBelow(IncidentRecord& inc, const Operand& pl
         inc.action = replicates ? Action::Replicated : Action::Observed;
         inc.outcome = Outcome::Reconciled;
         inc.promotedPlacements = m_writer.intern(replicates ? "[Replicate()]" : "by " + name);
-        inc.policyRule = m_writer.intern(decision.rule + "; " + name + " (below meshscope) " +
-                                         (replicates ? "replicated it" : "let the op run"));
+        std::string did = !replicates ? "let the op run"
+                          : name == "KerasDTensorPromotionMode"
+                              ? "replicated it: Keras' torch backend promotes a plain tensor "
+                                "that meets a DTensor with DTensor.from_local(t, mesh, "
+                                "[Replicate()] * mesh.ndim), trusting every rank to hold the "
+                                "same values (the fingerprint checks that)"
+                              : "replicated it";
+        inc.policyRule = m_writer.intern(decision.rule + "; " + name + " (below meshscope) " + did);
     } else {
         inc.outcome = Outcome::Raised;
         inc.policyRule = m_writer.intern(decision.rule);

@@ -1,5 +1,7 @@
 #include "capture/agent/torch_types.h"
 
+#include "core/analysis/fix_suggestion.h"
+
 #include <structmember.h>
 
 #include <stdexcept>
@@ -404,34 +406,18 @@ std::string TorchTypes::meshText(MeshId id) const {
     return "mesh ?";
 }
 
-namespace {
-constexpr std::string_view kBatchNames[] = {"batch",        "data", "dp", "dp_shard",
-                                            "dp_replicate", "fsdp", "ddp"};
-
-bool isBatchName(const std::string& name) {
-    for (auto batch : kBatchNames)
-        if (name == batch) return true;
-    return false;
-}
-}  // namespace
-
 int TorchTypes::batchMeshDim(MeshId id) const {
     for (auto& [obj, entry] : m_meshes) {
         if (entry.id != id) continue;
         for (size_t i = 0; i < entry.dimNames.size(); ++i)
-            if (isBatchName(entry.dimNames[i])) return int(i);
+            if (meshHasBatchDim({entry.dimNames[i]})) return int(i);
     }
     return 0;
 }
 
 bool TorchTypes::hasBatchDim(MeshId id) const {
-    for (auto& [obj, entry] : m_meshes) {
-        if (entry.id != id) continue;
-        if (entry.dimNames.empty()) return true;
-        for (const auto& name : entry.dimNames)
-            if (isBatchName(name)) return true;
-        return false;
-    }
+    for (auto& [obj, entry] : m_meshes)
+        if (entry.id == id) return meshHasBatchDim(entry.dimNames);
     return true;
 }
 

@@ -63,12 +63,49 @@ std::string pythonReference(std::string_view name) {
     return out;
 }
 
+// "d3/kernel" when `name` is the agent's name for a Keras variable,
+// "model.get_layer('d3').kernel", else "".
+std::string kerasVariablePath(std::string_view name) {
+    constexpr std::string_view call = ".get_layer('";
+    size_t at = name.find(call);
+    if (at == std::string_view::npos) return {};
+    size_t layer = at + call.size(), close = name.find("').", layer);
+    if (close == std::string_view::npos) return {};
+    std::string_view variable = name.substr(close + 3);
+    if (variable.empty() || !pythonReference(variable).size()) return {};
+    return std::string(name.substr(layer, close - layer)) + "/" + std::string(variable);
+}
+
 }  // namespace
 
+bool meshHasBatchDim(const std::vector<std::string>& dimNames) {
+    constexpr std::string_view kBatchNames[] = {"batch",        "data", "dp", "dp_shard",
+                                                "dp_replicate", "fsdp", "ddp"};
+    if (dimNames.empty()) return true;
+    for (const std::string& name : dimNames)
+        for (std::string_view batch : kBatchNames)
+            if (name == batch) return true;
+    return false;
+}
+
 FixSuggestion suggestFix(OriginClass origin, std::string_view mesh, int batchDim,
-                         std::string_view name) {
+                         std::string_view name, bool batchOnMesh) {
+    // A Keras variable outside the plan: the fix is a LayoutMap key, in Keras
+    if (std::string path = kerasVariablePath(name);
+        origin == OriginClass::UnshardedParam && !path.empty())
+        return {
+            "add a key for the variable to the ModelParallel LayoutMap (or fix the key that "
+            "was meant to match it)",
+            "layout_map['" + path + "'] = (None, 'model')  # its axes on the mesh"};
     const OriginInfo& info = originInfo(origin);
     std::string reference = pythonReference(name);
+    if (origin == OriginClass::InputData && !batchOnMesh) {
+        std::string batch = reference.empty() ? std::string(info.placeholder) : reference;
+        return {
+            "the mesh has only model dims: every rank must feed the same batch, replicated "
+            "(or add a data-parallel mesh dim and shard the batch over it)",
+            fmt::format("{0} = DTensor.from_local({0}, {1}, [Replicate()])", batch, mesh)};
+    }
     std::string code =
         info.fixCode.empty()
             ? std::string()

@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/store/records.h"
 
@@ -19,8 +20,15 @@ struct FixSuggestion {
 // `mesh`, `batchDim` and `name` (the user's name for the plain tensor,
 // "mask" or "self.mask"; empty: the origin's placeholder) only shape the
 // example code.
+// `batchOnMesh` false: the mesh has only model dims, so input data cannot
+// be sharded by batch (every rank must hold the same batch) and the fix
+// replicates it, as the auto policy does.
 FixSuggestion suggestFix(OriginClass origin, std::string_view mesh = "mesh", int batchDim = 0,
-                         std::string_view name = {});
+                         std::string_view name = {}, bool batchOnMesh = true);
+
+// Whether a mesh with these dim names can shard input data by batch: a
+// data-parallel dim ("batch", "data", "dp", "fsdp", ...), or no names.
+bool meshHasBatchDim(const std::vector<std::string>& dimNames);
 
 // One-line description of an origin class: "input data not distributed".
 std::string_view describeOrigin(OriginClass origin);

@@ -36,6 +36,11 @@ const OperandDetail* plainOperandOf(const IncidentDetail& incident) {
 
 }  // namespace
 
+FixSuggestion suggestFixFor(const IncidentDetail& incident) {
+    return suggestFix(incident.origin, "mesh", 0, plainOperandName(incident),
+                      !incident.mesh || meshHasBatchDim(incident.mesh->dimNames));
+}
+
 std::string plainOperandName(const IncidentDetail& incident) {
     const OperandDetail* plain = plainOperandOf(incident);
     return plain ? plain->label : std::string();
@@ -88,7 +93,7 @@ IncidentExplanation explainIncident(const IncidentDetail& d, const IncidentGroup
     e.reconciliation = reconciliationText(d);
     e.policyRule = d.policyRule;
     if (verdict) e.verdict = describeVerdict(*verdict);
-    e.fix = group ? group->fix : suggestFix(d.origin, "mesh", 0, plainOperandName(d));
+    e.fix = group ? group->fix : suggestFixFor(d);
     if (group)
         e.fixScope = fmt::format("group #{}, {} incident(s) at {}", group->id, group->count,
                                  formatLocation(group->site));

@@ -51,6 +51,11 @@ std::string describeVerdict(Verdict verdict);
 // "self.mask"), as the agent found it; "" when none was found.
 std::string plainOperandName(const IncidentDetail& incident);
 
+// The fix for this incident: its origin's, in the user's name for the plain
+// tensor, and for input data on a mesh without a data-parallel dim the
+// replicated batch.
+FixSuggestion suggestFixFor(const IncidentDetail& incident);
+
 // "operand 1 batch torch.float32 [8, 16]" for the incident's plain operand.
 std::string describePlainOperand(const IncidentDetail& incident);
 

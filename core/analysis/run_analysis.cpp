@@ -242,12 +242,16 @@ IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& in
         }
         d.operands.push_back(std::move(od));
     }
+    // an element of a list argument (torch.cat's) shares its operand row
+    // with the list's first element
     if (!plainSeen && inc.plainTensor) {
         if (auto t = rank.tensor(inc.plainTensor)) {
             OperandDetail od;
             od.index = inc.operandIndex;
             od.plain = true;
             describeTensor(rank, *t, od);
+            std::vector<SourceFrame> created = resolveStack(rank, t->createdAt);
+            if (!created.empty()) d.createdAt = formatLocation(created[0]);
             d.operands.push_back(std::move(od));
         }
     }
@@ -333,7 +337,7 @@ class IncidentGrouping {
             IncidentRecord withOperands = inc;
             withOperands.operands = rank.incidentOperands(inc.seq);
             g.example = describeIncident(rank, withOperands);
-            g.fix = suggestFix(inc.origin, "mesh", 0, plainOperandName(g.example));
+            g.fix = suggestFixFor(g.example);
             m_a.groups.push_back(std::move(g));
             m_seen.emplace_back();
         }

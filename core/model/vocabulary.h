@@ -58,9 +58,10 @@ inline constexpr std::array kOrigins = std::to_array<OriginInfo>({
      "{name} = DTensor.from_local({name}, {mesh}, [Replicate()])", "mask"},
     {OriginClass::StrippedDTensor, "C: DTensor stripped to a plain tensor",
      "a DTensor stripped to a plain tensor", "MixedTensorStrippedDTensor",
-     "keep the DTensor instead of its local shard, or wrap the local computation with local_map "
-     "/ register_sharding",
-     "out = local_map(fn, out_placements=[Shard(0)])(x)"},
+     "keep the DTensor instead of its local shard or full tensor; where local computation is "
+     "meant, wrap it with local_map / register_sharding, or re-wrap its result with the "
+     "placements it stands for (Replicate() for a full_tensor())",
+     "{name} = DTensor.from_local({name}, {mesh}, [Replicate()])", "out"},
     {OriginClass::InputData, "D: input data not distributed", "input data not distributed",
      "MixedTensorInputData",
      "distribute each batch: every rank's batch is its shard of the global batch",

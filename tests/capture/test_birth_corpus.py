@@ -27,7 +27,8 @@ def expected(script: str) -> dict:
     """The script's EXPECT: ops (the incident's op is one of them), origin
     (letter), name (the user's name for the plain tensor; "" where it is a
     temporary no name holds, as in `grad / (norm + eps)`), and optionally
-    plan_hint (the framework plan's fix the evidence must carry)."""
+    plan_hint (the framework plan's fix the evidence must carry) and fix
+    (what the fix snippet must hold when it is no assignment to the name)."""
     tree = ast.parse((CORPUS / f"{script}.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
@@ -67,6 +68,8 @@ def test_incident_names_birth_site_and_variable(tmp_path, script):
         assert f" {name} " in explained["plain_operand"] + " "
     if "plan_hint" in expect:
         assert expect["plan_hint"] in inc["evidence"], inc["evidence"]
-    if name and explained["fix"]["code"] and origin != "E":
+    if "fix" in expect:  # a fix in the framework's own API rather than the name's
+        assert expect["fix"] in explained["fix"]["code"], explained["fix"]
+    elif name and explained["fix"]["code"] and origin != "E":
         code, ref = explained["fix"]["code"], re.sub(r"\.(\d+)", r"[\1]", name)  # layers.3 -> [3]
         assert code.startswith(ref) or f"({ref}" in code, code

@@ -42,6 +42,16 @@ TEST(Vocabulary, FixCodeFillsInTheMeshAndBatchDim) {
               "[Replicate()])");
     EXPECT_EQ(suggestFix(OriginClass::WeightLoading, "mesh", 0, "sd['w']").code,
               "param.copy_(distribute_tensor(sd['w'], param.device_mesh, param.placements))");
+    // input data on a mesh of model dims only: the same batch on every rank, replicated
+    EXPECT_EQ(suggestFix(OriginClass::InputData, "mesh", 0, "input_ids", false).code,
+              "input_ids = DTensor.from_local(input_ids, mesh, [Replicate()])");
+    EXPECT_FALSE(meshHasBatchDim({"tp"}));
+    EXPECT_TRUE(meshHasBatchDim({"dp", "tp"}));
+    EXPECT_TRUE(meshHasBatchDim({}));
+    // a Keras variable: the fix is the LayoutMap key, not a torch snippet
+    EXPECT_EQ(
+        suggestFix(OriginClass::UnshardedParam, "mesh", 0, "model.get_layer('d3').kernel").code,
+        "layout_map['d3/kernel'] = (None, 'model')  # its axes on the mesh");
     EXPECT_EQ(suggestFix(OriginClass::InputData, "mesh", 0, "batch[0]").code,
               "batch[0] = DTensor.from_local(batch[0], mesh, [Shard(0)])");
     for (std::string_view bad : {"lab|el", "x; import os", "1x", "a..b", ".", "a[']", "a[x]",

@@ -112,7 +112,7 @@ TEST(MarkdownReport, EscapesRecordedText) {
     EXPECT_EQ(validUtf8(md), md);
     // The op sits in a code span its backticks cannot close.
     EXPECT_NE(md.find("`` aten::evil</script>"), std::string::npos) << md;
-    EXPECT_NE(md.find("```python\nbatch = DTensor.from_local(batch, mesh, [Shard(0)])\n```"),
+    EXPECT_NE(md.find("```python\nbatch = DTensor.from_local(batch, mesh, [Replicate()])\n```"),
               std::string::npos);
     // One line per table row: the newline in the evidence is folded.
     EXPECT_EQ(md.find("\nline"), std::string::npos);

@@ -114,8 +114,25 @@ def _torch_plan(root: torch.nn.Module, name: str, kind: str) -> str:
     distribute = f"{owner}.{attr} = nn.Parameter(distribute_tensor({owner}.{attr}, mesh, [Replicate()]))"
     if not module:  # the root's own parameter: no plan entry can name it
         return f" ({distribute})"
-    return (f" (add {module!r}: ColwiseParallel() or RowwiseParallel() to the parallelize_module "
-            f"plan, or {distribute})")
+    style = _parallel_style(root, module)
+    if not style:  # no ParallelStyle takes this kind of module
+        return f" ({distribute})"
+    return f" (add {module!r}: {style} to the parallelize_module plan, or {distribute})"
+
+
+def _parallel_style(root: torch.nn.Module, path: str) -> str:
+    """The ParallelStyle a parallelize_module plan entry for this module
+    would use: Colwise/Rowwise take nn.Linear and nn.Embedding only, and a
+    norm layer's weight is replicated by SequenceParallel."""
+    try:
+        module = root.get_submodule(path)
+    except AttributeError:
+        return ""
+    if isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
+        return "ColwiseParallel() or RowwiseParallel()"
+    if "Norm" in type(module).__name__:
+        return "SequenceParallel()"
+    return ""
 
 
 def describe_tensor(tensor: torch.Tensor) -> tuple[str, str] | None:

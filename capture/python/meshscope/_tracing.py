@@ -30,3 +30,24 @@ def real_tensor(fake: Any) -> Any:
         if meta.tensor_memo.get(tensor_id) is fake:
             return real
     return None
+
+
+def held_as(fake: Any) -> str:
+    """The name of the traced code's local that holds `fake` (innermost
+    frame first), or "": the traced function's variables are Dynamo's
+    symbolic locals, not a Python frame's."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+    except Exception:  # noqa: BLE001 - not tracing, or another Dynamo version
+        return ""
+    while tx is not None:
+        for name, variable in tx.symbolic_locals.items():
+            try:
+                if variable.as_proxy().node.meta.get("example_value") is fake:
+                    return name
+            except Exception:  # noqa: BLE001 - not a tensor variable
+                continue
+        tx = getattr(tx, "parent", None)
+    return ""
