@@ -1,6 +1,6 @@
 #include "capture/agent/classifier.h"
 
-#include <tuple>
+#include <torch/csrc/autograd/python_variable.h>
 
 #include "capture/agent/torch_types.h"
 
@@ -9,22 +9,30 @@ namespace {
 
 PyObject* g_parameterLookup = nullptr;  // strong reference
 
-// (origin, evidence) from the adapters' lookup, or origin Unknown.
-std::pair<OriginClass, std::string> lookupOwner(PyObject* obj) {
-    if (!g_parameterLookup) return {OriginClass::Unknown, {}};
+struct Owner {
+    OriginClass origin = OriginClass::Unknown;
+    std::string evidence;
+    PyRef born;  // the tensor whose birth is this one's (a gradient's parameter), or null
+};
+
+// What the adapters' lookup says `obj` is: (origin, evidence[, tensor whose
+// birth site it shares]), or origin Unknown.
+Owner lookupOwner(PyObject* obj) {
+    Owner out;
+    if (!g_parameterLookup) return out;
     PyRef result = PyRef::steal(PyObject_CallOneArg(g_parameterLookup, obj));
-    if (!result || !PyTuple_Check(result.get()) || PyTuple_GET_SIZE(result.get()) != 2) {
-        PyErr_Clear();
-        return {OriginClass::Unknown, {}};
-    }
-    const char* origin = PyUnicode_AsUTF8(PyTuple_GET_ITEM(result.get(), 0));
+    Py_ssize_t size = result && PyTuple_Check(result.get()) ? PyTuple_GET_SIZE(result.get()) : 0;
+    const char* origin = size >= 2 ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(result.get(), 0)) : nullptr;
     const char* evidence = origin ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(result.get(), 1)) : nullptr;
     if (!origin || !evidence) {
         PyErr_Clear();
-        return {OriginClass::Unknown, {}};
+        return out;
     }
-    auto cls = originFromChar(origin[0]);
-    return {cls.value_or(OriginClass::Unknown), evidence};
+    out.origin = originFromChar(origin[0]).value_or(OriginClass::Unknown);
+    out.evidence = evidence;
+    if (size >= 3 && THPVariable_Check(PyTuple_GET_ITEM(result.get(), 2)))
+        out.born = PyRef::borrow(PyTuple_GET_ITEM(result.get(), 2));
+    return out;
 }
 
 }  // namespace
@@ -41,18 +49,26 @@ Classification classify(const ClassifyInput& in) {
 
     // A: a module's own parameter or buffer, still a plain tensor; E: an
     // optimizer's state or hyperparameter.
-    auto [ownerClass, owner] =
-        in.plainObj ? lookupOwner(in.plainObj) : std::pair{OriginClass::Unknown, std::string()};
+    Owner found = in.plainObj ? lookupOwner(in.plainObj) : Owner{};
     // A view of one (`self.sinks.reshape(...)`, `cache[:, a:b]`): the same
     // class as its base.
-    if (ownerClass == OriginClass::Unknown && in.plain && in.plain->is_view() && in.plainObj) {
+    if (found.origin == OriginClass::Unknown && in.plain && in.plain->is_view() && in.plainObj) {
         PyRef base = PyRef::steal(PyObject_GetAttrString(in.plainObj, "_base"));
         PyErr_Clear();
         if (base && base.get() != Py_None) {
-            std::tie(ownerClass, owner) = lookupOwner(base.get());
-            if (ownerClass != OriginClass::Unknown) owner = "a view of " + owner;
+            found = lookupOwner(base.get());
+            if (found.origin != OriginClass::Unknown)
+                found.evidence = "a view of " + found.evidence;
         }
     }
+    // a parameter's gradient is born where its parameter was
+    if (found.born && in.tensors) {
+        const Provenance* born = in.tensors->provenance(THPVariable_Unpack(found.born.get()));
+        out.createdAt = born ? born->createdAt : StackId{};
+        out.bornAsOwner = true;
+    }
+    OriginClass ownerClass = found.origin;
+    const std::string& owner = found.evidence;
     if (ownerClass == OriginClass::OptimizerState) {
         out.origin = ownerClass;
         out.evidence = owner;

@@ -22,6 +22,9 @@ struct Classification {
     OriginClass origin = OriginClass::Unknown;
     std::string evidence;
     StackId createdAt;  // where the tensor was created, when known
+    // createdAt is another tensor's birth (a gradient's parameter's), not
+    // the one the tensor's own provenance records
+    bool bornAsOwner = false;
 };
 
 struct ClassifyInput {
@@ -39,6 +42,7 @@ struct ClassifyInput {
     // Where the Python API attached the agent ("train.py:40"); empty when
     // `meshscope record` attached it as the interpreter started.
     std::string_view attachedAt;
+    TensorTable* tensors = nullptr;  // for the birth of a tensor the lookup names
 };
 
 // Python callback the adapters install: (tensor) -> ("A", "parameter

@@ -240,6 +240,17 @@ std::string attributeHolding(PyObject* self, PyObject* obj) {
         PyObject* d = PyDict_GetItemString(dict, inner);  // borrowed
         if (d && PyDict_Check(d)) name = keyHolding(d, obj);
     }
+    // a parameter's gradient: "weight.grad"
+    PyObject* params = name.empty() ? PyDict_GetItemString(dict, "_parameters") : nullptr;
+    PyObject *key, *param;
+    Py_ssize_t pos = 0;
+    while (params && PyDict_Check(params) && name.empty() &&
+           PyDict_Next(params, &pos, &key, &param)) {
+        PyRef grad =
+            PyRef::steal(param != Py_None ? PyObject_GetAttrString(param, "grad") : nullptr);
+        PyErr_Clear();
+        if (grad.get() == obj && PyUnicode_Check(key)) name = utf8(key) + ".grad";
+    }
     Py_DECREF(dict);
     return name;
 }

@@ -365,11 +365,16 @@ void OpHandler::propagate(const Operands& outs) {
     for (const Operand& op : outs)
         if (!op.dtensor && !tensors.provenance(op.tensor()))
             if (TensorTable::Entry* entry = tensors.setProvenance(op.tensor(), derived)) {
-                if (!step) {
-                    Provenance last;
-                    last.evidence = m_info->text;
-                    last.createdAt = m_agent.frames().userStack(m_writer);
-                    step = tensors.intern(std::move(last));
+                if (!step) {  // kept by frame and op: a step run every iteration formats nothing
+                    TensorTable::PlaceKey key{m_agent.frames().userStack(m_writer), m_info->name,
+                                              TensorTable::kLastStepPlace};
+                    if (!(step = tensors.byPlace(key))) {
+                        Provenance last;
+                        last.evidence = m_info->text;
+                        last.createdAt = key.stack;
+                        step = tensors.intern(std::move(last));
+                        tensors.rememberPlace(key, step);
+                    }
                 }
                 entry->lastStep = step;
             }
@@ -511,8 +516,11 @@ std::string OpHandler::incidentText(const IncidentRecord& inc, const Operand& pl
     if (!m_plainName.empty()) text += "  the plain tensor is `" + m_plainName + "` there\n";
     if (!frame.file.empty())
         text += "  op called at " + frame.file + ":" + std::to_string(frame.line) + "\n";
-    FixSuggestion fix =
-        suggestFix(c.origin, "mesh", 0, m_plainName, m_torch.hasBatchDim(m_refFacts.mesh));
+    bool gradient = c.evidence.starts_with("gradient of ");  // fixed by its parameter
+    auto fsdp = c.origin == OriginClass::UnshardedParam ? fullyShardFix(c.evidence) : std::nullopt;
+    FixSuggestion fix = fsdp ? *fsdp
+                             : suggestFix(c.origin, "mesh", 0, gradient ? "" : m_plainName,
+                                          m_torch.hasBatchDim(m_refFacts.mesh));
     text += "  fix: " + fix.summary + (fix.code.empty() ? "" : ", e.g. " + fix.code) + "\n";
     text += "  policy: " + std::string(toString(inc.action)) + " (" + m_policyRule + ")";
     return text;
@@ -531,12 +539,15 @@ Classification OpHandler::classifyOperand(const Operand& op) {
         lastStep = last->evidence + m_agent.frames().whereOf(last->createdAt);
     ci.lastStep = lastStep;
     ci.attachedAt = m_agent.config().attachedAt;
+    ci.tensors = &m_agent.tensors();
     ci.opName = m_info->text;
     ci.copyIntoDTensor = m_info->isCopy && m_inputs.front().dtensor;
     ci.insideLoadStateDict = Agent::insideLoadStateDict();
     ci.phase = m_agent.phase();
     ci.phaseLabel = Agent::threadPhaseLabel();
     Classification c = classify(ci);
+    if (c.bornAsOwner)  // the record of the plain tensor carries that birth
+        m_agent.tensors().setProvenance(t, Provenance{c.origin, c.evidence, c.createdAt});
     if (!m_traced || op.obj != m_fake) return c;
     if (c.origin == OriginClass::Unknown && real) {
         c.origin = OriginClass::InputData;

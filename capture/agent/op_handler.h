@@ -98,8 +98,7 @@ struct ArgEditor;
 // (forward B, optimizer E, data loading D, anything else H) and its birth
 // site is the current user frame (for a fake tensor `made` while Dynamo
 // traces, the frame Dynamo is tracing).
-Provenance birthProvenance(Agent& agent, const std::string& what,
-                           const at::Tensor* made = nullptr);
+Provenance birthProvenance(Agent& agent, const std::string& what, const at::Tensor* made = nullptr);
 
 class OpHandler {
   public:

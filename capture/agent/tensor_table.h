@@ -87,10 +87,11 @@ class TensorTable {
     // formats nothing; forgotten with the table.
     struct PlaceKey {
         StackId stack;
-        StringId layout;
-        int kind = 0;
+        StringId layout;  // or the op of a chain's last step
+        int kind = 0;     // to_local() 0, full_tensor() 1, kLastStepPlace
         bool operator==(const PlaceKey&) const = default;
     };
+    static constexpr int kLastStepPlace = 2;
     ProvenancePtr byPlace(const PlaceKey& key) const {
         auto it = m_byPlace.find(key);
         return it == m_byPlace.end() ? nullptr : it->second;

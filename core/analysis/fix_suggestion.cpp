@@ -78,6 +78,20 @@ std::string kerasVariablePath(std::string_view name) {
 
 }  // namespace
 
+std::optional<FixSuggestion> fullyShardFix(std::string_view evidence) {
+    constexpr std::string_view call = "(fully_shard(";
+    size_t at = evidence.find(call);
+    size_t close = at == std::string_view::npos ? at : evidence.find(')', at + call.size());
+    if (close == std::string_view::npos) return std::nullopt;
+    std::string_view shard = evidence.substr(at + 1, close - at);  // fully_shard(model.head)
+    std::string code(shard);
+    if (shard != "fully_shard(model)") code += "  # then fully_shard(model) for the root";
+    return FixSuggestion{
+        "shard it with FSDP2 too: fully_shard the module that owns it before "
+        "the first forward (the root last)",
+        std::move(code)};
+}
+
 bool meshHasBatchDim(const std::vector<std::string>& dimNames) {
     constexpr std::string_view kBatchNames[] = {"batch",        "data", "dp", "dp_shard",
                                                 "dp_replicate", "fsdp", "ddp"};

@@ -4,6 +4,7 @@
 // (DESIGN.md §1), worded for a person reading an error message or a report.
 // Shared by the capture agent's strict errors, the CLI reports and the GUI.
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,11 @@ struct FixSuggestion {
 // replicates it, as the auto policy does.
 FixSuggestion suggestFix(OriginClass origin, std::string_view mesh = "mesh", int batchDim = 0,
                          std::string_view name = {}, bool batchOnMesh = true);
+
+// The fix for origin A when the agent's evidence names an FSDP2 plan
+// ("... (fully_shard(model.head) for its module, ...)"): that call, in
+// FSDP2's API; nullopt otherwise.
+std::optional<FixSuggestion> fullyShardFix(std::string_view evidence);
 
 // Whether a mesh with these dim names can shard input data by batch: a
 // data-parallel dim ("batch", "data", "dp", "fsdp", ...), or no names.

@@ -37,7 +37,12 @@ const OperandDetail* plainOperandOf(const IncidentDetail& incident) {
 }  // namespace
 
 FixSuggestion suggestFixFor(const IncidentDetail& incident) {
-    return suggestFix(incident.origin, "mesh", 0, plainOperandName(incident),
+    // a parameter's gradient is fixed by distributing the parameter, which
+    // the evidence names
+    if (incident.origin == OriginClass::UnshardedParam)
+        if (auto fsdp = fullyShardFix(incident.evidence)) return *fsdp;
+    bool gradient = incident.evidence.starts_with("gradient of ");
+    return suggestFix(incident.origin, "mesh", 0, gradient ? "" : plainOperandName(incident),
                       !incident.mesh || meshHasBatchDim(incident.mesh->dimNames));
 }
 

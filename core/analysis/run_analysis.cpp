@@ -234,6 +234,7 @@ IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& in
         std::optional<TensorRecord> t;
         OperandDetail od = describeOperand(rank, o, &t);
         if (t && t->isDTensor && !mesh && t->mesh) mesh = t->mesh;
+        if (inc.plainTensor && o.tensor != inc.plainTensor) od.plain = false;  // another one
         if (t && o.tensor == inc.plainTensor) {
             od.plain = true;
             plainSeen = true;

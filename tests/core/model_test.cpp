@@ -48,6 +48,13 @@ TEST(Vocabulary, FixCodeFillsInTheMeshAndBatchDim) {
     EXPECT_FALSE(meshHasBatchDim({"tp"}));
     EXPECT_TRUE(meshHasBatchDim({"dp", "tp"}));
     EXPECT_TRUE(meshHasBatchDim({}));
+    // FSDP2: the fully_shard call the evidence names
+    EXPECT_EQ(fullyShardFix("gradient of parameter head.weight of Model not in the sharding plan "
+                            "(fully_shard(model.head) for its module, or fully_shard(model) for "
+                            "the parameters no inner call took)")
+                  ->code,
+              "fully_shard(model.head)  # then fully_shard(model) for the root");
+    EXPECT_FALSE(fullyShardFix("parameter w of M not in the sharding plan (add 'w': ...)"));
     // a Keras variable: the fix is the LayoutMap key, not a torch snippet
     EXPECT_EQ(
         suggestFix(OriginClass::UnshardedParam, "mesh", 0, "model.get_layer('d3').kernel").code,

@@ -112,12 +112,25 @@ def _torch_plan(root: torch.nn.Module, name: str, kind: str) -> str:
         return (f" (no parallelize_module plan distributes buffers: "
                 f"{owner}.{attr} = distribute_tensor({owner}.{attr}, mesh, [Replicate()]))")
     distribute = f"{owner}.{attr} = nn.Parameter(distribute_tensor({owner}.{attr}, mesh, [Replicate()]))"
+    if _fully_sharded(root):  # FSDP2: fully_shard leaves out what no call wrapped
+        return (f" (fully_shard(model.{module}) for its module, or fully_shard(model) for the "
+                f"parameters no inner call took)" if module else
+                " (fully_shard(model) shards the root's own parameters)")
     if not module:  # the root's own parameter: no plan entry can name it
         return f" ({distribute})"
     style = _parallel_style(root, module)
     if not style:  # no ParallelStyle takes this kind of module
         return f" ({distribute})"
     return f" (add {module!r}: {style} to the parallelize_module plan, or {distribute})"
+
+
+def _fully_sharded(root: torch.nn.Module) -> bool:
+    """Whether FSDP2's fully_shard wrapped any module of `root`."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return False
+    return any(isinstance(m, FSDPModule) for m in root.modules())
 
 
 def _parallel_style(root: torch.nn.Module, path: str) -> str:
@@ -135,17 +148,20 @@ def _parallel_style(root: torch.nn.Module, path: str) -> str:
     return ""
 
 
-def describe_tensor(tensor: torch.Tensor) -> tuple[str, str] | None:
+def describe_tensor(tensor: torch.Tensor) -> tuple[Any, ...] | None:
     """Called from C++ when an incident needs classifying: is this plain
-    tensor a module's parameter/buffer (A) or optimizer state (E)? For A,
-    which framework plan left it out and how that framework fixes it."""
+    tensor a module's parameter/buffer (A), the gradient of such a parameter
+    (A, born where the parameter was: the parameter comes third), or
+    optimizer state (E)? For A, which framework plan left it out and how
+    that framework fixes it."""
     for root in _roots:
         for kind, named in (("parameter", root.named_parameters), ("buffer", root.named_buffers)):
             for name, p in named(remove_duplicate=False):
-                if p is tensor:
+                if p is tensor or (kind == "parameter" and p.grad is tensor):
                     where = (_keras_plan(name[len(_KERAS_VARIABLES):])
                              if name.startswith(_KERAS_VARIABLES) else _torch_plan(root, name, kind))
-                    return "A", f"{kind} {name} of {type(root).__name__} not in the sharding plan{where}"
+                    what = f"{kind} {name} of {type(root).__name__} not in the sharding plan{where}"
+                    return ("A", what) if p is tensor else ("A", f"gradient of {what}", p)
     for opt in _optimizers:
         kind = type(opt).__name__
         for group_index, group in enumerate(opt.param_groups):
