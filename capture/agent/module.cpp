@@ -7,11 +7,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include <semaphore.h>
+#include <signal.h>
+
+#include <atomic>
 #include <cctype>
+#include <chrono>
 #include <ctime>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "capture/agent/adapter_calls.h"
@@ -126,6 +132,46 @@ void tagBirth(py::handle tensor, const std::string& what, bool loaded) {
     agent->tensors().setProvenance(THPVariable_Unpack(tensor.ptr()), std::move(p));
 }
 
+// The SIGTERM guard (install_term_guard): Python's SIGTERM handler runs
+// only between bytecodes, so a rank blocked inside a collective would outlive
+// the signal. Our handler chains to Python's and wakes a thread that, if the
+// process still lives a second later, flushes the rank file and ends the
+// process with the default SIGTERM.
+struct sigaction g_pythonTerm {};
+sem_t g_termSignalled;
+std::atomic<bool> g_termHandled{false};  // Python's handler started: it ends the process
+
+void onTerm(int sig, siginfo_t* info, void* context) {
+    sem_post(&g_termSignalled);  // async-signal-safe
+    if (g_pythonTerm.sa_flags & SA_SIGINFO) {
+        if (g_pythonTerm.sa_sigaction) g_pythonTerm.sa_sigaction(sig, info, context);
+    } else if (g_pythonTerm.sa_handler != SIG_DFL && g_pythonTerm.sa_handler != SIG_IGN) {
+        g_pythonTerm.sa_handler(sig);
+    }
+}
+
+void installTermGuard() {
+    static bool installed = false;
+    if (installed) return;
+    installed = true;
+    sem_init(&g_termSignalled, 0, 0);
+    sigaction(SIGTERM, nullptr, &g_pythonTerm);
+    struct sigaction guard {};
+    guard.sa_sigaction = onTerm;
+    guard.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&guard.sa_mask);
+    sigaction(SIGTERM, &guard, nullptr);
+    std::thread([] {
+        while (sem_wait(&g_termSignalled) != 0) {
+        }
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        if (g_termHandled.load()) return;
+        if (Agent* agent = Agent::current()) agent->writer().flushNow();
+        signal(SIGTERM, SIG_DFL);
+        raise(SIGTERM);
+    }).detach();
+}
+
 py::object provenance(py::handle tensor) {
     Agent* agent = Agent::current();
     if (!agent || !THPVariable_Check(tensor.ptr())) return py::none();
@@ -198,6 +244,8 @@ PYBIND11_MODULE(_capture, m) {
     // Whether a plugin below torch (the NCCL profiler) records collectives.
     m.def("collective_plugin_listening", &CollectiveBridge::listening);
     m.def("enter_load_state_dict", &Agent::enterLoadStateDict);
+    m.def("install_term_guard", &installTermGuard);
+    m.def("term_handled", [] { g_termHandled.store(true); });
     m.def("tag_birth", &tagBirth, py::arg("tensor"), py::arg("what"), py::arg("loaded") = false);
     m.def("tag", &tag, py::arg("tensor"), py::arg("origin"), py::arg("evidence"),
           py::arg("with_location") = false);

@@ -118,6 +118,12 @@ Command addRecord(CLI::App& app) {
         ->capture_default_str();
     sub->add_option("-n,--nproc", o->rec.nproc, "Start N local ranks (no torchrun needed)")
         ->check(CLI::Range(1, 256));
+    sub->add_option("--kill-grace", o->rec.killGraceSeconds,
+                    "Seconds between SIGTERM and SIGKILL when the job stops (a rank failed, or "
+                    "Ctrl-C / SIGTERM to meshscope); env MESHSCOPE_KILL_GRACE")
+        ->envname("MESHSCOPE_KILL_GRACE")
+        ->check(CLI::Range(0, 3600))
+        ->capture_default_str();
     sub->add_flag("--gui", o->gui, "Open the run in meshscope-gui and follow it live");
     sub->add_option("command", o->rec.command, "Training command, after --")
         ->required()

@@ -8,11 +8,13 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <thread>
@@ -28,10 +30,34 @@ namespace {
 
 std::atomic<pid_t> g_children[256];
 std::atomic<int> g_childCount{0};
+std::atomic<int> g_stopSignal{0};  // the SIGINT/SIGTERM that asked the job to stop
 
+// The ranks run in process groups of their own, so a terminal's Ctrl-C
+// reaches this launcher only and each rank gets the signal once, from here.
+// A second signal kills them at once.
 void forwardSignal(int sig) {
+    int send = g_stopSignal.exchange(sig) ? SIGKILL : sig;
     for (int i = 0; i < g_childCount.load(); ++i)
-        if (pid_t pid = g_children[i].load(); pid > 0) kill(pid, sig);
+        if (pid_t pid = g_children[i].load(); pid > 0) kill(pid, send);
+}
+
+const char* signalName(int sig) {
+    switch (sig) {
+        case SIGINT:
+            return "SIGINT";
+        case SIGTERM:
+            return "SIGTERM";
+        case SIGKILL:
+            return "SIGKILL";
+        case SIGSEGV:
+            return "SIGSEGV";
+        case SIGABRT:
+            return "SIGABRT";
+        case SIGBUS:
+            return "SIGBUS";
+        default:
+            return nullptr;
+    }
 }
 
 int freePort() {
@@ -71,8 +97,13 @@ pid_t spawn(const std::vector<std::string>& command, const Env& env) {
     for (auto& e : entries)
         envp.push_back(e.data());
     envp.push_back(nullptr);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);  // a group of its own (see forwardSignal)
     pid_t pid = 0;
-    int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
+    int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
+    posix_spawnattr_destroy(&attr);
     if (rc != 0)
         throw std::runtime_error(fmt::format("cannot start '{}': {}", command[0], strerror(rc)));
     return pid;
@@ -84,14 +115,31 @@ int exitCodeOf(int status) {
     return 1;
 }
 
-// Waits for every child; after the first failure the others get SIGTERM,
-// then SIGKILL after the grace period (a rank stuck in a collective would
-// otherwise wait forever for the one that died).
-int waitAll(std::vector<pid_t> pids, int graceSeconds, std::ostream& log) {
+// Why a rank ended: "exited with 0", "killed by SIGKILL from meshscope
+// after the 10 s grace", ...
+std::string endOf(int status, bool killedByUs, int graceSeconds) {
+    if (WIFEXITED(status)) return fmt::format("exited with {}", WEXITSTATUS(status));
+    if (!WIFSIGNALED(status)) return "ended";
+    int sig = WTERMSIG(status);
+    const char* name = signalName(sig);
+    std::string text =
+        name ? fmt::format("killed by {}", name) : fmt::format("killed by signal {}", sig);
+    if (killedByUs) text += fmt::format(" from meshscope after the {} s grace", graceSeconds);
+    return text;
+}
+
+// Waits for every child. After the first failure, or a SIGINT/SIGTERM to
+// this launcher (forwarded once by forwardSignal), the ranks still running
+// get SIGTERM, then SIGKILL after the grace period: a rank blocked in a
+// collective (inside C++, where Python cannot act on a signal) would
+// otherwise wait forever for one that is gone.
+int waitAll(std::vector<pid_t> pids, int graceSeconds, std::ostream& log,
+            std::vector<std::string>& ends) {
     int firstFailure = 0;
     auto killAt = std::chrono::steady_clock::time_point::max();
-    bool termSent = false;
+    bool termSent = false, stopNoted = false, killed = false;
     size_t alive = pids.size();
+    ends.assign(pids.size(), "");
     while (alive > 0) {
         int status = 0;
         pid_t done = waitpid(-1, &status, WNOHANG);
@@ -101,17 +149,25 @@ int waitAll(std::vector<pid_t> pids, int graceSeconds, std::ostream& log) {
                 pids[i] = -1;
                 g_children[i].store(-1);
                 --alive;
+                ends[i] =
+                    endOf(status, killed && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                          graceSeconds);
                 int code = exitCodeOf(status);
-                if (code != 0 && firstFailure == 0) {
+                if (code != 0 && firstFailure == 0 && !g_stopSignal.load()) {
                     firstFailure = code;
                     if (pids.size() > 1)
-                        log << fmt::format(
-                            "meshscope: rank {} exited with {}; stopping the "
-                            "others\n",
-                            i, code);
+                        log << fmt::format("meshscope: rank {} {}; stopping the others\n", i,
+                                           ends[i]);
                 }
             }
             continue;
+        }
+        if (int sig = g_stopSignal.load(); sig && !stopNoted) {
+            stopNoted = termSent = true;  // forwardSignal sent it
+            if (firstFailure == 0) firstFailure = 128 + sig;
+            log << fmt::format("meshscope: got {}; stopping the ranks (SIGKILL after {} s)\n",
+                               signalName(sig) ? signalName(sig) : "a signal", graceSeconds);
+            killAt = std::chrono::steady_clock::now() + std::chrono::seconds(graceSeconds);
         }
         if (firstFailure != 0 && !termSent && alive > 0) {
             for (pid_t p : pids)
@@ -122,11 +178,25 @@ int waitAll(std::vector<pid_t> pids, int graceSeconds, std::ostream& log) {
         if (std::chrono::steady_clock::now() > killAt) {
             for (pid_t p : pids)
                 if (p > 0) kill(p, SIGKILL);
+            killed = true;
             killAt = std::chrono::steady_clock::time_point::max();
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return firstFailure;
+}
+
+// How each rank ended, beside its rank file: the one thing a rank cannot
+// write itself when it is killed.
+void writeEnds(const std::filesystem::path& runDir, const std::vector<pid_t>& pids,
+               const std::vector<std::string>& ends, int stopSignal) {
+    nlohmann::json out;
+    out["stop_signal"] =
+        stopSignal ? nlohmann::json(signalName(stopSignal) ? signalName(stopSignal) : "signal")
+                   : nlohmann::json(nullptr);
+    for (size_t i = 0; i < pids.size(); ++i)
+        out["ranks"].push_back({{"rank", i}, {"pid", pids[i]}, {"ended", ends[i]}});
+    std::ofstream(runDir / "launch.json") << out.dump(1) << "\n";
 }
 
 std::string joinPath(const std::vector<std::string>& dirs, const std::string& rest) {
@@ -182,6 +252,8 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
     env.erase("MESHSCOPE_ATTACHED_PID");
     log << "meshscope: recording into " << result.runDir.string() << "\n";
 
+    env["MESHSCOPE_LAUNCHER_PID"] = std::to_string(getpid());  // ranks die with the launcher
+    g_stopSignal.store(0);
     struct sigaction forward {};
     forward.sa_handler = forwardSignal;
     sigaction(SIGTERM, &forward, nullptr);
@@ -203,9 +275,15 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
         g_children[r].store(pid);
         g_childCount.store(r + 1);
     }
-    result.exitCode = waitAll(pids, options.killGraceSeconds, log);
+    std::vector<std::string> ends;
+    result.exitCode = waitAll(pids, options.killGraceSeconds, log, ends);
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
+    int stop = g_stopSignal.load();
+    if (stop || result.exitCode != 0)
+        for (size_t i = 0; i < ends.size(); ++i)
+            log << fmt::format("meshscope: rank {} {}\n", i, ends[i]);
+    writeEnds(result.runDir, pids, ends, stop);
     return result;
 }
 

@@ -21,7 +21,8 @@ struct RecordOptions {
     int nproc = 0;  // > 0: start this many local ranks
     std::vector<std::string> command;
     std::vector<std::string> pythonPath;  // prepended to PYTHONPATH (loader, package)
-    int killGraceSeconds = 10;            // after one rank fails, before the others are killed
+    // SIGTERM to SIGKILL, once a rank failed or the launcher got SIGINT/SIGTERM
+    int killGraceSeconds = 10;
 };
 
 struct RecordResult {

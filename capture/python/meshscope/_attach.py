@@ -327,17 +327,41 @@ def _install_sigterm_flush() -> None:
         return
 
     def on_sigterm(signum: int, frame: Any) -> None:
+        _capture.term_handled()
         detach()
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    # A Python handler runs only between bytecodes: a rank blocked in a
+    # collective would outlive SIGTERM because of it. The guard flushes the
+    # rank file and ends the process itself when on_sigterm has not run
+    # within a second.
+    _capture.install_term_guard()
+
+
+def _die_with_launcher() -> None:
+    """Under `meshscope record`, every process of the job dies with its
+    parent (the launcher, or torchrun under it): none is left running when
+    the launcher itself is killed."""
+    launcher = os.environ.get("MESHSCOPE_LAUNCHER_PID")
+    if not launcher or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent was gone before the request took effect
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def attach_from_environment() -> Session | None:
     """Used by the loader that `meshscope record` puts on PYTHONPATH."""
     if not os.environ.get("MESHSCOPE_RUN_DIR"):
         return None
+    _die_with_launcher()
     mode = os.environ.get("MESHSCOPE_ATTACH", "always")
     if mode == "rank-env" and "RANK" not in os.environ:
         return None  # the torchrun launcher itself, not a worker

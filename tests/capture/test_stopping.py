@@ -1,0 +1,93 @@
+"""Stopping a job whose ranks are blocked inside C++ collectives
+(`meshscope record`): Ctrl-C / SIGTERM reach each rank once, SIGKILL follows
+after the grace period, the agent's SIGTERM handler never keeps a rank
+alive, every rank's end is written to launch.json, and no rank outlives a
+killed launcher. Each test ends by itself: the ranks' gloo timeout (300 s)
+and the hang guard bound it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import meshscope
+from conftest import HANG_GUARD_S, PYTHON, SCENARIOS, cli
+
+BLOCKED = re.compile(r"rank (\d) pid (\d+) blocked")
+
+
+def start(run_dir, grace: int) -> tuple[subprocess.Popen, dict[int, int]]:
+    """Records h1_blocked_recv on 2 ranks; returns once both ranks block."""
+    proc = subprocess.Popen(
+        [cli(), "record", "-o", str(run_dir), "-n", "2", "--kill-grace", str(grace), "--",
+         PYTHON, str(SCENARIOS / "h1_blocked_recv.py")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    pids: dict[int, int] = {}
+    for line in proc.stdout:
+        for m in BLOCKED.finditer(line):
+            pids[int(m.group(1))] = int(m.group(2))
+        if len(pids) == 2:
+            break
+    assert len(pids) == 2, proc.stderr.read()[-3000:]
+    time.sleep(1.0)  # from print to inside recv
+    return proc, pids
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie of a dead launcher is reaped by init; treat it as gone
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
+def ends(run_dir) -> dict:
+    return json.loads((run_dir / "launch.json").read_text())
+
+
+def test_sigint_stops_ranks_blocked_in_a_collective(tmp_path):
+    run_dir = tmp_path / "run"
+    proc, pids = start(run_dir, grace=2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=HANG_GUARD_S)
+    assert proc.returncode == 128 + signal.SIGINT, err[-3000:]
+    assert "got SIGINT; stopping the ranks (SIGKILL after 2 s)" in err
+    launch = ends(run_dir)
+    assert launch["stop_signal"] == "SIGINT"
+    # Python cannot act on SIGINT inside recv: the grace ran out
+    assert [r["ended"] for r in launch["ranks"]] == [
+        "killed by SIGKILL from meshscope after the 2 s grace"] * 2, launch
+    assert not any(alive(pid) for pid in pids.values())
+    run = meshscope.load_run(run_dir)
+    assert len(run["rank_details"]) == 2
+
+
+def test_sigterm_is_not_held_up_by_the_agents_handler(tmp_path):
+    """The agent flushes its rank file on SIGTERM from a Python handler,
+    which cannot run while the rank is inside recv; its guard ends the rank
+    with SIGTERM itself instead, long before the launcher's 120 s grace."""
+    run_dir = tmp_path / "run"
+    proc, pids = start(run_dir, grace=120)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=HANG_GUARD_S)
+    launch = ends(run_dir)
+    assert [r["ended"] for r in launch["ranks"]] == ["killed by SIGTERM"] * 2, (launch, err[-2000:])
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert not any(alive(pid) for pid in pids.values())
+
+
+def test_no_rank_outlives_a_killed_launcher(tmp_path):
+    proc, pids = start(tmp_path / "run", grace=120)
+    proc.kill()
+    proc.wait(timeout=HANG_GUARD_S)
+    for _ in range(HANG_GUARD_S * 10):  # the kernel delivers the parent-death signal
+        if not any(alive(pid) for pid in pids.values()):
+            break
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in pids.values())
