@@ -91,3 +91,35 @@ def test_no_rank_outlives_a_killed_launcher(tmp_path):
             break
         time.sleep(0.1)
     assert not any(alive(pid) for pid in pids.values())
+
+
+def test_ctrl_c_from_a_terminal_stops_the_job(tmp_path):
+    """Ctrl-C typed in the terminal: the kernel signals the whole foreground
+    group (launcher and ranks), the launcher does not send it again, and the
+    ranks blocked in recv are killed after the grace."""
+    import pty
+
+    run_dir = tmp_path / "run"
+    pid, master = pty.fork()
+    if pid == 0:  # the child: a session whose controlling terminal is the pty
+        os.execv(cli(), [cli(), "record", "-o", str(run_dir), "-n", "2", "--kill-grace", "2",
+                         "--", PYTHON, str(SCENARIOS / "h1_blocked_recv.py")])
+    output = b""
+    while output.count(b"blocked") < 2:
+        output += os.read(master, 4096)
+    time.sleep(1.0)
+    os.write(master, b"\x03")  # the terminal's interrupt character
+    while True:  # read until the launcher closes the terminal
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    _, status = os.waitpid(pid, 0)
+    text = output.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 128 + signal.SIGINT, text[-3000:]
+    assert "got SIGINT; stopping the ranks" in text
+    assert ends(run_dir)["stop_signal"] == "SIGINT"
+    assert all(r["ended"].startswith("killed by") for r in ends(run_dir)["ranks"]), text[-2000:]

@@ -32,11 +32,15 @@ std::atomic<pid_t> g_children[256];
 std::atomic<int> g_childCount{0};
 std::atomic<int> g_stopSignal{0};  // the SIGINT/SIGTERM that asked the job to stop
 
-// The ranks run in process groups of their own, so a terminal's Ctrl-C
-// reaches this launcher only and each rank gets the signal once, from here.
+// A signal sent to this launcher goes on to every rank. One from the
+// terminal (Ctrl-C: the kernel sends it to the whole foreground group, the
+// ranks included) is not sent again, so each rank gets it once; the ranks
+// stay in the terminal's group, so a breakpoint() in a rank still reads it.
 // A second signal kills them at once.
-void forwardSignal(int sig) {
-    int send = g_stopSignal.exchange(sig) ? SIGKILL : sig;
+void forwardSignal(int sig, siginfo_t* info, void*) {
+    bool again = g_stopSignal.exchange(sig) != 0;
+    if (!again && info && info->si_code == SI_KERNEL) return;  // the ranks got it too
+    int send = again ? SIGKILL : sig;
     for (int i = 0; i < g_childCount.load(); ++i)
         if (pid_t pid = g_children[i].load(); pid > 0) kill(pid, send);
 }
@@ -97,13 +101,8 @@ pid_t spawn(const std::vector<std::string>& command, const Env& env) {
     for (auto& e : entries)
         envp.push_back(e.data());
     envp.push_back(nullptr);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);  // a group of its own (see forwardSignal)
     pid_t pid = 0;
-    int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
-    posix_spawnattr_destroy(&attr);
+    int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data());
     if (rc != 0)
         throw std::runtime_error(fmt::format("cannot start '{}': {}", command[0], strerror(rc)));
     return pid;
@@ -255,7 +254,8 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
     env["MESHSCOPE_LAUNCHER_PID"] = std::to_string(getpid());  // ranks die with the launcher
     g_stopSignal.store(0);
     struct sigaction forward {};
-    forward.sa_handler = forwardSignal;
+    forward.sa_sigaction = forwardSignal;
+    forward.sa_flags = SA_SIGINFO;
     sigaction(SIGTERM, &forward, nullptr);
     sigaction(SIGINT, &forward, nullptr);
 
