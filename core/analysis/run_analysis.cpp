@@ -86,6 +86,7 @@ void compareOps(const RunReader& run, const AnalysisOptions& options, RunAnalysi
         };
     out.opsCompared = compareOpSequences(streams, out.divergences, progress);
     out.opsComparedFully = true;
+    compareCollectiveSequences(streams, out.divergences);
 }
 
 std::string verdictFingerprints(const PromotionCheck& check) {
@@ -135,14 +136,19 @@ void addFindings(const RunReader& run, RunAnalysis& a) {
         }
     }
     for (const Divergence& d : a.divergences) {
-        std::string what = d.kind == Divergence::Kind::Ops
-                               ? fmt::format("op #{} on thread {}", d.index, d.thread)
-                               : fmt::format("incident #{}", d.index);
+        std::string what =
+            d.kind == Divergence::Kind::Ops ? fmt::format("op #{} on thread {}", d.index, d.thread)
+            : d.kind == Divergence::Kind::Collectives ? fmt::format("collective #{}", d.index)
+                                                      : fmt::format("incident #{}", d.index);
         std::string actual = d.actual.empty() ? "nothing more" : d.actual;
         std::string expected = d.expected.empty() ? "nothing more" : d.expected;
-        std::string hint = d.actual.empty() && d.kind == Divergence::Kind::Ops
-                               ? "; the other ranks will wait for it in their next collective"
-                               : "";
+        std::string hint =
+            d.kind == Divergence::Kind::Collectives
+                ? "; each waits for the other in these collectives (a hang, or a gloo/NCCL "
+                  "timeout)"
+            : d.actual.empty() && d.kind == Divergence::Kind::Ops
+                ? "; the other ranks will wait for it in their next collective"
+                : "";
         a.findings.push_back(
             {FindingKind::Divergent,
              fmt::format("rank {}: {} (step {}) is {} where rank(s) {} have "

@@ -127,7 +127,7 @@ struct PromotionCheck {
 // sequence ends early (`actual` empty) is the typical prelude of a hang: the
 // others will wait in a collective it never joins.
 struct Divergence {
-    enum class Kind : uint8_t { Ops, Incidents };
+    enum class Kind : uint8_t { Ops, Incidents, Collectives };
     Kind kind = Kind::Ops;
     int rank = 0;             // the rank that departs
     uint32_t thread = 0;      // ops: the thread whose sequence is compared
@@ -136,8 +136,11 @@ struct Divergence {
     std::string expected;     // what the other ranks have there ("" = they have ended)
     std::string actual;       // what this rank has ("" = its sequence ended)
     std::vector<int> others;  // ranks that have `expected`
-    SourceFrame site;         // incidents: call site of the departing entry
+    SourceFrame site;         // incidents, collectives: call site of the departing entry
 };
+
+// "ops", "incidents", "collectives": how reports and JSON name a kind.
+std::string_view toString(Divergence::Kind kind);
 
 struct Finding {
     FindingKind kind = FindingKind::Unreconciled;

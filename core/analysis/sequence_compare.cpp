@@ -1,5 +1,7 @@
 #include "core/analysis/sequence_compare.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <tuple>
 #include <unordered_map>
@@ -149,6 +151,75 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
         if (progress) progress(read);
     }
     return read;
+}
+
+int64_t compareCollectiveSequences(const std::vector<RankStream>& ranks,
+                                   std::vector<Divergence>& out) {
+    constexpr int64_t kPage = 4096;
+    std::vector<int> ids;
+    for (const RankStream& r : ranks)
+        ids.push_back(r.id);
+    SequenceComparer comparer(Divergence::Kind::Collectives, 0, ids);
+    std::unordered_map<std::string, int64_t> valueIds;
+    std::vector<std::string> texts;
+    std::map<int, std::vector<OpSeq>> opOf;  // per rank, the op that issued each collective
+    std::map<int, const RankReader*> readers;
+    int64_t read = 0;
+    for (const RankStream& r : ranks) {
+        readers[r.id] = r.reader;
+        CollectiveSeq after{};
+        for (bool more = true; more;) {
+            std::vector<CollectiveRecord> page = r.reader->collectivesAfter(after, kPage);
+            more = int64_t(page.size()) == kPage;
+            for (const CollectiveRecord& c : page) {
+                after = c.seq;
+                // bytes may differ legitimately (uneven shards): kind and group must not
+                std::string text =
+                    fmt::format("{} on {}", r.reader->string(c.kind), r.reader->string(c.group));
+                auto [it, fresh] = valueIds.try_emplace(text, int64_t(texts.size()));
+                if (fresh) texts.push_back(text);
+                comparer.push(r.id, {it->second, c.step});
+                opOf[r.id].push_back(c.op);
+                ++read;
+            }
+        }
+        comparer.setEnded(r.id);
+    }
+    // The call site of a rank's index-th collective (its op's user frame).
+    auto siteOf = [&](int rank, int64_t index) {
+        const std::vector<OpSeq>& ops = opOf[rank];
+        if (index < 0 || size_t(index) >= ops.size() || !ops[size_t(index)]) return SourceFrame{};
+        OpSeq op = ops[size_t(index)];
+        std::vector<OpRecord> found = readers[rank]->opsAfter(OpSeq{op.value() - 1}, 1);
+        if (found.empty() || found.front().seq != op) return SourceFrame{};
+        std::vector<SourceFrame> frames = resolveStack(*readers[rank], found.front().stack);
+        return frames.empty() ? SourceFrame{} : frames.front();
+    };
+    auto at = [](const SourceFrame& site) {
+        return site.file.empty() ? std::string() : " at " + formatLocation(site);
+    };
+    size_t first = out.size();
+    comparer.compare([&](int64_t v) { return texts[size_t(v)]; }, out);
+    for (size_t i = first; i < out.size(); ++i) {
+        Divergence& d = out[i];
+        d.site = siteOf(d.rank, d.index);
+        if (!d.actual.empty()) d.actual += at(d.site);
+        if (!d.expected.empty() && !d.others.empty())
+            d.expected += at(siteOf(d.others.front(), d.index));
+    }
+    return read;
+}
+
+std::string_view toString(Divergence::Kind kind) {
+    switch (kind) {
+        case Divergence::Kind::Ops:
+            return "ops";
+        case Divergence::Kind::Incidents:
+            return "incidents";
+        case Divergence::Kind::Collectives:
+            return "collectives";
+    }
+    return "ops";
 }
 
 }  // namespace meshscope

@@ -59,4 +59,11 @@ struct RankStream {
 int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Divergence>& out,
                            const std::function<void(int64_t done)>& progress = {});
 
+// Compares the ranks' collective sequences (kind and group, in the
+// order each rank issued them): the first collective one rank issued where
+// the others issued another or none, the call that waits forever in a hang.
+// Returns the number of collectives read.
+int64_t compareCollectiveSequences(const std::vector<RankStream>& ranks,
+                                   std::vector<Divergence>& out);
+
 }  // namespace meshscope

@@ -539,8 +539,8 @@ void writeDivergences(const RunAnalysis& a, std::ostream& out) {
         out << fmt::format(
             "<tr><td>{}</td><td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td "
             "class=n>{}</td><td>{}</td><td>{}</td></tr>\n",
-            d.kind == Divergence::Kind::Ops ? "ops" : "incidents", d.rank, d.thread, d.index,
-            d.step, d.actual.empty() ? "<i>ended</i>" : "<code>" + esc(d.actual) + "</code>",
+            toString(d.kind), d.rank, d.thread, d.index, d.step,
+            d.actual.empty() ? "<i>ended</i>" : "<code>" + esc(d.actual) + "</code>",
             d.expected.empty() ? "<i>ended</i>" : "<code>" + esc(d.expected) + "</code>");
     out << "</table>\n";
 }

@@ -48,15 +48,9 @@ nlohmann::json groupToJson(const IncidentGroup& g) {
 }
 
 nlohmann::json divergenceToJson(const Divergence& d) {
-    return {{"kind", d.kind == Divergence::Kind::Ops ? "ops" : "incidents"},
-            {"rank", d.rank},
-            {"thread", d.thread},
-            {"index", d.index},
-            {"step", d.step},
-            {"expected", d.expected},
-            {"actual", d.actual},
-            {"others", d.others},
-            {"site", frameToJson(d.site)}};
+    return {{"kind", toString(d.kind)}, {"rank", d.rank},     {"thread", d.thread},
+            {"index", d.index},         {"step", d.step},     {"expected", d.expected},
+            {"actual", d.actual},       {"others", d.others}, {"site", frameToJson(d.site)}};
 }
 
 }  // namespace

@@ -150,8 +150,7 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
         out << "## Divergent ranks\n\n| kind | rank | thread | index | step | this rank | others "
                "|\n|---|---:|---:|---:|---:|---|---|\n";
         for (const Divergence& d : a.divergences)
-            out << fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n",
-                               d.kind == Divergence::Kind::Ops ? "ops" : "incidents", d.rank,
+            out << fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", toString(d.kind), d.rank,
                                d.thread, d.index, d.step,
                                d.actual.empty() ? "(ended)" : md(d.actual),
                                d.expected.empty() ? "(ended)" : md(d.expected));

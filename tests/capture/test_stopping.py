@@ -20,11 +20,12 @@ from conftest import HANG_GUARD_S, PYTHON, SCENARIOS, cli
 BLOCKED = re.compile(r"rank (\d) pid (\d+) blocked")
 
 
-def start(run_dir, grace: int) -> tuple[subprocess.Popen, dict[int, int]]:
-    """Records h1_blocked_recv on 2 ranks; returns once both ranks block."""
+def start(run_dir, grace: int, script: str = "h1_blocked_recv"
+          ) -> tuple[subprocess.Popen, dict[int, int]]:
+    """Records `script` on 2 ranks; returns once both ranks block."""
     proc = subprocess.Popen(
         [cli(), "record", "-o", str(run_dir), "-n", "2", "--kill-grace", str(grace), "--",
-         PYTHON, str(SCENARIOS / "h1_blocked_recv.py")],
+         PYTHON, str(SCENARIOS / f"{script}.py")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     pids: dict[int, int] = {}
     for line in proc.stdout:
@@ -123,3 +124,28 @@ def test_ctrl_c_from_a_terminal_stops_the_job(tmp_path):
     assert "got SIGINT; stopping the ranks" in text
     assert ends(run_dir)["stop_signal"] == "SIGINT"
     assert all(r["ended"].startswith("killed by") for r in ends(run_dir)["ranks"]), text[-2000:]
+
+
+def test_check_names_the_collective_each_rank_waits_in(tmp_path):
+    """A hang from ranks taking different paths into collectives: after the
+    job is stopped, `check` names the first collective one rank issued where
+    the other issued another, with both call sites."""
+    run_dir = tmp_path / "run"
+    proc, _ = start(run_dir, grace=2, script="h2_collective_mismatch")
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=HANG_GUARD_S)
+    check = subprocess.run([cli(), "check", str(run_dir)], capture_output=True, text=True,
+                           timeout=HANG_GUARD_S)
+    assert check.returncode == 1, check.stdout + check.stderr
+    script = SCENARIOS / "h2_collective_mismatch.py"
+    lines = script.read_text().splitlines()
+    at = {rank: f"{script}:{next(i + 1 for i, line in enumerate(lines) if line.endswith(mark))}"
+          for rank, mark in ((0, "# MISMATCH rank 0"), (1, "# MISMATCH rank 1"))}
+    assert (f"divergent: rank 1: collective #1 (step 0) is broadcast on default_pg (2 ranks) "
+            f"at {at[1]} where rank(s) 0 have all_reduce on default_pg (2 ranks) at "
+            f"{at[0]}") in check.stdout, check.stdout
+    report = json.loads(subprocess.run(
+        [cli(), "report", str(run_dir), "--format", "json", "-o", "-"], capture_output=True,
+        text=True, timeout=HANG_GUARD_S, check=True).stdout)
+    kinds = {d["kind"] for d in report["divergences"]}
+    assert "collectives" in kinds, report["divergences"]

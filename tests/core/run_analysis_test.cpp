@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
+#include <span>
 
 #include "core/analysis/run_analysis.h"
 #include "core/store/run_directory.h"
@@ -160,6 +162,45 @@ TEST(RunAnalysis, DifferentOpOnOneRankOfThree) {
     EXPECT_EQ(a.divergences[0].expected, "aten::mm");
     EXPECT_EQ(a.divergences[0].actual, "aten::relu");
     EXPECT_EQ(a.divergences[0].others, (std::vector<int>{0, 2}));
+}
+
+TEST(RunAnalysis, CollectivesIssuedInADifferentOrderAreNamedWithTheirCallSites) {
+    // rank 1 broadcasts where rank 0 all-reduces: each waits for the other.
+    // Bytes differ legitimately (uneven shards) and are not compared.
+    test::TempDir dir;
+    for (int rank : {0, 1}) {
+        Manifest initial;
+        initial.runId = "analysis-run";
+        initial.worldSize = 2;
+        auto w = createRankWriter(dir.path(), initial, rank);
+        const std::array<const char*, 3> kinds = {"all_reduce", "all_gather",
+                                                  rank ? "broadcast" : "all_reduce"};
+        for (int i = 0; i < 3; ++i) {
+            OpRecord op;
+            op.name = w->intern("c10d::op");
+            Frame f{w->intern("train.py"), 10 * (i + 1) + rank, w->intern("step")};
+            op.stack = w->internStack(std::span<const Frame>(&f, 1));
+            OpSeq seq = w->submit(std::move(op));
+            CollectiveRecord c;
+            c.op = seq;
+            c.kind = w->intern(kinds[size_t(i)]);
+            c.group = w->intern("default_pg");
+            c.bytes = 100 + rank;  // uneven: not a divergence
+            c.step = 0;
+            w->submit(c);
+        }
+        w->close();
+    }
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    auto it = std::find_if(a.divergences.begin(), a.divergences.end(), [](const Divergence& d) {
+        return d.kind == Divergence::Kind::Collectives;
+    });
+    ASSERT_NE(it, a.divergences.end());
+    EXPECT_EQ(it->rank, 1);
+    EXPECT_EQ(it->index, 2);
+    EXPECT_EQ(it->actual, "broadcast on default_pg at train.py:31");
+    EXPECT_EQ(it->expected, "all_reduce on default_pg at train.py:30");
+    EXPECT_EQ(toString(it->kind), "collectives");
 }
 
 TEST(RunAnalysis, MissingRankIsAFinding) {
