@@ -4,10 +4,11 @@ with `meshscope record -n 2` exactly as a user would."""
 from __future__ import annotations
 
 import math
+import subprocess
 
 import pytest
 
-from conftest import marker_line, record, reference, run_without_agent
+from conftest import HANG_GUARD_S, cli, marker_line, record, reference, run_without_agent
 
 # scenario -> what observe must find in the first incident of every rank
 EXPECTED = {
@@ -96,6 +97,19 @@ def test_replicate_promotion_of_per_rank_data_is_fingerprinted_apart(tmp_path):
     assert prints[0] and len(prints[0]) == len(prints[1])
     assert prints[0] != prints[1]
     assert all(i["action"] == "replicated" for r in rec.ranks() for i in r["incidents"])
+
+
+def test_level_all_healthy_run_is_not_divergent(tmp_path):
+    """At level all every aten op is recorded, and distribute_tensor runs
+    different ones per rank (rank 0 scatters, the others allocate): check
+    compares only what must match (DTensor-level ops, collectives,
+    incidents) and finds nothing in a healthy run."""
+    rec = record(tmp_path, "s0_clean", "observe", "--level", "all")
+    assert rec.proc.returncode == 0, rec.stderr[-4000:]
+    check = subprocess.run([cli(), "check", str(rec.run_dir)], capture_output=True, text=True,
+                           timeout=HANG_GUARD_S)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "meshscope check: 0 finding(s)" in check.stdout + check.stderr
 
 
 def test_clean_loop_is_bit_identical_under_observe(tmp_path):
