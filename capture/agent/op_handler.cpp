@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "capture/agent/fingerprint.h"
+#include "capture/agent/tracing.h"
 #include "core/analysis/fix_suggestion.h"
 #include "core/util/content_hash.h"
 
@@ -86,13 +87,6 @@ void addNote(const std::string& note, bool inMessage = false) {
         if (!done) PyErr_Clear();
     }
     PyErr_Restore(type, value, trace);
-}
-
-PyObject* tracingHelper(const char* name) {
-    PyRef mod = PyRef::steal(PyImport_ImportModule("meshscope._tracing"));
-    PyObject* fn = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr;
-    if (!fn) PyErr_Clear();
-    return fn;  // kept for the process
 }
 
 std::string pendingErrorText() {
@@ -186,28 +180,13 @@ PyObject* OpHandler::call(PyObject* callable, PyObject* args, PyObject* kwargs) 
 
 bool OpHandler::traceFacts(const Operand& plain) {
     if (!plain.obj || !plain.tensor().key_set().has(c10::DispatchKey::Python)) return false;
-    static PyObject* userStack = tracingHelper("user_stack");
-    static PyObject* realTensor = tracingHelper("real_tensor");
-    PyRef stack = PyRef::steal(userStack ? PyObject_CallNoArgs(userStack) : nullptr);
-    if (!stack || !PyList_Check(stack.get())) {
-        PyErr_Clear();
-        return false;
-    }
+    std::optional<TracedFrames> traced = tracedFrames(m_writer);
+    if (!traced) return false;
     m_traced = true;
-    for (Py_ssize_t i = PyList_GET_SIZE(stack.get()) - 1; i >= 0; --i) {
-        const char* file = nullptr;
-        const char* function = nullptr;
-        int line = 0;
-        if (PyArg_ParseTuple(PyList_GET_ITEM(stack.get(), i), "sis", &file, &line, &function)) {
-            if (m_tracedFrames.empty()) m_tracedFile = file;
-            m_tracedFrames.push_back(Frame{m_writer.intern(file), line, m_writer.intern(function)});
-        }
-        PyErr_Clear();
-    }
+    m_tracedFrames = std::move(traced->frames);
+    m_tracedFile = std::move(traced->innermostFile);
     m_fake = plain.obj;
-    m_real = PyRef::steal(realTensor ? PyObject_CallOneArg(realTensor, plain.obj) : nullptr);
-    if (!m_real || !THPVariable_Check(m_real.get())) m_real = PyRef{};
-    PyErr_Clear();
+    m_real = realTensorOf(plain.obj);
     return true;
 }
 
@@ -249,58 +228,6 @@ Operands OpHandler::scanResult(PyObject* result) const {
 
 bool OpHandler::tagsFactory() const {
     return m_info->isFactory && tagsCreations(m_agent.phase());
-}
-
-namespace {
-
-// While Dynamo traces, the user's code is not running as Python frames:
-// the innermost frame Dynamo is tracing, or an empty frame.
-UserFrame tracedFrame(RankWriter& writer) {
-    static PyObject* userStack = tracingHelper("user_stack");
-    PyRef stack = PyRef::steal(userStack ? PyObject_CallNoArgs(userStack) : nullptr);
-    UserFrame out;
-    const char* file = nullptr;
-    const char* function = nullptr;
-    if (stack && PyList_Check(stack.get()) && PyList_GET_SIZE(stack.get()) > 0 &&
-        PyArg_ParseTuple(PyList_GET_ITEM(stack.get(), PyList_GET_SIZE(stack.get()) - 1), "sis",
-                         &file, &out.line, &function)) {
-        out.file = file;
-        Frame f{writer.intern(file), out.line, writer.intern(function)};
-        out.stack = writer.internStack(std::span<const Frame>(&f, 1));
-    }
-    PyErr_Clear();
-    return out;
-}
-
-}  // namespace
-
-Provenance birthProvenance(Agent& agent, const std::string& what, const at::Tensor* made) {
-    UserFrame frame;
-    if (made && made->defined() && made->key_set().has(c10::DispatchKey::Python))
-        frame = tracedFrame(agent.writer());  // a fake tensor: made while Dynamo traces
-    if (frame.file.empty()) frame = agent.frames().userFrame(agent.writer());
-    const std::string& label = Agent::threadPhaseLabel();
-    Phase phase = agent.phase();
-    Provenance p;
-    p.createdAt = frame.stack;
-    std::string where = frame.where();
-    if (phase == Phase::Forward) {
-        p.origin = OriginClass::CreatedInForward;
-        p.evidence = "created by " + what + " inside " +
-                     (label.empty() ? std::string("forward") : label) + where;
-    } else if (phase == Phase::Optimizer) {
-        p.origin = OriginClass::OptimizerState;
-        p.evidence = "created by " + what + " in " +
-                     (label.empty() ? std::string("an optimizer step") : label) + where;
-    } else if (phase == Phase::Data) {
-        p.origin = OriginClass::InputData;
-        p.evidence = "created by " + what + " while loading data" +
-                     (label.empty() ? "" : " (" + label + ")") + where;
-    } else {
-        p.origin = OriginClass::UserCode;
-        p.evidence = "created by " + what + " in user code outside forward" + where;
-    }
-    return p;
 }
 
 void OpHandler::afterPlainOp(const Operands& outputs) {
@@ -516,11 +443,8 @@ std::string OpHandler::incidentText(const IncidentRecord& inc, const Operand& pl
     if (!m_plainName.empty()) text += "  the plain tensor is `" + m_plainName + "` there\n";
     if (!frame.file.empty())
         text += "  op called at " + frame.file + ":" + std::to_string(frame.line) + "\n";
-    bool gradient = c.evidence.starts_with("gradient of ");  // fixed by its parameter
-    auto fsdp = c.origin == OriginClass::UnshardedParam ? fullyShardFix(c.evidence) : std::nullopt;
-    FixSuggestion fix = fsdp ? *fsdp
-                             : suggestFix(c.origin, "mesh", 0, gradient ? "" : m_plainName,
-                                          m_torch.hasBatchDim(m_refFacts.mesh));
+    FixSuggestion fix =
+        fixForIncident(c.origin, c.evidence, m_plainName, m_torch.hasBatchDim(m_refFacts.mesh));
     text += "  fix: " + fix.summary + (fix.code.empty() ? "" : ", e.g. " + fix.code) + "\n";
     text += "  policy: " + std::string(toString(inc.action)) + " (" + m_policyRule + ")";
     return text;
@@ -590,12 +514,7 @@ PyObject* OpHandler::incident() {
     PyObject* plainObj = m_real && plain->obj == m_fake ? m_real.get() : plain->obj;
     m_plainName = m_agent.frames().heldAs(plainObj, m_writer);
     if (m_plainName.empty() && m_traced && plain->obj == m_fake) {  // a local of traced code
-        static PyObject* heldAs = tracingHelper("held_as");
-        PyRef name = PyRef::steal(heldAs ? PyObject_CallOneArg(heldAs, m_fake) : nullptr);
-        const char* text =
-            name && PyUnicode_Check(name.get()) ? PyUnicode_AsUTF8(name.get()) : nullptr;
-        if (text) m_plainName = text;
-        PyErr_Clear();
+        m_plainName = tracedLocalHolding(m_fake);
     }
     if (m_plainName.empty() && plainObj && plain->tensor().is_view()) {  // k_out[:, a:b] = k
         PyRef base = PyRef::steal(PyObject_GetAttrString(plainObj, "_base"));

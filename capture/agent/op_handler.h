@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "capture/agent/agent.h"
+#include "capture/agent/births.h"
 #include "capture/agent/classifier.h"
 #include "capture/agent/promotion.h"
 
@@ -92,13 +93,6 @@ class PendingError {
 };
 
 struct ArgEditor;
-
-// The provenance of a tensor made now by `what` (an aten factory, or a
-// Python call such as torch.frombuffer): its origin follows the phase
-// (forward B, optimizer E, data loading D, anything else H) and its birth
-// site is the current user frame (for a fake tensor `made` while Dynamo
-// traces, the frame Dynamo is tracing).
-Provenance birthProvenance(Agent& agent, const std::string& what, const at::Tensor* made = nullptr);
 
 class OpHandler {
   public:

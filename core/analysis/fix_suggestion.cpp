@@ -92,6 +92,14 @@ std::optional<FixSuggestion> fullyShardFix(std::string_view evidence) {
         std::move(code)};
 }
 
+FixSuggestion fixForIncident(OriginClass origin, std::string_view evidence, std::string_view name,
+                             bool batchOnMesh) {
+    if (origin == OriginClass::UnshardedParam)
+        if (auto fsdp = fullyShardFix(evidence)) return *fsdp;
+    bool gradient = evidence.starts_with("gradient of ");
+    return suggestFix(origin, "mesh", 0, gradient ? std::string_view() : name, batchOnMesh);
+}
+
 bool meshHasBatchDim(const std::vector<std::string>& dimNames) {
     constexpr std::string_view kBatchNames[] = {"batch",        "data", "dp", "dp_shard",
                                                 "dp_replicate", "fsdp", "ddp"};

@@ -27,6 +27,13 @@ struct FixSuggestion {
 FixSuggestion suggestFix(OriginClass origin, std::string_view mesh = "mesh", int batchDim = 0,
                          std::string_view name = {}, bool batchOnMesh = true);
 
+// The fix for one incident, from what the agent recorded: the FSDP2 call
+// its evidence names (fullyShardFix), else its origin's fix in the user's
+// name for the plain tensor, except for a parameter's gradient, which the
+// parameter's fix covers (the evidence names the parameter).
+FixSuggestion fixForIncident(OriginClass origin, std::string_view evidence, std::string_view name,
+                             bool batchOnMesh = true);
+
 // The fix for origin A when the agent's evidence names an FSDP2 plan
 // ("... (fully_shard(model.head) for its module, ...)"): that call, in
 // FSDP2's API; nullopt otherwise.

@@ -37,13 +37,8 @@ const OperandDetail* plainOperandOf(const IncidentDetail& incident) {
 }  // namespace
 
 FixSuggestion suggestFixFor(const IncidentDetail& incident) {
-    // a parameter's gradient is fixed by distributing the parameter, which
-    // the evidence names
-    if (incident.origin == OriginClass::UnshardedParam)
-        if (auto fsdp = fullyShardFix(incident.evidence)) return *fsdp;
-    bool gradient = incident.evidence.starts_with("gradient of ");
-    return suggestFix(incident.origin, "mesh", 0, gradient ? "" : plainOperandName(incident),
-                      !incident.mesh || meshHasBatchDim(incident.mesh->dimNames));
+    return fixForIncident(incident.origin, incident.evidence, plainOperandName(incident),
+                          !incident.mesh || meshHasBatchDim(incident.mesh->dimNames));
 }
 
 std::string plainOperandName(const IncidentDetail& incident) {
