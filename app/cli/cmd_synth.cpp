@@ -24,6 +24,9 @@ Command addSynth(CLI::App& app) {
                     "Approximate ops per rank (overrides --steps)");
     sub->add_option("--incidents-per-step", o->spec.incidentsPerStep)->check(CLI::Range(0, 1000));
     sub->add_option("--seed", o->spec.seed);
+    sub->add_flag("--failures", o->spec.failures,
+                  "End as a broken job: no sharding strategy, a DTensor error, a hang in "
+                  "mismatched collectives, ranks left unclosed");
     return {sub, [o] {
                 if (std::filesystem::exists(o->out) && !std::filesystem::is_empty(o->out)) {
                     std::cerr << "meshscope: " << o->out << ": already exists and is not empty\n";

@@ -141,4 +141,139 @@ std::string_view describeOrigin(OriginClass origin) {
     return originInfo(origin).description;
 }
 
+namespace {
+
+bool contains(std::string_view text, std::string_view part) {
+    return text.find(part) != std::string_view::npos;
+}
+
+std::string lower(std::string_view text) {
+    std::string out(text);
+    for (char& c : out)
+        if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+    return out;
+}
+
+// "aten._scaled_dot_product_flash_attention_for_cpu.default" -> the Python
+// call a user writes for it, where one is well known; else a placeholder
+// the fix's text explains.
+std::string pythonCallFor(std::string_view op) {
+    if (contains(op, "scaled_dot_product")) return "F.scaled_dot_product_attention";
+    for (std::string_view prefix : {"aten::", "aten."})
+        if (op.substr(0, prefix.size()) == prefix) {
+            std::string_view name = op.substr(prefix.size());
+            name = name.substr(0, name.find('.'));
+            while (!name.empty() && name.front() == '_')
+                name.remove_prefix(1);
+            if (!name.empty() && name.back() != '_') return "torch." + std::string(name);
+        }
+    return "fn";
+}
+
+}  // namespace
+
+std::optional<IncidentKind> classifyFailure(std::string_view message) {
+    if (contains(message, "KeyboardInterrupt") || contains(message, "SystemExit"))
+        return std::nullopt;
+    if (contains(message, "does not have a sharding strategy") ||
+        contains(message, "has no sharding strategy"))
+        return IncidentKind::NoShardingStrategy;
+    std::string text = lower(message);
+    for (std::string_view sign :
+         {"connection closed by peer", "connection reset", "broken pipe", "timed out", "timeout",
+          "nccl error", "ncclinternalerror", "ncclremoteerror", "gloo", "processgroup",
+          "process group", "collective", "watchdog", "socket"})
+        if (contains(text, sign)) return IncidentKind::CollectiveError;
+    return IncidentKind::DTensorError;
+}
+
+FixSuggestion fixForFailure(IncidentKind kind, std::string_view op,
+                            const std::vector<std::string>& placements, std::string_view message) {
+    std::string text = lower(message);
+    switch (kind) {
+        case IncidentKind::NoShardingStrategy: {
+            std::string in, out = placements.empty() ? "[Replicate()]" : placements.front();
+            for (const std::string& p : placements)
+                in += (in.empty() ? "" : ", ") + p;
+            if (placements.size() == 1) in += ",";
+            std::string fn = pythonCallFor(op);
+            return {fmt::format("DTensor has no sharding strategy for {} with these placements: "
+                                "run the call on local shards with local_map (it hands {} the "
+                                "local tensors and wraps its result with out_placements), "
+                                "register a strategy with register_sharding({}), or redistribute "
+                                "the operands to a placement that has one",
+                                op, fn == "fn" ? "the function" : fn, op),
+                    fmt::format("out = local_map({}, out_placements={}, in_placements=({}))(...)  "
+                                "# from torch.distributed.tensor.experimental import local_map",
+                                fn, out, in)};
+        }
+        case IncidentKind::DTensorError: {
+            if (contains(text, "mesh") &&
+                (contains(text, "different") || contains(text, "same") || contains(text, "cross")))
+                return {
+                    "the operands live on different DeviceMeshes: put them on one mesh "
+                    "before the op (distribute the other tensor on this mesh, or "
+                    "DTensor.from_local(x.to_local(), mesh, placements))",
+                    "y = DTensor.from_local(y.to_local(), x.device_mesh, y.placements)"};
+            if (contains(text, "uneven") || contains(text, "evenly") ||
+                contains(text, "divisible") || contains(text, "view") || contains(text, "reshape"))
+                return {
+                    "a view or reshape splits a dim DTensor sharded unevenly or across "
+                    "shards: redistribute that dim to Replicate() before the view, or make "
+                    "the dim a multiple of the mesh size",
+                    "x = x.redistribute(x.device_mesh, [Replicate()]).view(new_shape)"};
+            if (contains(text, "shard") && (contains(text, "dim") || contains(text, "range")))
+                return {
+                    "a Shard(dim) names a dim the tensor does not have: use a dim in "
+                    "range(tensor.ndim) (negative dims count from the end)",
+                    "x = distribute_tensor(t, mesh, [Shard(t.ndim - 1)])"};
+            if (contains(text, "dimension out of range") || contains(text, "index out of range"))
+                return {
+                    "a dim index is out of range for the DTensor's global shape: index by "
+                    "global dims (x.shape), not the local shard's",
+                    "x.size(-1)  # the global size; x.to_local().size(-1) is the shard's"};
+            if (contains(text, "placement") || contains(text, "redistribute"))
+                return {
+                    "the operands' placements do not fit the op: redistribute them to "
+                    "placements it accepts (Replicate() always is)",
+                    "x = x.redistribute(x.device_mesh, [Replicate()])"};
+            if (contains(text, "size") || contains(text, "shape"))
+                return {
+                    "the DTensors' global shapes do not match what the op needs: compare "
+                    "x.shape (global) of each operand, not to_local() shapes",
+                    "print(x.shape, x.placements, y.shape, y.placements)"};
+            return {
+                "DTensor's dispatch raised for this op: check that the operands share one "
+                "mesh and have placements the op accepts",
+                ""};
+        }
+        case IncidentKind::CollectiveError:
+            if (contains(text, "closed by peer") || contains(text, "reset") ||
+                contains(text, "broken pipe"))
+                return {
+                    "another rank left while this one was in a collective (it exited, "
+                    "crashed or never issued it): make every rank issue the same "
+                    "collectives, e.g. call full_tensor() on every rank and print on rank 0",
+                    "full = loss.full_tensor()  # on every rank; print it on rank 0 only"};
+            return {std::string(incidentKindInfo(kind).fixSummary), ""};
+        case IncidentKind::CollectiveHang:
+        case IncidentKind::MixedTensor:
+        case IncidentKind::End:
+            break;
+    }
+    return {std::string(incidentKindInfo(kind).fixSummary), ""};
+}
+
+std::string firstLine(std::string_view message, size_t max) {
+    // torch prefixes notes and tracebacks; the first non-empty line says it
+    size_t start = 0;
+    while (start < message.size() && (message[start] == '\n' || message[start] == ' '))
+        ++start;
+    std::string_view line = message.substr(start);
+    line = line.substr(0, line.find('\n'));
+    std::string out(line.substr(0, max));
+    if (line.size() > max) out += "...";
+    return out;
+}
+
 }  // namespace meshscope

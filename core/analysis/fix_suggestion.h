@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/model/vocabulary.h"
 #include "core/store/records.h"
 
 namespace meshscope {
@@ -42,6 +43,26 @@ std::optional<FixSuggestion> fullyShardFix(std::string_view evidence);
 // Whether a mesh with these dim names can shard input data by batch: a
 // data-parallel dim ("batch", "data", "dp", "fsdp", ...), or no names.
 bool meshHasBatchDim(const std::vector<std::string>& dimNames);
+
+// ---- incidents other than mixed tensors ----
+
+// The kind of an error DTensor's dispatch, a redistribution or a
+// collective raised, from its message ("... does not have a sharding
+// strategy registered" is NoShardingStrategy; a peer gone, a timeout or a
+// backend error is CollectiveError; anything else DTensorError). nullopt
+// for KeyboardInterrupt and SystemExit: a stop, not a failure.
+std::optional<IncidentKind> classifyFailure(std::string_view message);
+
+// The fix for a failure of `op` ("aten._scaled_dot_product_flash_attention_
+// for_cpu.default") whose DTensor operands had `placements` ("[Shard(dim=1)]"
+// each, in argument order), from what `message` says. Collective failures
+// get their per-rank fix here; the analysis adds what the other ranks did.
+FixSuggestion fixForFailure(IncidentKind kind, std::string_view op,
+                            const std::vector<std::string>& placements, std::string_view message);
+
+// The first line of an error message, without Python's exception prefix
+// noise and at most `max` characters: what a one-line finding quotes.
+std::string firstLine(std::string_view message, size_t max = 160);
 
 // One-line description of an origin class: "input data not distributed".
 std::string_view describeOrigin(OriginClass origin);

@@ -37,6 +37,12 @@ const OperandDetail* plainOperandOf(const IncidentDetail& incident) {
 }  // namespace
 
 FixSuggestion suggestFixFor(const IncidentDetail& incident) {
+    if (incident.kind != IncidentKind::MixedTensor) {
+        std::vector<std::string> placements;
+        for (const OperandDetail& o : incident.operands)
+            if (!o.output && !o.placements.empty()) placements.push_back(o.placements);
+        return fixForFailure(incident.kind, incident.op, placements, incident.error);
+    }
     return fixForIncident(incident.origin, incident.evidence, plainOperandName(incident),
                           !incident.mesh || meshHasBatchDim(incident.mesh->dimNames));
 }
@@ -81,9 +87,57 @@ std::string outcomeClause(const IncidentDetail& d) {
 
 }  // namespace
 
+namespace {
+
+// A failure (no strategy, DTensor error, collective failure or hang).
+IncidentExplanation explainFailure(const IncidentDetail& d, const IncidentGroup* group,
+                                   const std::string& evidence) {
+    IncidentExplanation e;
+    e.kind = d.kind;
+    e.kindTitle = incidentKindInfo(d.kind).title;
+    const std::string& text = evidence.empty() ? d.evidence : evidence;
+    e.evidence = text.empty() ? "none recorded" : text;
+    e.createdAt = "";
+    for (const OperandDetail& o : d.operands)
+        if (!o.output && !o.placements.empty())
+            e.placements += (e.placements.empty() ? "" : ", ") + o.placements;
+    e.reconciliationLabel = d.kind == IncidentKind::CollectiveHang ? "pending" : "raised";
+    e.reconciliation = d.error.empty() ? "no error text recorded" : d.error;
+    e.detail = d.detail;
+    e.fix = group ? group->fix : suggestFixFor(d);
+    if (group)
+        e.fixScope = fmt::format("group #{}, {} incident(s) at {}", group->id, group->count,
+                                 formatLocation(group->site));
+    switch (d.kind) {
+        case IncidentKind::NoShardingStrategy:
+            e.summary = fmt::format("{} has no sharding strategy for operands {}; the op raised",
+                                    d.op, e.placements.empty() ? "(not recorded)" : e.placements);
+            break;
+        case IncidentKind::DTensorError:
+            e.summary =
+                fmt::format("{} raised in DTensor's dispatch: {}", d.op, firstLine(d.error));
+            break;
+        case IncidentKind::CollectiveError:
+            e.summary = fmt::format("collective {} failed: {}", e.evidence, firstLine(d.error));
+            break;
+        case IncidentKind::CollectiveHang:
+            e.summary =
+                fmt::format("collective {} did not complete: {}", e.evidence, firstLine(d.error));
+            break;
+        case IncidentKind::MixedTensor:
+        case IncidentKind::End:
+            break;
+    }
+    return e;
+}
+
+}  // namespace
+
 IncidentExplanation explainIncident(const IncidentDetail& d, const IncidentGroup* group,
                                     std::optional<Verdict> verdict, const std::string& evidence) {
+    if (d.kind != IncidentKind::MixedTensor) return explainFailure(d, group, evidence);
     IncidentExplanation e;
+    e.kindTitle = incidentKindInfo(d.kind).title;
     e.plainOperand = describePlainOperand(d);
     e.origin = fmt::format("{} - {}", originLetter(d.origin), describeOrigin(d.origin));
     const std::string& text = evidence.empty() ? d.evidence : evidence;

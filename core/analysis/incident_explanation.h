@@ -14,11 +14,14 @@
 namespace meshscope {
 
 struct IncidentExplanation {
+    IncidentKind kind = IncidentKind::MixedTensor;
+    std::string kindTitle;  // "An op DTensor has no sharding strategy for"
     // One sentence: the op, the plain operand, its origin and what became
     // of the op ("aten.sub.Tensor got operand 1 (batch torch.float32 [8, 16])
     // as a plain torch.Tensor beside DTensors; origin A (input data not
     // distributed); promoted to DTensor [Shard(0)]").
     std::string summary;
+    // Mixed tensors only (empty for other kinds):
     std::string plainOperand;  // "operand 1 batch torch.float32 [8, 16]"
     std::string origin;        // "A - input data not distributed"
     std::string evidence;      // "none recorded" when the agent had none
@@ -30,6 +33,10 @@ struct IncidentExplanation {
     std::string verdict;     // cross-rank verdict in words; empty: not checked
     FixSuggestion fix;
     std::string fixScope;  // "group #2, 12 incident(s) at train.py:30"; empty: this incident
+    // Other kinds: the DTensor operands' placements ("[Shard(dim=1)], ..."),
+    // and for hangs the Python stacks of all the rank's threads.
+    std::string placements;
+    std::string detail;
 };
 
 // `group` (the incident's group) and `verdict` (its cross-rank verdict)

@@ -97,6 +97,47 @@ std::string verdictFingerprints(const PromotionCheck& check) {
     return out;
 }
 
+// The finding of a group of failures: what failed where, on which ranks,
+// and for collectives where every other rank was.
+std::string failureFinding(const IncidentGroup& g, const RunAnalysis& a) {
+    const IncidentDetail& e = g.example;
+    std::string ranks = joinRanks(g.perRank);
+    switch (g.kind) {
+        case IncidentKind::NoShardingStrategy: {
+            std::string placements;
+            for (const OperandDetail& o : e.operands)
+                if (!o.output && !o.placements.empty())
+                    placements += (placements.empty() ? "" : ", ") + o.placements;
+            return fmt::format(
+                "{}: {} has no sharding strategy for operands {}; raised {} "
+                "time(s) on rank(s) {}",
+                formatLocation(g.site), g.op, placements.empty() ? "(not recorded)" : placements,
+                g.count, ranks);
+        }
+        case IncidentKind::DTensorError:
+            return fmt::format("{}: {} raised in DTensor's dispatch: {} ({} time(s) on rank(s) {})",
+                               formatLocation(g.site), g.op, firstLine(e.error), g.count, ranks);
+        case IncidentKind::CollectiveError:
+        case IncidentKind::CollectiveHang: {
+            std::string text =
+                fmt::format("{}: rank(s) {} {} {}", formatLocation(g.site), ranks,
+                            g.kind == IncidentKind::CollectiveHang ? "waited in" : "failed in",
+                            e.evidence.empty() ? g.op : e.evidence);
+            if (g.kind == IncidentKind::CollectiveError) text += ": " + firstLine(e.error, 100);
+            for (const RankStop& s : a.stops)
+                if (!g.perRank.count(s.rank))
+                    text += fmt::format("; rank {} {}", s.rank, s.state());
+            for (int r : a.missingRanks)
+                text += fmt::format("; rank {} left no file", r);
+            return text;
+        }
+        case IncidentKind::MixedTensor:
+        case IncidentKind::End:
+            break;
+    }
+    return formatLocation(g.site) + ": " + g.op;
+}
+
 void addFindings(const RunReader& run, RunAnalysis& a) {
     for (const StoreError& p : run.problems())
         a.findings.push_back({FindingKind::Unreadable, p.what(), -1, -1});
@@ -106,6 +147,10 @@ void addFindings(const RunReader& run, RunAnalysis& a) {
              fmt::format("rank {}: missing from the run (world size {})", r, a.summary.worldSize),
              -1, r});
     for (const IncidentGroup& g : a.groups) {
+        if (g.kind != IncidentKind::MixedTensor) {
+            a.findings.push_back({findingKindOf(g.kind), failureFinding(g, a), g.id, -1});
+            continue;
+        }
         if (g.unreconciled > 0) {
             std::string how;
             for (const auto& [outcome, n] : g.outcomes)
@@ -223,6 +268,10 @@ IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& in
     d.rank = rank.info().rank;
     d.seq = inc.seq;
     d.step = inc.step;
+    d.timeNs = inc.timeNs;
+    d.kind = inc.kind;
+    d.detail = rank.string(inc.detail);
+    if (isCollectiveKind(inc.kind)) d.collectiveIndex = inc.operandIndex;
     d.op = rank.string(inc.op);
     d.origin = inc.origin;
     d.evidence = rank.string(inc.evidence);
@@ -299,7 +348,7 @@ class IncidentGrouping {
         std::map<std::pair<int, int64_t>, int> occurrences;
         // Interned ids of this rank -> group / evidence index, so a string is
         // resolved once per rank, not once per incident.
-        std::map<std::tuple<int64_t, char, int64_t>, int> rankGroups;
+        std::map<std::tuple<int64_t, char, int64_t, int>, int> rankGroups;
         std::unordered_map<int64_t, uint32_t> rankEvidence;
         for (IncidentSeq after;;) {
             std::vector<IncidentRecord> page = rank.incidentsAfter(after, kIncidentPage, false);
@@ -327,17 +376,20 @@ class IncidentGrouping {
 
   private:
     IncidentGroup& group(const RankReader& rank, RankStrings& strings, const IncidentRecord& inc,
-                         std::map<std::tuple<int64_t, char, int64_t>, int>& rankGroups) {
-        auto rankKey = std::make_tuple(inc.op.value(), originLetter(inc.origin), inc.stack.value());
+                         std::map<std::tuple<int64_t, char, int64_t, int>, int>& rankGroups) {
+        auto rankKey = std::make_tuple(inc.op.value(), originLetter(inc.origin), inc.stack.value(),
+                                       int(inc.kind));
         auto known = rankGroups.find(rankKey);
         if (known != rankGroups.end()) return m_a.groups[size_t(known->second)];
         const SourceFrame& site = strings.site(inc.stack);
         std::string op = rank.string(inc.op);
-        auto key = std::make_tuple(op, originLetter(inc.origin), site.file, site.line);
+        auto key =
+            std::make_tuple(op, originLetter(inc.origin), site.file, site.line, int(inc.kind));
         auto [it, fresh] = m_groups.try_emplace(key, int(m_a.groups.size()));
         if (fresh) {
             IncidentGroup g;
             g.id = it->second;
+            g.kind = inc.kind;
             g.op = op;
             g.origin = inc.origin;
             g.site = site;
@@ -361,6 +413,7 @@ class IncidentGrouping {
         ref.timeNs = inc.timeNs;
         ref.step = inc.step;
         ref.thread = inc.thread;
+        ref.kind = inc.kind;
         ref.group = g.id;
         ref.action = inc.action;
         ref.outcome = inc.outcome;
@@ -404,7 +457,7 @@ class IncidentGrouping {
     }
 
     RunAnalysis& m_a;
-    std::map<std::tuple<std::string, char, std::string, int>, int> m_groups;
+    std::map<std::tuple<std::string, char, std::string, int, int>, int> m_groups;
     std::vector<std::unordered_set<uint32_t>> m_seen;  // evidence per group
     std::unordered_map<std::string, uint32_t> m_evidence;
     PromotionIndex m_checks;
@@ -444,12 +497,15 @@ void compareIncidents(const RunReader& run, RunAnalysis& a) {
     for (const RankReader& r : run.ranks())
         rankIds.push_back(r.info().rank);
     SequenceComparer incidents(Divergence::Kind::Incidents, 0, rankIds);
-    for (const IncidentRef& ref : a.incidents)
-        incidents.push(ref.rank, {ref.group, ref.step});
+    for (const IncidentRef& ref : a.incidents)  // where each rank stopped: RankStop
+        if (!isCollectiveKind(ref.kind)) incidents.push(ref.rank, {ref.group, ref.step});
     for (int r : rankIds)
         incidents.setEnded(r);
     auto describe = [&](int64_t g) {
         const IncidentGroup& group = a.groups[size_t(g)];
+        if (group.kind != IncidentKind::MixedTensor)
+            return fmt::format("{} at {} ({})", group.op, formatLocation(group.site),
+                               incidentKindInfo(group.kind).tag);
         return fmt::format("{} at {} (origin {})", group.op, formatLocation(group.site),
                            originText(group.origin));
     };
@@ -482,7 +538,74 @@ void orderGroups(RunAnalysis& a) {
         c.group = newId[size_t(c.group)];
 }
 
+// Where each rank stopped (RankStop).
+void findStops(const RunReader& run, RunAnalysis& a) {
+    for (const RankReader& rank : run.ranks()) {
+        RankStop s;
+        s.rank = rank.info().rank;
+        s.closed = rank.info().endedNs.has_value();
+        if (auto it = run.launchEnds().find(s.rank); it != run.launchEnds().end())
+            s.ended = it->second;
+        s.collectives = rank.summary().collectives;
+        if (std::optional<CollectiveRecord> last = rank.lastCollective()) {
+            s.lastCollectiveNs = last->startNs;
+            if (last->op) {
+                std::vector<OpRecord> op = rank.opsAfter(OpSeq{last->op.value() - 1}, 1);
+                if (!op.empty() && op.front().seq == last->op) {
+                    std::vector<SourceFrame> frames = resolveStack(rank, op.front().stack);
+                    if (!frames.empty()) s.lastCollectiveSite = frames.front();
+                }
+            }
+            s.lastCollective =
+                fmt::format("{} on {}", rank.string(last->kind), rank.string(last->group));
+            if (!s.lastCollectiveSite.file.empty())
+                s.lastCollective += " at " + formatLocation(s.lastCollectiveSite);
+            s.lastCollective += fmt::format(" (step {})", last->step);
+        }
+        a.stops.push_back(std::move(s));
+    }
+    // the last collective incident of each rank
+    std::map<int, const IncidentRef*> lastIncident;
+    for (const IncidentRef& ref : a.incidents)
+        if (isCollectiveKind(ref.kind)) lastIncident[ref.rank] = &ref;
+    for (RankStop& s : a.stops) {
+        auto it = lastIncident.find(s.rank);
+        if (it == lastIncident.end()) continue;
+        const IncidentRef& ref = *it->second;
+        const IncidentGroup& g = a.groups[size_t(ref.group)];
+        s.stoppedIn = ref.kind;
+        for (const RankReader& rank : run.ranks())
+            if (rank.info().rank == s.rank)
+                for (const IncidentRecord& inc :
+                     rank.incidentsAfter(IncidentSeq{ref.seq.value() - 1}, 1, false))
+                    if (inc.seq == ref.seq) {
+                        s.pending = rank.string(inc.evidence);
+                        s.pendingIndex = inc.operandIndex;
+                    }
+        if (s.pending.empty()) s.pending = g.op;
+        s.pendingSite = g.site;
+        s.pendingNs = ref.timeNs;
+    }
+}
+
 }  // namespace
+
+std::string RankStop::state() const {
+    if (stoppedIn) {
+        std::string text = fmt::format(
+            "{} {}", *stoppedIn == IncidentKind::CollectiveHang ? "waited in" : "failed in",
+            pending);
+        if (!pendingSite.file.empty() && pending.find(" at ") == std::string::npos)
+            text += " at " + formatLocation(pendingSite);
+        if (!ended.empty()) text += "; " + ended;
+        return text;
+    }
+    std::string text = closed ? "ended" : "stopped without closing its file";
+    if (!ended.empty()) text += " (" + ended + ")";
+    text += fmt::format(" after {} collective(s)", collectives);
+    if (!lastCollective.empty()) text += "; its last: " + lastCollective;
+    return text;
+}
 
 RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     RunAnalysis a;
@@ -493,6 +616,7 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     compareIncidents(run, a);
     if (options.compareOps) compareOps(run, options, a);
     orderGroups(a);
+    findStops(run, a);
     addFindings(run, a);
     return a;
 }

@@ -46,6 +46,7 @@ struct IncidentRef {
     int64_t timeNs = 0;  // rank-local monotonic ns
     int64_t step = -1;
     uint32_t thread = 0;
+    IncidentKind kind = IncidentKind::MixedTensor;
     int group = -1;      // index into RunAnalysis::groups
     int occurrence = 0;  // n-th incident of its group in its step on its rank
     Action action = Action::Observed;
@@ -71,7 +72,9 @@ struct IncidentDetail {
     int rank = 0;
     IncidentSeq seq;
     int64_t step = -1;
-    std::string op;
+    int64_t timeNs = 0;
+    IncidentKind kind = IncidentKind::MixedTensor;
+    std::string op;  // collective incidents: the collective's kind ("all_reduce")
     OriginClass origin = OriginClass::Unknown;
     std::string evidence, policyRule, error, promotedPlacements;
     Action action = Action::Observed;
@@ -82,6 +85,9 @@ struct IncidentDetail {
     std::vector<OperandDetail> operands;
     std::optional<MeshRecord> mesh;  // mesh of the DTensor operands
     std::string createdAt;           // creating frame of the plain tensor, "file:line"
+    std::string detail;              // hangs: the Python stacks of all the rank's threads
+    // collective incidents: the collective's position in the rank's sequence
+    int64_t collectiveIndex = -1;
 };
 
 IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& incident);
@@ -92,9 +98,10 @@ OperandDetail describeOperand(const RankReader& rank, const OperandRecord& opera
 std::vector<SourceFrame> resolveStack(const RankReader& rank, StackId stack);
 std::optional<MeshRecord> findMesh(const RankReader& rank, MeshId id);
 
-// Incidents with the same op, origin class and user call site.
+// Incidents of the same kind with the same op, origin class and user call site.
 struct IncidentGroup {
     int id = 0;
+    IncidentKind kind = IncidentKind::MixedTensor;
     std::string op;
     OriginClass origin = OriginClass::Unknown;
     SourceFrame site;
@@ -142,6 +149,26 @@ struct Divergence {
 // "ops", "incidents", "collectives": how reports and JSON name a kind.
 std::string_view toString(Divergence::Kind kind);
 
+// Where one rank stopped: its last collective, the collective it was
+// waiting in or failed in (a collective incident), and how it ended. The
+// first thing to read about a hung or killed run.
+struct RankStop {
+    int rank = 0;
+    bool closed = false;         // its writer closed cleanly
+    std::string ended;           // from launch.json: "exited with 1", "killed by SIGKILL ..."
+    int64_t collectives = 0;     // how many it recorded
+    std::string lastCollective;  // "all_reduce on default_pg (2 ranks) at h2.py:19 (step 0)"
+    SourceFrame lastCollectiveSite;
+    int64_t lastCollectiveNs = -1;  // its start, rank-local ns; -1: none
+    // The collective incident it ended in, if any ("hang", "collective failed").
+    std::optional<IncidentKind> stoppedIn;
+    std::string pending;  // "all_reduce on default_pg (2 ranks), waited 30.0 s"
+    SourceFrame pendingSite;
+    int64_t pendingNs = -1;  // time of that incident, rank-local ns
+    int64_t pendingIndex = -1;
+    std::string state() const;  // one line: "waits in all_reduce at h2.py:24 ..."
+};
+
 struct Finding {
     FindingKind kind = FindingKind::Unreconciled;
     std::string message;  // one line, what and where
@@ -156,6 +183,7 @@ struct RunAnalysis {
     std::vector<IncidentGroup> groups;       // most frequent first
     std::vector<PromotionCheck> promotionChecks;
     std::vector<Divergence> divergences;
+    std::vector<RankStop> stops;  // one per readable rank, by rank
     std::vector<int> missingRanks;
     std::vector<Finding> findings;
     int64_t opsCompared = 0;

@@ -50,7 +50,14 @@ std::string formatSummaryText(const RunSummary& s) {
         std::string status = r.info.endedNs ? "closed" : "open or killed";
         out += fmt::format("{:>5} {:>10} {:>6} {:>10} {:>12} {:>9}  {}\n", r.rank, m.ops, m.steps,
                            m.collectives, humanBytes(m.collectiveBytes), m.incidents, status);
-        if (m.incidents) {
+        bool onlyMixed = m.incidentsByKind.size() == 1 &&
+                         m.incidentsByKind.begin()->first == IncidentKind::MixedTensor;
+        if (m.incidents && !onlyMixed)
+            out += "      by kind: " +
+                   joinCounts(m.incidentsByKind,
+                              [](IncidentKind k) { return std::string(toString(k)); }) +
+                   "\n";
+        if (!m.incidentsByOrigin.empty()) {
             out += "      by origin: " +
                    joinCounts(m.incidentsByOrigin, [](OriginClass o) { return originText(o); }) +
                    "\n";
@@ -72,8 +79,10 @@ nlohmann::json summaryToJson(const RunSummary& s) {
     nlohmann::json ranks = nlohmann::json::array();
     for (const auto& r : s.ranks) {
         const RankSummary& m = r.summary;
-        nlohmann::json byOrigin = nlohmann::json::object(), byAction = nlohmann::json::object(),
-                       byOutcome = nlohmann::json::object();
+        nlohmann::json byKind = nlohmann::json::object(), byOrigin = nlohmann::json::object(),
+                       byAction = nlohmann::json::object(), byOutcome = nlohmann::json::object();
+        for (auto [k, n] : m.incidentsByKind)
+            byKind[std::string(toString(k))] = n;
         for (auto [k, n] : m.incidentsByOrigin)
             byOrigin[std::string(1, char(k))] = n;
         for (auto [k, n] : m.incidentsByAction)
@@ -90,6 +99,7 @@ nlohmann::json summaryToJson(const RunSummary& s) {
                          {"collectives", m.collectives},
                          {"collective_bytes", m.collectiveBytes},
                          {"incidents", m.incidents},
+                         {"incidents_by_kind", byKind},
                          {"incidents_by_origin", byOrigin},
                          {"incidents_by_action", byAction},
                          {"incidents_by_outcome", byOutcome},

@@ -22,9 +22,37 @@ const IncidentKindInfo& incidentKindInfo(IncidentKind kind) {
     return index < kIncidentKinds.size() ? kIncidentKinds[index] : kIncidentKinds.front();
 }
 
+std::optional<IncidentKind> incidentKindFromString(std::string_view key) {
+    for (const IncidentKindInfo& k : kIncidentKinds)
+        if (k.key == key) return k.kind;
+    return std::nullopt;
+}
+
+std::optional<IncidentKind> incidentKindFromIndex(int64_t value) {
+    if (value < 0 || value >= int64_t(IncidentKind::End)) return std::nullopt;
+    return IncidentKind(value);
+}
+
 const FindingKindInfo& findingKindInfo(FindingKind kind) {
     size_t index = size_t(kind);
     return index < kFindingKinds.size() ? kFindingKinds[index] : kFindingKinds.front();
+}
+
+FindingKind findingKindOf(IncidentKind kind) {
+    switch (kind) {
+        case IncidentKind::NoShardingStrategy:
+            return FindingKind::NoStrategy;
+        case IncidentKind::DTensorError:
+            return FindingKind::DTensorError;
+        case IncidentKind::CollectiveError:
+            return FindingKind::CollectiveError;
+        case IncidentKind::CollectiveHang:
+            return FindingKind::Hang;
+        case IncidentKind::MixedTensor:
+        case IncidentKind::End:
+            break;
+    }
+    return FindingKind::Unreconciled;
 }
 
 std::string_view toString(FindingKind kind) {

@@ -113,23 +113,45 @@ std::string originLetterRange();
 
 // ---- incident kinds ----
 
-// What went wrong in an incident. Today every recorded incident is a mixed
-// tensor; the kinds DTensor raises otherwise are added here.
+// What went wrong in an incident: a plain tensor meeting DTensors, an op
+// DTensor has no sharding strategy for, any other error DTensor's dispatch
+// or a redistribution raised, a collective that failed, or one that did not
+// complete in time (the watchdog). Stored as its index.
 enum class IncidentKind : uint8_t {
     MixedTensor,
+    NoShardingStrategy,
+    DTensorError,
+    CollectiveError,
+    CollectiveHang,
     End,
 };
 
 struct IncidentKindInfo {
     IncidentKind kind;
-    std::string_view key;        // "mixed-tensor": SARIF rule ids, file names
-    std::string_view title;      // "Plain torch.Tensor mixed with DTensors"
-    std::string_view sarifRule;  // rule id prefix; rules are per origin: "<prefix>/<letter>"
+    std::string_view key;         // "mixed-tensor": SARIF rule ids, file names
+    std::string_view title;       // "Plain torch.Tensor mixed with DTensors"
+    std::string_view tag;         // as a table cell shows it: "mixed tensor"
+    std::string_view sarifRule;   // rule id; mixed tensors: a prefix, rules are per origin
+    std::string_view fixSummary;  // the usual right fix, one sentence
 };
 
 inline constexpr std::array kIncidentKinds = std::to_array<IncidentKindInfo>({
     {IncidentKind::MixedTensor, "mixed-tensor", "Plain torch.Tensor mixed with DTensors",
-     "meshscope/mixed-tensor"},
+     "mixed tensor", "meshscope/mixed-tensor",
+     "make the plain tensor a DTensor where it is created (by origin class)"},
+    {IncidentKind::NoShardingStrategy, "no-sharding-strategy",
+     "An op DTensor has no sharding strategy for", "no strategy", "meshscope/no-sharding-strategy",
+     "register a strategy with register_sharding, run the call on local shards with "
+     "local_map, or redistribute its operands to a placement that has a strategy"},
+    {IncidentKind::DTensorError, "dtensor-error", "DTensor dispatch or redistribution error",
+     "DTensor error", "meshscope/dtensor-error",
+     "make the operands agree: one mesh, valid Shard dims, placements the op accepts"},
+    {IncidentKind::CollectiveError, "collective-error", "A collective failed", "collective failed",
+     "meshscope/collective-error",
+     "make every rank issue the same collectives in the same order, on the same group"},
+    {IncidentKind::CollectiveHang, "collective-hang", "A collective did not complete in time",
+     "hang", "meshscope/collective-hang",
+     "make every rank issue the same collectives in the same order, on the same group"},
 });
 
 // Whether `table` has one row per enumerator before End, in enum order.
@@ -144,6 +166,12 @@ static_assert(kindTableIsComplete(kIncidentKinds, IncidentKind::End),
               "kIncidentKinds needs one row per IncidentKind");
 
 const IncidentKindInfo& incidentKindInfo(IncidentKind kind);
+inline std::string_view toString(IncidentKind kind) {
+    return incidentKindInfo(kind).key;
+}
+std::optional<IncidentKind> incidentKindFromString(std::string_view key);
+// The kind stored as `value`; nullopt for a value outside the table.
+std::optional<IncidentKind> incidentKindFromIndex(int64_t value);
 
 // ---- incident states ----
 
@@ -182,7 +210,18 @@ inline const IncidentStateInfo& incidentStateInfo(IncidentState state) {
 // ---- finding kinds ----
 
 // What `check` reports and gates on (--fail-on takes their names).
-enum class FindingKind : uint8_t { Unreconciled, Invalid, Divergent, MissingRank, Unreadable, End };
+enum class FindingKind : uint8_t {
+    Unreconciled,
+    Invalid,
+    Divergent,
+    MissingRank,
+    Unreadable,
+    NoStrategy,
+    DTensorError,
+    CollectiveError,
+    Hang,
+    End,
+};
 
 struct FindingKindInfo {
     FindingKind kind;
@@ -223,12 +262,39 @@ inline constexpr std::array kFindingKinds = std::to_array<FindingKindInfo>({
      kIncompleteRun.level},
     {FindingKind::Unreadable, "unreadable", "a rank file that cannot be read", 2, kIncompleteRun.id,
      kIncompleteRun.name, kIncompleteRun.brief, kIncompleteRun.help, kIncompleteRun.level},
+    {FindingKind::NoStrategy, "no-strategy",
+     "an op DTensor has no sharding strategy for (the run stopped there)", 1,
+     "meshscope/no-sharding-strategy", "NoShardingStrategy",
+     "DTensor has no sharding strategy for an op with these placements",
+     "Register one with register_sharding, run the call on local shards with local_map, or "
+     "redistribute the operands to a placement that has a strategy",
+     "error"},
+    {FindingKind::DTensorError, "dtensor-error",
+     "a DTensor dispatch or redistribution error (placements, shapes, Shard dim, mesh)", 1,
+     "meshscope/dtensor-error", "DTensorDispatchError",
+     "DTensor's dispatch or a redistribution raised",
+     "Make the operands agree: one mesh, valid Shard dims, placements the op accepts", "error"},
+    {FindingKind::CollectiveError, "collective-error",
+     "a collective that failed (a peer gone, a timeout, a mismatch the backend saw)", 1,
+     "meshscope/collective-error", "CollectiveFailed", "A collective failed",
+     "Make every rank issue the same collectives in the same order, on the same group", "error"},
+    {FindingKind::Hang, "hang",
+     "a collective still pending after the watchdog's time, or when its rank ended", 0,
+     "meshscope/collective-hang", "CollectiveHang", "A collective did not complete",
+     "Make every rank issue the same collectives in the same order, on the same group", "error"},
 });
 
 static_assert(kindTableIsComplete(kFindingKinds, FindingKind::End),
               "kFindingKinds needs one row per FindingKind");
 
 const FindingKindInfo& findingKindInfo(FindingKind kind);
+// Collective failures and hangs: incidents about a collective rather than an op.
+inline bool isCollectiveKind(IncidentKind kind) {
+    return kind == IncidentKind::CollectiveError || kind == IncidentKind::CollectiveHang;
+}
+// What `check` reports an incident of `kind` as (mixed tensors: when not
+// reconciled).
+FindingKind findingKindOf(IncidentKind kind);
 std::string_view toString(FindingKind kind);
 std::optional<FindingKind> findingKindFromString(std::string_view text);
 

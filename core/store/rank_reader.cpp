@@ -93,13 +93,16 @@ IncidentRecord incidentFrom(const sql::Stmt& s) {
     if (!s.isNull(13)) r.fingerprint = std::bit_cast<uint64_t>(s.int64(13));
     r.promotedPlacements = s.id<StringId>(14);
     r.stack = s.id<StackId>(15);
+    // a kind this build does not know reads as the error it was: a DTensor error
+    r.kind = incidentKindFromIndex(s.int64(16)).value_or(IncidentKind::DTensorError);
+    r.detail = s.id<StringId>(17);
     return r;
 }
 
 constexpr const char* kIncidentColumns =
     "SELECT seq, time_ns, step, thread, op_id, operand_index, plain_tensor_id, origin, "
     "evidence_id, policy_rule_id, action, outcome, error_id, fingerprint, "
-    "promoted_placements_id, stack_id FROM incidents ";
+    "promoted_placements_id, stack_id, kind, detail_id FROM incidents ";
 
 CollectiveRecord collectiveFrom(const sql::Stmt& s) {
     CollectiveRecord c;
@@ -436,6 +439,17 @@ std::vector<CollectiveRecord> RankReader::collectivesAfter(CollectiveSeq after,
     });
 }
 
+std::optional<CollectiveRecord> RankReader::lastCollective() const {
+    return guarded([&]() -> std::optional<CollectiveRecord> {
+        sql::Stmt s(*m_db,
+                    "SELECT seq, op_seq, kind_id, group_id, src_placements_id, dst_placements_id, "
+                    "bytes, start_ns, end_ns, thread, step FROM collectives "
+                    "ORDER BY seq DESC LIMIT 1");
+        if (!s.step()) return std::nullopt;
+        return collectiveFrom(s);
+    });
+}
+
 std::vector<DeviceTimeRecord> RankReader::deviceTimes() const {
     if (!m_hasDeviceTimes) return {};
     return guarded([&] {
@@ -523,11 +537,15 @@ RankSummary RankReader::summary() const {
         sql::Stmt coll(*m_db, "SELECT count(*), coalesce(sum(bytes), 0) FROM collectives");
         if (coll.step()) r.collectives = coll.int64(0), r.collectiveBytes = coll.int64(1);
         sql::Stmt inc(*m_db,
-                      "SELECT origin, action, outcome, count(*) FROM incidents "
-                      "GROUP BY origin, action, outcome");
+                      "SELECT origin, action, outcome, kind, count(*) FROM incidents "
+                      "GROUP BY origin, action, outcome, kind");
         while (inc.step()) {
-            int64_t n = inc.int64(3);
+            int64_t n = inc.int64(4);
+            IncidentKind kind =
+                incidentKindFromIndex(inc.int64(3)).value_or(IncidentKind::DTensorError);
             r.incidents += n;
+            r.incidentsByKind[kind] += n;
+            if (kind != IncidentKind::MixedTensor) continue;
             r.incidentsByOrigin[originFrom(inc.text(0))] += n;
             r.incidentsByAction[actionFrom(inc.int64(1))] += n;
             r.incidentsByOutcome[outcomeFrom(inc.int64(2))] += n;

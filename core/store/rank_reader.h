@@ -43,6 +43,8 @@ struct RankSummary {
     int64_t collectives = 0;
     int64_t collectiveBytes = 0;
     int64_t incidents = 0;
+    std::map<IncidentKind, int64_t> incidentsByKind;
+    // mixed-tensor incidents only:
     std::map<OriginClass, int64_t> incidentsByOrigin;
     std::map<Action, int64_t> incidentsByAction;
     std::map<Outcome, int64_t> incidentsByOutcome;
@@ -87,6 +89,8 @@ class RankReader {
     std::vector<OperandRecord> incidentOperands(IncidentSeq seq) const;
     std::vector<IncidentRecord> incidentsInStepRange(int64_t s0, int64_t s1) const;
     std::vector<CollectiveRecord> collectivesInTimeRange(int64_t t0, int64_t t1) const;
+    // The rank's last collective, if it recorded any.
+    std::optional<CollectiveRecord> lastCollective() const;
     // Collectives with seq > after, ordered by seq: polling a live run.
     std::vector<CollectiveRecord> collectivesAfter(CollectiveSeq after,
                                                    int64_t limit = kNoLimit) const;

@@ -43,7 +43,7 @@ RecordInserter::RecordInserter(sql::Db& db)
                       "param_count) VALUES (?1, ?2, ?3, ?4, ?5)"),
       m_incident(db,
                  "INSERT INTO incidents VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                 "?13, ?14, ?15, ?16)"),
+                 "?13, ?14, ?15, ?16, ?17, ?18)"),
       m_deviceTime(db, "INSERT OR REPLACE INTO device_times VALUES (?1, ?2, ?3, ?4)"),
       m_drop(db,
              "INSERT INTO drops VALUES (?1, ?2) ON CONFLICT (reason) DO UPDATE SET "
@@ -134,7 +134,8 @@ void RecordInserter::insertRow(const IncidentRecord& r) {
         s.bind(14, std::bit_cast<int64_t>(*r.fingerprint));
     else
         s.bindNull(14);
-    s.bindId(15, r.promotedPlacements).bindId(16, r.stack).run();
+    s.bindId(15, r.promotedPlacements).bindId(16, r.stack).bind(17, int64_t(r.kind));
+    s.bindId(18, r.detail).run();
     for (const OperandRecord& o : r.operands) {
         m_operand.bindId(1, r.seq).bind(2, int64_t(o.role)).bind(3, int64_t(o.index));
         m_operand.bind(4, int64_t(o.kind)).bindId(5, o.tensor);

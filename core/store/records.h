@@ -142,11 +142,15 @@ struct OptimizerStepRecord {
 
 struct IncidentRecord {
     IncidentSeq seq;  // assigned by RankWriter::submit
+    IncidentKind kind = IncidentKind::MixedTensor;
     int64_t timeNs = 0;
     int64_t step = -1;
     uint32_t thread = 0;
     StringId op;
-    int32_t operandIndex = -1;  // first plain operand
+    // Mixed tensors: the first plain operand. Collective incidents: the
+    // pending collective's position in the rank's sequence of collectives
+    // (0-based; -1 unknown).
+    int32_t operandIndex = -1;
     TensorId plainTensor;
     OriginClass origin = OriginClass::Unknown;
     StringId evidence;    // "created by DataLoader batch #12"
@@ -157,6 +161,10 @@ struct IncidentRecord {
     std::optional<uint64_t> fingerprint;  // content hash of the promoted tensor
     StringId promotedPlacements;
     StackId stack;
+    // Hangs: the Python stacks of all the rank's threads; other kinds: what
+    // the error says beyond `error` (the pending collective, the rank that
+    // left). Empty for mixed tensors.
+    StringId detail;
     std::vector<OperandRecord> operands;
 };
 

@@ -1,13 +1,36 @@
 #include "core/store/run_reader.h"
 
 #include <algorithm>
+#include <fstream>
 #include <set>
+
+#include <nlohmann/json.hpp>
 
 #include "core/store/run_directory.h"
 #include "core/store/schema.h"
 
 namespace meshscope {
 namespace {
+
+// launch.json (`meshscope record`'s note of how each rank ended): rank ->
+// its end. Optional and advisory: a file that is not a small regular JSON
+// file of that shape is ignored.
+std::map<int, std::string> readLaunchEnds(const std::filesystem::path& dir) {
+    std::map<int, std::string> ends;
+    std::error_code ec;
+    auto file = dir / "launch.json";
+    if (!std::filesystem::is_regular_file(file, ec) ||
+        std::filesystem::file_size(file, ec) > (size_t(1) << 20) || ec)
+        return ends;
+    std::ifstream in(file);
+    nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+    if (!doc.is_object() || !doc.contains("ranks") || !doc["ranks"].is_array()) return ends;
+    for (const nlohmann::json& r : doc["ranks"])
+        if (r.is_object() && r.value("rank", nlohmann::json()).is_number_integer() &&
+            r.value("ended", nlohmann::json()).is_string())
+            ends[r["rank"].get<int>()] = r["ended"].get<std::string>();
+    return ends;
+}
 
 std::vector<std::filesystem::path> rankFilesIn(const std::filesystem::path& dir) {
     std::vector<std::filesystem::path> files;
@@ -70,6 +93,7 @@ RunReader RunReader::open(const std::filesystem::path& path) {
     std::sort(run.m_ranks.begin(), run.m_ranks.end(), [](const RankReader& a, const RankReader& b) {
         return a.info().rank < b.info().rank;
     });
+    if (!singleFile) run.m_launchEnds = readLaunchEnds(run.m_dir);
     return run;
 }
 

@@ -6,7 +6,9 @@
 // show what is readable and say what is not.
 
 #include <filesystem>
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/store/manifest.h"
@@ -31,12 +33,17 @@ class RunReader {
     const std::vector<StoreError>& problems() const { return m_problems; }
     // World size from the manifest, or the largest seen in a rank file.
     int worldSize() const;
+    // How each rank ended, as `meshscope record` wrote it in launch.json
+    // ("exited with 1", "killed by SIGKILL from meshscope after the 10 s
+    // grace"); empty when the run was not launched by `record`.
+    const std::map<int, std::string>& launchEnds() const { return m_launchEnds; }
 
   private:
     std::filesystem::path m_dir;
     std::optional<Manifest> m_manifest;
     std::vector<RankReader> m_ranks;
     std::vector<StoreError> m_problems;
+    std::map<int, std::string> m_launchEnds;
 };
 
 }  // namespace meshscope

@@ -45,7 +45,7 @@ CREATE TABLE incidents (
   thread INTEGER NOT NULL, op_id INTEGER NOT NULL, operand_index INTEGER NOT NULL,
   plain_tensor_id INTEGER, origin TEXT NOT NULL, evidence_id INTEGER, policy_rule_id INTEGER,
   action INTEGER NOT NULL, outcome INTEGER NOT NULL, error_id INTEGER, fingerprint INTEGER,
-  promoted_placements_id INTEGER, stack_id INTEGER);
+  promoted_placements_id INTEGER, stack_id INTEGER, kind INTEGER NOT NULL, detail_id INTEGER);
 CREATE INDEX incidents_by_time ON incidents (time_ns);
 CREATE INDEX incidents_by_step ON incidents (step);
 CREATE TABLE drops (reason TEXT PRIMARY KEY, count INTEGER NOT NULL) WITHOUT ROWID;

@@ -15,7 +15,8 @@ inline constexpr int32_t kApplicationId = 0x4D534350;
 
 // PRAGMA user_version. Bump on any incompatible change; readers refuse other
 // versions with a message naming both numbers.
-inline constexpr int32_t kSchemaVersion = 1;
+// v2: incidents.kind and detail_id (incidents other than mixed tensors).
+inline constexpr int32_t kSchemaVersion = 2;
 
 // Name of the per-rank database inside a run directory.
 inline constexpr std::string_view kRankFilePrefix = "rank-";

@@ -1,7 +1,11 @@
 #include "core/synth/synthetic_run.h"
 
 #include <array>
+#include <fstream>
 #include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/store/run_directory.h"
@@ -69,7 +73,70 @@ class RankGenerator {
     SyntheticRankTotals run(int64_t steps) {
         for (int64_t s = 0; s < steps; ++s)
             step(s);
+        if (m_spec.failures) fail(steps);
         return m_totals;
+    }
+
+    // The end of a broken job (SyntheticRunSpec::failures).
+    void fail(int64_t s) {
+        m_step = s;
+        StringId file = m_w.intern("model.py");
+        auto failure = [&](IncidentKind kind, const char* op, int line, const std::string& evidence,
+                           const std::string& error, const std::string& detail, int32_t index) {
+            IncidentRecord r;
+            r.kind = kind;
+            r.timeNs = advance(1000);
+            r.step = s;
+            r.thread = 0;
+            r.op = m_w.intern(op);
+            r.operandIndex = index;
+            r.evidence = m_w.intern(evidence);
+            r.error = m_w.intern(error);
+            r.detail = detail.empty() ? StringId{} : m_w.intern(detail);
+            r.stack = m_w.internStack(std::array{Frame{file, line, m_w.intern("forward")},
+                                                 Frame{m_trainFile, 100, m_trainStep}});
+            if (!isCollectiveKind(kind))
+                r.operands = {
+                    {0, OperandRole::Input, OperandKind::Tensor, m_weights[0], 0, m_shard},
+                    {1, OperandRole::Input, OperandKind::Tensor, m_weights[0], 0, m_shard}};
+            m_w.submit(std::move(r));
+            ++m_totals.incidents;
+        };
+        if (m_rank == 0) {
+            const char* sdpa = "aten._scaled_dot_product_flash_attention_for_cpu.default";
+            failure(IncidentKind::NoShardingStrategy, sdpa, 58, "attention on head-sharded q, k, v",
+                    std::string("NotImplementedError: Operator ") + sdpa +
+                        " does not have a sharding strategy registered.",
+                    "", 0);
+            failure(IncidentKind::DTensorError, "aten.view.default", 61,
+                    "view of a DTensor sharded on dim 0",
+                    "RuntimeError: Attempted to flatten sharded dimension 0, but only the "
+                    "leftmost dim of a Flatten can be sharded.",
+                    "", 0);
+        }
+        CollectiveRecord c;
+        c.kind = m_w.intern(m_rank == 0 ? "all_reduce" : "broadcast");
+        c.group = m_w.intern("default_pg (" + std::to_string(m_spec.ranks) + " ranks)");
+        c.bytes = 16;
+        c.startNs = advance(100);
+        c.endNs = advance(100);
+        c.step = s;
+        m_w.submit(std::move(c));
+        ++m_totals.collectives;
+        std::string kind = m_rank == 0 ? "all_reduce" : "broadcast";
+        int line = m_rank == 0 ? 70 : 73;
+        std::string pending = fmt::format("{} on default_pg ({} ranks), 16 B, its collective #{}",
+                                          kind, m_spec.ranks, m_totals.collectives - 1);
+        std::string stacks = fmt::format(
+            "Thread 0x7f00 (MainThread), pending {} for 600.0 s:\n"
+            "  File \"train.py\", line 100, in train_step\n"
+            "  File \"model.py\", line {}, in forward\n"
+            "Thread 0x7f01 (pin_memory):\n"
+            "  File \"threading.py\", line 327, in wait\n",
+            kind, line);
+        failure(IncidentKind::CollectiveHang, kind.c_str(), line, pending,
+                "pending for 600.0 s (watchdog: MESHSCOPE_WATCHDOG_S=600)", stacks,
+                int32_t(m_totals.collectives - 1));
     }
 
   private:
@@ -255,6 +322,16 @@ SyntheticRankTotals writeSyntheticRun(const std::filesystem::path& runDir,
         totals.incidents += t.incidents;
         totals.collectives += t.collectives;
         totals.steps = t.steps;
+    }
+    if (spec.failures) {  // what `meshscope record` notes when it kills hung ranks
+        nlohmann::json ends;
+        ends["stop_signal"] = "SIGINT";
+        for (int rank = 0; rank < spec.ranks; ++rank)
+            ends["ranks"].push_back(
+                {{"rank", rank},
+                 {"pid", 1000 + rank},
+                 {"ended", "killed by SIGKILL from meshscope after the 10 s grace"}});
+        std::ofstream(runDir / "launch.json") << ends.dump(1) << "\n";
     }
     return totals;
 }

@@ -20,6 +20,11 @@ struct SyntheticRunSpec {
     uint64_t seed = 1;
     // When > 0, the number of steps is chosen to give about this many ops per rank.
     int64_t opsPerRank = 0;
+    // End the run the way a broken job ends: rank 0 meets an op with no
+    // sharding strategy and a DTensor error, then every rank hangs in a
+    // collective its peers never issue (the watchdog's incident, with the
+    // threads' stacks), and launch.json says `record` killed them.
+    bool failures = false;
 };
 
 struct SyntheticRankTotals {
