@@ -135,18 +135,24 @@ class RankExporter {
             std::vector<IncidentRecord> page = m_rank.incidentsAfter(after, 20000, false);
             for (const IncidentRecord& inc : page) {
                 m_threads.insert(inc.thread);
+                const bool mixed = inc.kind == IncidentKind::MixedTensor;
                 nlohmann::json args = {{"seq", inc.seq.value()},
-                                       {"origin", originText(inc.origin)},
+                                       {"kind", toString(inc.kind)},
+                                       {"origin", mixed ? originText(inc.origin) : ""},
                                        {"evidence", m_rank.string(inc.evidence)},
                                        {"action", toString(inc.action)},
                                        {"outcome", toString(inc.outcome)},
                                        {"plain_operand", inc.operandIndex},
                                        {"step", inc.step},
                                        {"frame", frame(inc.stack)}};
+                if (!mixed) args["error"] = m_rank.string(inc.error);
+                if (inc.detail) args["detail"] = m_rank.string(inc.detail);  // a hang's stacks
+                // "mixed: aten::mul.Tensor", "hang: all_reduce"
+                std::string label = mixed ? "mixed" : std::string(incidentKindInfo(inc.kind).tag);
                 m_w.event(fmt::format(
                     R"({{"ph":"i","s":"t","pid":{},"tid":{},"ts":{},"name":{},"cat":"incident","args":{}}})",
                     m_pid, inc.thread, micros(m_offset + inc.timeNs),
-                    jsonString("mixed: " + m_rank.string(inc.op)),
+                    jsonString(label + ": " + m_rank.string(inc.op)),
                     args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
                 ++m_stats.incidents;
                 auto op = m_reconciledBy.find(inc.seq.value());

@@ -133,25 +133,29 @@ struct IncidentKindInfo {
     std::string_view tag;         // as a table cell shows it: "mixed tensor"
     std::string_view sarifRule;   // rule id; mixed tensors: a prefix, rules are per origin
     std::string_view fixSummary;  // the usual right fix, one sentence
+    // 0xRRGGBB: the timeline marker and report tag of the kind (mixed
+    // tensors are coloured by their state instead: kIncidentStates)
+    uint32_t rgb;
 };
 
 inline constexpr std::array kIncidentKinds = std::to_array<IncidentKindInfo>({
     {IncidentKind::MixedTensor, "mixed-tensor", "Plain torch.Tensor mixed with DTensors",
      "mixed tensor", "meshscope/mixed-tensor",
-     "make the plain tensor a DTensor where it is created (by origin class)"},
+     "make the plain tensor a DTensor where it is created (by origin class)", 0x455A64},
     {IncidentKind::NoShardingStrategy, "no-sharding-strategy",
      "An op DTensor has no sharding strategy for", "no strategy", "meshscope/no-sharding-strategy",
      "register a strategy with register_sharding, run the call on local shards with "
-     "local_map, or redistribute its operands to a placement that has a strategy"},
+     "local_map, or redistribute its operands to a placement that has a strategy",
+     0x795548},
     {IncidentKind::DTensorError, "dtensor-error", "DTensor dispatch or redistribution error",
      "DTensor error", "meshscope/dtensor-error",
-     "make the operands agree: one mesh, valid Shard dims, placements the op accepts"},
+     "make the operands agree: one mesh, valid Shard dims, placements the op accepts", 0xE65100},
     {IncidentKind::CollectiveError, "collective-error", "A collective failed", "collective failed",
      "meshscope/collective-error",
-     "make every rank issue the same collectives in the same order, on the same group"},
+     "make every rank issue the same collectives in the same order, on the same group", 0x3949AB},
     {IncidentKind::CollectiveHang, "collective-hang", "A collective did not complete in time",
      "hang", "meshscope/collective-hang",
-     "make every rank issue the same collectives in the same order, on the same group"},
+     "make every rank issue the same collectives in the same order, on the same group", 0x212121},
 });
 
 // Whether `table` has one row per enumerator before End, in enum order.

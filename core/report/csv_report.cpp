@@ -1,5 +1,5 @@
-// The CSV report: one row per incident, for a spreadsheet (cells that would
-// run as formulas are quoted).
+// The CSV report: one row per incident with its kind, for a spreadsheet
+// (cells that would run as formulas are quoted).
 
 #include <ostream>
 
@@ -28,13 +28,15 @@ std::string csv(std::string_view text) {
 }  // namespace
 
 void writeCsvReport(const RunAnalysis& a, std::ostream& out) {
-    out << "rank,seq,step,time_ns,thread,group,op,origin,action,outcome,verdict,file,line,"
+    out << "rank,seq,step,time_ns,thread,group,kind,op,origin,action,outcome,verdict,file,line,"
            "function,evidence,fingerprint\r\n";
     for (const IncidentRef& r : a.incidents) {
         const IncidentGroup& g = a.groups[size_t(r.group)];
-        out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n", r.rank,
-                           r.seq.value(), r.step, r.timeNs, r.thread, g.id, csv(g.op),
-                           originText(g.origin), toString(r.action), toString(r.outcome),
+        // Only a mixed tensor has an origin class.
+        std::string origin = r.kind == IncidentKind::MixedTensor ? originText(g.origin) : "";
+        out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\r\n", r.rank,
+                           r.seq.value(), r.step, r.timeNs, r.thread, g.id, toString(r.kind),
+                           csv(g.op), origin, toString(r.action), toString(r.outcome),
                            toString(r.verdict), csv(g.site.file), g.site.line, csv(g.site.function),
                            csv(a.evidenceTexts[r.evidence]), fingerprintText(r.fingerprint));
     }

@@ -11,12 +11,14 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <set>
 
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
 #include "core/report/report.h"
+#include "core/report/report_text.h"
 #include "core/util/utf8.h"
 
 namespace meshscope {
@@ -42,6 +44,8 @@ code,pre{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px}
 .tag{display:inline-block;padding:0 6px;border-radius:3px;font-size:12px;margin-right:4px;background:#e3e7ee}
 .grid{display:grid;grid-template-columns:minmax(360px,1fr) minmax(420px,1.2fr);gap:16px}.muted{color:#69707d}.explain{margin:6px 0 10px;font-weight:500}
 svg text{font-family:system-ui,sans-serif}.legend span{margin-right:14px}
+details.stacks>summary{cursor:pointer;color:#69707d;margin:6px 0}details.stacks pre{max-height:420px;overflow:auto}
+td pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0}
 )css";
 
 std::string esc(std::string_view text) {
@@ -142,12 +146,26 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
                 "collective(s), {} bytes</title></rect>\n",
                 col, y + laneHeight - 17, cb.first, cb.second);
     }
-    // Incidents, one mark per pixel column, lane and kind.
+    // Incidents, one mark per pixel column, lane and state; failures (other
+    // kinds) in their kind's colour.
     std::map<std::tuple<int, int, IncidentState>, int64_t> marks;
+    std::map<std::tuple<int, int, IncidentKind>, int64_t> failures;
     for (const IncidentRef& ref : a.incidents) {
         const Lane& l = lanes[size_t(laneOf[ref.rank])];
-        ++marks[{laneOf[ref.rank], int(x(clock.wall(l.rank, ref.timeNs))),
-                 incidentState(ref.outcome, ref.verdict)}];
+        int col = int(x(clock.wall(l.rank, ref.timeNs)));
+        if (ref.kind != IncidentKind::MixedTensor)
+            ++failures[{laneOf[ref.rank], col, ref.kind}];
+        else
+            ++marks[{laneOf[ref.rank], col, incidentState(ref.outcome, ref.verdict)}];
+    }
+    std::set<IncidentKind> kindsShown;
+    for (const auto& [key, n] : failures) {
+        auto [lane, col, kind] = key;
+        kindsShown.insert(kind);
+        out << fmt::format(
+            "<path d='M{} {}l5 6l-5 6l-5 -6z' fill='{}'><title>{} incident(s) {}</title></path>\n",
+            col, top + lane * laneHeight + 6, report_text::kindColour(kind), n,
+            incidentKindInfo(kind).tag);
     }
     for (const auto& [key, n] : marks) {
         auto [lane, col, state] = key;
@@ -162,6 +180,9 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
     for (const IncidentStateInfo& state : kIncidentStates)
         out << fmt::format("<span title='{}'>&#9650; <b style='color:{}'>{}</b></span>",
                            state.meaning, stateColour(state.kind), state.label);
+    for (IncidentKind kind : kindsShown)
+        out << fmt::format("<span>&#9670; <b style='color:{}'>{}</b></span>",
+                           report_text::kindColour(kind), incidentKindInfo(kind).tag);
     out << "<span><b style='color:#1e88e5'>|</b> collectives</span><span>shaded bands: "
            "optimizer steps</span></div>\n";
 }
@@ -285,10 +306,76 @@ std::string incidentStateStyle() {
             s.kind == IncidentState::Invalid
                 ? fmt::format(".tag.{}{{background:#{:06x};color:#fff}}", s.key, s.rgb)
                 : fmt::format(".tag.{}{{background:#{:06x}22;color:#{:06x}}}", s.key, s.rgb, s.rgb);
+    for (const IncidentKindInfo& k : kIncidentKinds)
+        css += fmt::format(".tag.kind-{}{{background:#{:06x};color:#fff}}", k.key, k.rgb);
     return css + "\n";
 }
 
+void writeOperandTable(const IncidentDetail& ex, std::ostream& out) {
+    out << "<table><tr><th>operand</th><th>dtype</th><th>shape</th><th>local</th><th>"
+           "placements</th><th>label</th></tr>\n";
+    for (const OperandDetail& o : ex.operands)
+        out << fmt::format(
+            "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+            o.index,
+            o.output  ? " out"
+            : o.plain ? " <b>plain</b>"
+                      : "",
+            esc(o.dtype), esc(o.shape), esc(o.localShape),
+            o.scalar ? fmt::format("scalar {}", o.scalarValue) : esc(o.placements), esc(o.label));
+    out << "</table>\n";
+}
+
+void writeFix(const IncidentExplanation& e, std::ostream& out) {
+    out << "<h4>Fix</h4><p>" << esc(e.fix.summary) << "</p>\n";
+    if (!e.fix.code.empty()) out << "<pre><code>" << esc(e.fix.code) << "</code></pre>\n";
+}
+
+// A group of failures (no strategy, DTensor error, collective failure or
+// hang): its kind instead of an origin, the error and the fix; a hang's
+// Python stacks of all threads folded away.
+void writeFailureGroup(const IncidentGroup& g, std::ostream& out) {
+    const IncidentDetail& ex = g.example;
+    const IncidentExplanation e = explainIncident(ex, &g);
+    const IncidentKindInfo& kind = incidentKindInfo(g.kind);
+    out << fmt::format(
+        "<details class=group{}><summary><span class='tag kind-{}' title='{}'>{}</span> "
+        "<code>{}</code> at <code>{}</code> &middot; {} &middot; {} incident(s)</summary>\n",
+        g.id < 10 ? " open" : "", kind.key, esc(kind.title), esc(kind.tag), esc(g.op),
+        esc(formatLocation(g.site)), esc(kind.title), g.count);
+    out << "<p class=explain>" << esc(e.summary) << "</p>\n<div class=grid><div>\n<table>\n";
+    auto row = [&](std::string_view key, const std::string& value) {
+        out << "<tr><th>" << key << "</th><td>" << value << "</td></tr>\n";
+    };
+    row("kind", fmt::format("{} (<code>{}</code>)", esc(kind.title), kind.key));
+    std::string perRank;
+    for (const auto& [r, n] : g.perRank)
+        perRank += fmt::format("{}rank {}: {}", perRank.empty() ? "" : ", ", r, n);
+    row("per rank", esc(perRank));
+    row("steps", fmt::format("{} to {}", g.firstStep, g.lastStep));
+    std::string evidence;
+    for (const std::string& text : g.evidence)
+        evidence += esc(text) + "<br>";
+    row(isCollectiveKind(g.kind) ? "collective" : "evidence", evidence);
+    if (!e.placements.empty()) row("placements", "<code>" + esc(e.placements) + "</code>");
+    row(e.reconciliationLabel, "<pre>" + esc(e.reconciliation.substr(0, 4000)) + "</pre>");
+    out << "</table>\n";
+    writeFix(e, out);
+    out << "</div><div>\n";
+    if (!ex.operands.empty()) {
+        out << "<h4>Operands (rank " << ex.rank << ", step " << ex.step << ")</h4>\n";
+        writeOperandTable(ex, out);
+    }
+    out << "<h4>Stack (innermost first)</h4>\n";
+    writeStack(ex.stack, out);
+    if (!e.detail.empty())
+        out << "<details class=stacks><summary>Python stacks of all threads (rank " << ex.rank
+            << ")</summary>\n<pre>" << esc(e.detail) << "</pre></details>\n";
+    out << "</div></div></details>\n";
+}
+
 void writeGroup(const IncidentGroup& g, std::ostream& out) {
+    if (g.kind != IncidentKind::MixedTensor) return writeFailureGroup(g, out);
     const IncidentDetail& ex = g.example;
     const IncidentExplanation e = explainIncident(ex, &g);
     const IncidentStateInfo& state =
@@ -333,23 +420,12 @@ void writeGroup(const IncidentGroup& g, std::ostream& out) {
     row("plain tensor created at", "<code>" + esc(e.createdAt) + "</code>");
     if (ex.fingerprint)
         row("fingerprint", fmt::format("<code>{:016x}</code> (rank {})", *ex.fingerprint, ex.rank));
-    out << "</table>\n<h4>Fix</h4><p>" << esc(e.fix.summary) << "</p>\n";
-    if (!e.fix.code.empty()) out << "<pre><code>" << esc(e.fix.code) << "</code></pre>\n";
+    out << "</table>\n";
+    writeFix(e, out);
     out << "</div><div>\n<h4>Operands on the mesh (rank " << ex.rank << ", step " << ex.step
         << ")</h4>\n";
     writeMeshDrawing(ex, out);
-    out << "<table><tr><th>operand</th><th>dtype</th><th>shape</th><th>local</th><th>"
-           "placements</th><th>label</th></tr>\n";
-    for (const OperandDetail& o : ex.operands)
-        out << fmt::format(
-            "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-            o.index,
-            o.output  ? " out"
-            : o.plain ? " <b>plain</b>"
-                      : "",
-            esc(o.dtype), esc(o.shape), esc(o.localShape),
-            o.scalar ? fmt::format("scalar {}", o.scalarValue) : esc(o.placements), esc(o.label));
-    out << "</table>\n";
+    writeOperandTable(ex, out);
     out << "<h4>Stack (innermost first)</h4>\n";
     writeStack(ex.stack, out);
     out << "</div></div></details>\n";
@@ -510,6 +586,22 @@ void writeRanks(const RunSummary& s, std::ostream& out) {
         out << "<div class=finding><b>problem</b>" << esc(p) << "</div>\n";
 }
 
+// Where each rank stopped, when one did not end cleanly (stopsWorthShowing).
+void writeStops(const RunAnalysis& a, std::ostream& out) {
+    if (!report_text::stopsWorthShowing(a.stops)) return;
+    out << "<h2>Where each rank stopped</h2>\n<table><tr><th>rank</th><th>state</th></tr>\n";
+    for (const RankStop& s : a.stops) {
+        std::string tag;
+        if (s.stoppedIn)
+            tag = fmt::format("<span class='tag kind-{}'>{}</span> ",
+                              incidentKindInfo(*s.stoppedIn).key,
+                              esc(incidentKindInfo(*s.stoppedIn).tag));
+        out << fmt::format("<tr><td class=n>{}</td><td>{}{}</td></tr>\n", s.rank, tag,
+                           esc(s.state()));
+    }
+    out << "</table>\n";
+}
+
 void writeGroups(const RunAnalysis& a, std::ostream& out, int maxInDetail) {
     out << "<h2>Incident groups</h2>\n";
     if (a.groups.empty()) out << "<div class=ok>No mixed-tensor incidents.</div>\n";
@@ -525,7 +617,9 @@ void writeGroups(const RunAnalysis& a, std::ostream& out, int maxInDetail) {
     for (size_t i = size_t(maxInDetail); i < a.groups.size(); ++i) {
         const IncidentGroup& g = a.groups[i];
         out << "<tr><td><code>" << esc(g.op) << "</code></td><td><code>"
-            << esc(formatLocation(g.site)) << "</code></td><td>" << originText(g.origin)
+            << esc(formatLocation(g.site)) << "</code></td><td>"
+            << (g.kind == IncidentKind::MixedTensor ? originText(g.origin)
+                                                    : esc(incidentKindInfo(g.kind).tag))
             << "</td><td class=n>" << g.count << "</td></tr>\n";
     }
     out << "</table>\n";
@@ -574,7 +668,8 @@ void writeDataAndEnd(const RunAnalysis& a, std::ostream& out) {
     for (const Finding& f : a.findings)
         data["findings"].push_back({{"kind", toString(f.kind)}, {"message", f.message}});
     for (const IncidentGroup& g : a.groups)
-        data["groups"].push_back({{"op", g.op},
+        data["groups"].push_back({{"kind", toString(g.kind)},
+                                  {"op", g.op},
                                   {"origin", originText(g.origin)},
                                   {"file", g.site.file},
                                   {"line", g.site.line},
@@ -593,6 +688,7 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
     writeHead(a, out, options);
     writeFindings(a, out);
     writeRanks(a.summary, out);
+    writeStops(a, out);
     out << "<h2>Timeline</h2>\n";
     writeTimeline(run, a, out, options.timelineWidth);
     writeGroups(a, out, options.maxGroupsInDetail);

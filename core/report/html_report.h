@@ -2,8 +2,11 @@
 
 // The HTML report: one self-contained file that works offline (no network
 // request, no script; a restrictive Content-Security-Policy), with the run
-// summary, findings, a per-rank timeline as inline SVG, each incident group
-// with its fix, stack and a drawing of its operands on the device mesh.
+// summary, findings, where each rank stopped (when one did not end
+// cleanly), a per-rank timeline as inline SVG, each incident group with its
+// fix, stack and a drawing of its operands on the device mesh; failures
+// (no sharding strategy, DTensor errors, collective failures and hangs)
+// with their kind, error and, for hangs, the Python stacks of all threads.
 // Every recorded string is untrusted and escaped for where it lands.
 
 #include <iosfwd>

@@ -26,6 +26,7 @@ nlohmann::json countsToJson(const Map& counts, Key key) {
 nlohmann::json groupToJson(const IncidentGroup& g) {
     return {
         {"id", g.id},
+        {"kind", toString(g.kind)},
         {"op", g.op},
         {"origin", originText(g.origin)},
         {"origin_description", describeOrigin(g.origin)},
@@ -47,6 +48,22 @@ nlohmann::json groupToJson(const IncidentGroup& g) {
     };
 }
 
+// Where one rank stopped (RankStop); `stopped_in` is the kind of the
+// collective incident it ended in, null when none.
+nlohmann::json stopToJson(const RankStop& s) {
+    nlohmann::json pendingSite = nullptr;
+    if (s.stoppedIn) pendingSite = frameToJson(s.pendingSite);
+    return {{"rank", s.rank},
+            {"closed", s.closed},
+            {"ended", s.ended},
+            {"collectives", s.collectives},
+            {"last_collective", s.lastCollective},
+            {"stopped_in", s.stoppedIn ? nlohmann::json(toString(*s.stoppedIn)) : nullptr},
+            {"pending", s.pending},
+            {"pending_site", pendingSite},
+            {"state", s.state()}};
+}
+
 nlohmann::json divergenceToJson(const Divergence& d) {
     return {{"kind", toString(d.kind)}, {"rank", d.rank},     {"thread", d.thread},
             {"index", d.index},         {"step", d.step},     {"expected", d.expected},
@@ -56,7 +73,9 @@ nlohmann::json divergenceToJson(const Divergence& d) {
 }  // namespace
 
 nlohmann::json explanationToJson(const IncidentExplanation& e) {
-    return {{"summary", e.summary},
+    return {{"kind", toString(e.kind)},
+            {"kind_title", e.kindTitle},
+            {"summary", e.summary},
             {"plain_operand", e.plainOperand},
             {"origin", e.origin},
             {"evidence", e.evidence},
@@ -65,7 +84,8 @@ nlohmann::json explanationToJson(const IncidentExplanation& e) {
             {"policy_rule", e.policyRule},
             {"verdict", e.verdict},
             {"fix", {{"summary", e.fix.summary}, {"code", e.fix.code}}},
-            {"fix_scope", e.fixScope}};
+            {"fix_scope", e.fixScope},
+            {"placements", e.placements}};
 }
 
 nlohmann::json incidentDetailToJson(const IncidentDetail& d, const IncidentExplanation& e) {
@@ -98,6 +118,7 @@ nlohmann::json incidentDetailToJson(const IncidentDetail& d, const IncidentExpla
     return {{"rank", d.rank},
             {"seq", d.seq.value()},
             {"step", d.step},
+            {"kind", toString(d.kind)},
             {"op", d.op},
             {"origin", originText(d.origin)},
             {"evidence", d.evidence},
@@ -113,6 +134,7 @@ nlohmann::json incidentDetailToJson(const IncidentDetail& d, const IncidentExpla
             {"stack", stack},
             {"operands", operands},
             {"mesh", mesh},
+            {"detail", d.detail},
             {"explanation", explanationToJson(e)}};
 }
 
@@ -145,6 +167,9 @@ nlohmann::json reportToJson(const RunAnalysis& a, const ReportOptions& options) 
     nlohmann::json divergences = nlohmann::json::array();
     for (const Divergence& d : a.divergences)
         divergences.push_back(divergenceToJson(d));
+    nlohmann::json stops = nlohmann::json::array();
+    for (const RankStop& s : a.stops)
+        stops.push_back(stopToJson(s));
     return {{"meshscope_report", 1},
             {"generator", options.generator},
             {"run", summaryToJson(a.summary)},
@@ -157,6 +182,7 @@ nlohmann::json reportToJson(const RunAnalysis& a, const ReportOptions& options) 
               {"unverified", unverified},
               {"invalid_checks", invalidChecks}}},
             {"divergences", divergences},
+            {"stops", stops},
             {"missing_ranks", a.missingRanks},
             {"ops_compared", a.opsCompared}};
 }

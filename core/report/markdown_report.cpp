@@ -1,5 +1,6 @@
-// The Markdown report: findings, ranks and incident groups with their fix,
-// for a pull request or an issue; every recorded string escaped.
+// The Markdown report: findings, ranks, where each rank stopped (when one
+// did not end cleanly) and incident groups with their fix, for a pull
+// request or an issue; every recorded string escaped.
 
 #include <algorithm>
 #include <ostream>
@@ -60,6 +61,105 @@ std::string mdFence(std::string_view raw, std::string_view lang) {
     return fmt::format("{}{}\n{}\n{}\n", fence, lang, text, fence);
 }
 
+// "| operand | role | ..." for an incident's operands.
+void writeOperands(const IncidentDetail& ex, std::ostream& out) {
+    out << "| operand | role | dtype | shape | local shape | placements | label |\n"
+           "|---:|---|---|---|---|---|---|\n";
+    for (const OperandDetail& o : ex.operands)
+        out << fmt::format(
+            "| {} | {} | {} | {} | {} | {} | {} |\n", o.index,
+            o.output ? "output" : (o.plain ? "**plain input**" : "input"), md(o.dtype), md(o.shape),
+            md(o.localShape),
+            o.scalar ? md(fmt::format("scalar {}", o.scalarValue)) : md(o.placements), md(o.label));
+}
+
+void writeFixAndStack(const IncidentDetail& ex, const IncidentExplanation& e, std::ostream& out) {
+    out << fmt::format("\n**Fix:** {}\n\n", md(e.fix.summary));
+    if (!e.fix.code.empty()) out << mdFence(e.fix.code, "python");
+    if (!ex.stack.empty()) {
+        std::string frames;
+        for (const SourceFrame& f : ex.stack)
+            frames += fmt::format("{}  {}\n", formatLocation(f), f.function);
+        out << "\nStack (innermost first):\n\n" << mdFence(frames, "");
+    }
+}
+
+std::string perRankText(const IncidentGroup& g) {
+    return joinCounts(g.perRank, [](int r) { return fmt::format("rank {}", r); });
+}
+
+void writeMixedGroup(const IncidentGroup& g, std::ostream& out) {
+    out << fmt::format("### {}. {} at {}: origin {} ({})\n\n", g.id + 1, mdCode(g.op),
+                       mdCode(formatLocation(g.site)), originText(g.origin),
+                       describeOrigin(g.origin));
+    const IncidentDetail& ex = g.example;
+    const IncidentExplanation e = explainIncident(ex, &g);
+    out << md(e.summary) << ".\n\n";
+    out << fmt::format("- {} incident(s); per rank: {}; steps {} to {}\n", g.count, perRankText(g),
+                       g.firstStep, g.lastStep);
+    out << fmt::format("- actions: {}; outcomes: {}\n",
+                       joinCounts(g.actions, [](Action x) { return toString(x); }),
+                       joinCounts(g.outcomes, [](Outcome x) { return toString(x); }));
+    if (g.verified + g.invalid + g.unverified > 0) {
+        std::string verdicts;
+        auto add = [&](int64_t n, std::string_view what) {
+            if (n > 0) verdicts += fmt::format("{}{} {}", verdicts.empty() ? "" : ", ", n, what);
+        };
+        add(g.verified, "verified");
+        add(g.invalid, "**INVALID** (content differs across ranks)");
+        add(g.unverified, "unverified (one rank or no fingerprint)");
+        out << "- cross-rank verification: " << verdicts << "\n";
+    }
+    for (size_t i = 0; i < g.evidence.size(); ++i)
+        out << fmt::format("- evidence: {}\n", md(g.evidence[i]));
+    if (g.distinctEvidence > int64_t(g.evidence.size()))
+        out << fmt::format("- ... {} distinct evidence texts in all\n", g.distinctEvidence);
+    out << fmt::format("\nExample: rank {}, step {}, {}; policy rule {}\n\n", ex.rank, ex.step,
+                       toString(ex.outcome), e.policyRule.empty() ? "-" : mdCode(e.policyRule));
+    out << fmt::format("- {}: {}\n- plain tensor created at: {}\n\n", e.reconciliationLabel,
+                       mdCode(e.reconciliation), md(e.createdAt));
+    writeOperands(ex, out);
+    writeFixAndStack(ex, e, out);
+}
+
+// A group of failures (no strategy, DTensor error, collective failure or
+// hang): its kind instead of an origin, the error in full and, for a hang,
+// the Python stacks of all the rank's threads.
+void writeFailureGroup(const IncidentGroup& g, std::ostream& out) {
+    const IncidentKindInfo& kind = incidentKindInfo(g.kind);
+    out << fmt::format("### {}. {} at {}: {}\n\n", g.id + 1, mdCode(g.op),
+                       mdCode(formatLocation(g.site)), kind.title);
+    const IncidentDetail& ex = g.example;
+    const IncidentExplanation e = explainIncident(ex, &g);
+    // An error quoted at its end may bring its own full stop.
+    out << md(e.summary) << (e.summary.ends_with('.') ? "\n\n" : ".\n\n");
+    out << fmt::format("- kind: **{}** ({}); {} incident(s); per rank: {}; steps {} to {}\n",
+                       kind.tag, kind.key, g.count, perRankText(g), g.firstStep, g.lastStep);
+    for (size_t i = 0; i < g.evidence.size(); ++i)
+        out << fmt::format("- {}: {}\n", isCollectiveKind(g.kind) ? "collective" : "evidence",
+                           md(g.evidence[i]));
+    if (!e.placements.empty()) out << fmt::format("- placements: {}\n", mdCode(e.placements));
+    out << fmt::format("\nExample: rank {}, step {}; {}:\n\n", ex.rank, ex.step,
+                       e.reconciliationLabel);
+    out << mdFence(e.reconciliation, "text");
+    if (!ex.operands.empty()) {
+        out << "\n";
+        writeOperands(ex, out);
+    }
+    writeFixAndStack(ex, e, out);
+    if (!e.detail.empty())
+        out << fmt::format("\nPython stacks of all threads (rank {}):\n\n", ex.rank)
+            << mdFence(e.detail, "text");
+}
+
+// Where each rank stopped, when one did not end cleanly (stopsWorthShowing).
+void writeStops(const RunAnalysis& a, std::ostream& out) {
+    if (!stopsWorthShowing(a.stops)) return;
+    out << "\n## Where each rank stopped\n\n| rank | state |\n|---:|---|\n";
+    for (const RankStop& s : a.stops)
+        out << fmt::format("| {} | {} |\n", s.rank, md(s.state()));
+}
+
 }  // namespace
 
 void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOptions& options) {
@@ -87,6 +187,7 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
     }
     for (const std::string& p : s.problems)
         out << fmt::format("\nProblem: {}\n", md(p));
+    writeStops(a, out);
     out << "\n## Incident groups\n\n";
     if (a.groups.empty()) out << "No mixed-tensor incidents.\n";
     int shown = 0;
@@ -96,54 +197,10 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
                                a.groups.size() - size_t(options.maxGroupsInDetail));
             break;
         }
-        out << fmt::format("### {}. {} at {}: origin {} ({})\n\n", g.id + 1, mdCode(g.op),
-                           mdCode(formatLocation(g.site)), originText(g.origin),
-                           describeOrigin(g.origin));
-        const IncidentDetail& ex = g.example;
-        const IncidentExplanation e = explainIncident(ex, &g);
-        out << md(e.summary) << ".\n\n";
-        out << fmt::format("- {} incident(s); per rank: {}; steps {} to {}\n", g.count,
-                           joinCounts(g.perRank, [](int r) { return fmt::format("rank {}", r); }),
-                           g.firstStep, g.lastStep);
-        out << fmt::format("- actions: {}; outcomes: {}\n",
-                           joinCounts(g.actions, [](Action x) { return toString(x); }),
-                           joinCounts(g.outcomes, [](Outcome x) { return toString(x); }));
-        if (g.verified + g.invalid + g.unverified > 0) {
-            std::string verdicts;
-            auto add = [&](int64_t n, std::string_view what) {
-                if (n > 0)
-                    verdicts += fmt::format("{}{} {}", verdicts.empty() ? "" : ", ", n, what);
-            };
-            add(g.verified, "verified");
-            add(g.invalid, "**INVALID** (content differs across ranks)");
-            add(g.unverified, "unverified (one rank or no fingerprint)");
-            out << "- cross-rank verification: " << verdicts << "\n";
-        }
-        for (size_t i = 0; i < g.evidence.size(); ++i)
-            out << fmt::format("- evidence: {}\n", md(g.evidence[i]));
-        if (g.distinctEvidence > int64_t(g.evidence.size()))
-            out << fmt::format("- ... {} distinct evidence texts in all\n", g.distinctEvidence);
-        out << fmt::format("\nExample: rank {}, step {}, {}; policy rule {}\n\n", ex.rank, ex.step,
-                           toString(ex.outcome), e.policyRule.empty() ? "-" : mdCode(e.policyRule));
-        out << fmt::format("- {}: {}\n- plain tensor created at: {}\n\n", e.reconciliationLabel,
-                           mdCode(e.reconciliation), md(e.createdAt));
-        out << "| operand | role | dtype | shape | local shape | placements | label |\n"
-               "|---:|---|---|---|---|---|---|\n";
-        for (const OperandDetail& o : ex.operands)
-            out << fmt::format(
-                "| {} | {} | {} | {} | {} | {} | {} |\n", o.index,
-                o.output ? "output" : (o.plain ? "**plain input**" : "input"), md(o.dtype),
-                md(o.shape), md(o.localShape),
-                o.scalar ? md(fmt::format("scalar {}", o.scalarValue)) : md(o.placements),
-                md(o.label));
-        out << fmt::format("\n**Fix:** {}\n\n", md(e.fix.summary));
-        if (!e.fix.code.empty()) out << mdFence(e.fix.code, "python");
-        if (!ex.stack.empty()) {
-            std::string frames;
-            for (const SourceFrame& f : ex.stack)
-                frames += fmt::format("{}  {}\n", formatLocation(f), f.function);
-            out << "\nStack (innermost first):\n\n" << mdFence(frames, "");
-        }
+        if (g.kind == IncidentKind::MixedTensor)
+            writeMixedGroup(g, out);
+        else
+            writeFailureGroup(g, out);
         out << "\n";
     }
     if (!a.divergences.empty()) {

@@ -132,6 +132,7 @@ nlohmann::json incidentToJson(const RankReader& rank, const IncidentRecord& inc)
                         {"time_ns", inc.timeNs},
                         {"step", inc.step},
                         {"thread", inc.thread},
+                        {"kind", toString(inc.kind)},
                         {"op", rank.string(inc.op)},
                         {"operand_index", inc.operandIndex},
                         {"plain_tensor", tensorToJson(rank, inc.plainTensor)},
@@ -142,6 +143,7 @@ nlohmann::json incidentToJson(const RankReader& rank, const IncidentRecord& inc)
                         {"outcome", toString(inc.outcome)},
                         {"error", rank.string(inc.error)},
                         {"promoted_placements", rank.string(inc.promotedPlacements)},
+                        {"detail", rank.string(inc.detail)},
                         {"stack", stackToJson(rank, inc.stack)},
                         {"operands", operandsToJson(rank, inc.operands)}};
     j["fingerprint"] =

@@ -1,6 +1,6 @@
 // The SARIF report (2.1.0): one rule per origin class and per finding kind
 // with its own rule (core/model/vocabulary.h), one result per incident
-// group, for code-scanning UIs.
+// group (failures under their kind's rule), for code-scanning UIs.
 
 #include <filesystem>
 #include <map>
@@ -39,6 +39,42 @@ nlohmann::json artifactLocation(const std::string& file, const std::string& sour
     return {{"uri", path.generic_string()}, {"uriBaseId", "SRCROOT"}};
 }
 
+// The finding kinds of incidents other than mixed tensors (findingKindOf).
+bool isFailureFinding(FindingKind kind) {
+    for (const IncidentKindInfo& k : kIncidentKinds)
+        if (k.kind != IncidentKind::MixedTensor && findingKindOf(k.kind) == kind) return true;
+    return false;
+}
+
+// One result for a group of failures (no strategy, DTensor error, collective
+// failure or hang): its kind's rule, always an error; the message says what
+// raised or waited, the error and the fix.
+template <typename Location>
+nlohmann::json failureResult(const IncidentGroup& g, const std::map<std::string, int>& ruleIndex,
+                             const Location& location) {
+    const IncidentKindInfo& kind = incidentKindInfo(g.kind);
+    std::string id(kind.sarifRule);
+    const IncidentExplanation e = explainIncident(g.example, &g);
+    std::string text = fmt::format(
+        "{}: {} ({} time(s) on rank(s) {}). Fix: {}", kind.title, e.summary, g.count,
+        joinCounts(g.perRank, [](int r) { return fmt::format("rank {}:", r); }), g.fix.summary);
+    nlohmann::json result = {{"ruleId", id},
+                             {"ruleIndex", ruleIndex.at(id)},
+                             {"level", "error"},
+                             {"message", {{"text", text}}},
+                             {"partialFingerprints",
+                              {{"meshscopeCallSite/v1", fmt::format("{}:{}:{}:{}", g.site.file,
+                                                                    g.site.line, g.op, kind.key)}}},
+                             {"properties",
+                              {{"count", g.count},
+                               {"kind", kind.key},
+                               {"error", g.example.error},
+                               {"placements", e.placements},
+                               {"fix_code", g.fix.code}}}};
+    if (!g.site.file.empty()) result["locations"] = {location(g.site)};
+    return result;
+}
+
 }  // namespace
 
 std::string sarifRuleId(OriginClass origin) {
@@ -64,6 +100,9 @@ nlohmann::json sarifLog(const RunAnalysis& a, const ReportOptions& options) {
     for (const FindingKindInfo& k : kFindingKinds)
         if (!k.sarifRule.empty() && !ruleIndex.count(std::string(k.sarifRule)))
             addRule(sarifRule(k.sarifRule, k.sarifName, k.sarifBrief, k.sarifHelp, k.sarifLevel));
+    for (const IncidentKindInfo& k : kIncidentKinds)  // a kind no finding kind covers
+        if (k.kind != IncidentKind::MixedTensor && !ruleIndex.count(std::string(k.sarifRule)))
+            addRule(sarifRule(k.sarifRule, k.key, k.title, k.fixSummary, "error"));
 
     auto location = [&](const SourceFrame& site) {
         nlohmann::json physical = {
@@ -76,6 +115,10 @@ nlohmann::json sarifLog(const RunAnalysis& a, const ReportOptions& options) {
     };
     nlohmann::json results = nlohmann::json::array();
     for (const IncidentGroup& g : a.groups) {
+        if (g.kind != IncidentKind::MixedTensor) {
+            results.push_back(failureResult(g, ruleIndex, location));
+            continue;
+        }
         std::string id = sarifRuleId(g.origin);
         nlohmann::json result = {
             {"ruleId", id},
@@ -114,8 +157,9 @@ nlohmann::json sarifLog(const RunAnalysis& a, const ReportOptions& options) {
         }
     }
     for (const Finding& f : a.findings) {
-        // unreconciled and invalid findings were reported per incident group above
+        // unreconciled, invalid and failure findings were reported per incident group above
         if (f.kind == FindingKind::Unreconciled || f.kind == FindingKind::Invalid) continue;
+        if (f.group >= 0 && isFailureFinding(f.kind)) continue;
         const FindingKindInfo& k = findingKindInfo(f.kind);
         std::string id(k.sarifRule);
         results.push_back({{"ruleId", id},

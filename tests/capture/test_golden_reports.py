@@ -35,6 +35,10 @@ CASES = [
 # Keys whose values are times, hosts or ids of one recording.
 VOLATILE = {"first_ns", "last_ns", "hostname", "run_id", "time_ns", "seq"}
 FINGERPRINT = re.compile(r"\b[0-9a-f]{16}\b")
+# How a rank that did not end cleanly ended depends on which rank failed first
+# (the launcher stops the others): "exited with 1" one time, "killed by
+# SIGTERM" the next. Where each rank stopped keeps that it did not end cleanly.
+ABNORMAL_END = re.compile(r"\b(?:exited with [1-9][0-9]*|killed by SIG[A-Z0-9]+)")
 
 
 class Normalizer:
@@ -45,6 +49,7 @@ class Normalizer:
         s = re.sub(r"/[^\s\"'`|]*/site-packages/", "<site-packages>/", s)
         s = s.replace(str(REPO), "<repo>")
         s = re.sub(r"(<site-packages>/[^\s\"'`|:]*):\d+", r"\1:N", s)
+        s = ABNORMAL_END.sub("<ended abnormally>", s)
         return FINGERPRINT.sub(self._fingerprint, s)
 
     def _fingerprint(self, m: re.Match[str]) -> str:
