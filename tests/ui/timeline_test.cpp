@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include "core/store/run_directory.h"
 #include "core/store/run_reader.h"
@@ -141,6 +142,17 @@ TEST(TimelineView, TickLabelsTellNeighbouringTicksApart) {
                 << origin << " " << step;
 }
 
+// Every rank of `run` fed whole, as the GUI loads a finished run.
+TimelineData loadTimeline(const RunReader& run) {
+    TimelineData data;
+    data.ranks.resize(run.ranks().size());
+    for (size_t i = 0; i < run.ranks().size(); ++i) {
+        initRank(run.ranks()[i], data.ranks[i]);
+        feedRank(run.ranks()[i], data.ranks[i], kNoLimit);
+    }
+    return data;
+}
+
 class FeederTest : public ::testing::Test {
   protected:
     void SetUp() override {
@@ -153,16 +165,7 @@ class FeederTest : public ::testing::Test {
         totals = writeSyntheticRun(dir, spec);
     }
     void TearDown() override { fs::remove_all(dir); }
-    TimelineData loadAll() const {
-        RunReader run = RunReader::open(dir);
-        TimelineData data;
-        data.ranks.resize(run.ranks().size());
-        for (size_t i = 0; i < run.ranks().size(); ++i) {
-            initRank(run.ranks()[i], data.ranks[i]);
-            feedRank(run.ranks()[i], data.ranks[i], kNoLimit);
-        }
-        return data;
-    }
+    TimelineData loadAll() const { return loadTimeline(RunReader::open(dir)); }
 
     fs::path dir;
     SyntheticRankTotals totals;
@@ -242,6 +245,57 @@ TEST_F(FeederTest, ReplayVisitsEveryIncidentInTimeOrderBothWays) {
     auto secondOp = nextOp(data, *firstOp, 1);
     ASSERT_TRUE(secondOp);
     EXPECT_GT(secondOp->key(), firstOp->key());
+}
+
+// A run that ends in failures (SyntheticRunSpec::failures): markers carry
+// their kind and colour, and each rank's stop is placed at its hang.
+TEST(FeederFailures, MarkersCarryTheirKindAndEachRankItsStop) {
+    fs::path dir = freshDir("failures");
+    SyntheticRunSpec spec;
+    spec.steps = 3;
+    spec.failures = true;
+    writeSyntheticRun(dir, spec);
+    RunReader run = RunReader::open(dir);
+    TimelineData data = loadTimeline(run);
+    std::map<IncidentKind, int> kinds;
+    for (const RankTimeline& r : data.ranks)
+        for (const IncidentMark& m : r.incidents) {
+            ++kinds[m.kind];
+            if (m.kind == IncidentKind::MixedTensor) continue;
+            EXPECT_EQ(markColor(m), kindColor(m.kind));
+        }
+    EXPECT_EQ(kinds[IncidentKind::NoShardingStrategy], 1);
+    EXPECT_EQ(kinds[IncidentKind::DTensorError], 1);
+    EXPECT_EQ(kinds[IncidentKind::CollectiveHang], 2);
+    EXPECT_NE(kindColor(IncidentKind::CollectiveHang), kindColor(IncidentKind::DTensorError));
+
+    RunAnalysis analysis = analyze(run);
+    data.applyStops(analysis);
+    for (const RankTimeline& r : data.ranks) {
+        ASSERT_TRUE(r.stop) << r.rank;
+        EXPECT_EQ(r.stop->kind, IncidentKind::CollectiveHang);
+        EXPECT_EQ(r.stop->label, "stopped: hang");
+        EXPECT_EQ(r.stop->state, analysis.stops[size_t(r.rank)].state());
+        // At the hang's incident marker.
+        EXPECT_EQ(r.stop->time, r.incidents.back().time);
+        EXPECT_EQ(r.incidents.back().kind, IncidentKind::CollectiveHang);
+    }
+    // No hang: the last collective, labelled as such.
+    analysis.stops[1].stoppedIn.reset();
+    data.applyStops(analysis);
+    ASSERT_TRUE(data.ranks[1].stop);
+    EXPECT_EQ(data.ranks[1].stop->label, "last collective");
+    EXPECT_EQ(data.ranks[1].stop->time, analysis.stops[1].lastCollectiveNs);
+    // A clean end: no stops at all.
+    for (RankStop& s : analysis.stops) {
+        s.stoppedIn.reset();
+        s.closed = true;
+        s.ended = "exited with 0";
+    }
+    data.applyStops(analysis);
+    for (const RankTimeline& r : data.ranks)
+        EXPECT_FALSE(r.stop);
+    fs::remove_all(dir);
 }
 
 TEST(FeederLive, PicksUpRowsAWriterAppendsLater) {

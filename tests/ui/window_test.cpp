@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "core/synth/synthetic_run.h"
+#include "tests/ui/window_support.h"
 #include "ui/app/main_window.h"
 #include "ui/app/shortcuts_dialog.h"
 #include "ui/inspector/inspector_widget.h"
@@ -23,39 +24,14 @@
 
 using namespace meshscope;
 using namespace meshscope::ui;
+using namespace meshscope::ui::test;
 namespace fs = std::filesystem;
-
-namespace {
-
-constexpr int kWaitMs = 120000;  // a generous wait for background loading, not a speed check
-
-QString shot(const QString& name) {
-    QDir().mkpath(UI_SCREENSHOTS);
-    return QString(UI_SCREENSHOTS) + "/" + name;
-}
-
-QAction* actionNamed(QWidget& w, const QString& text) {
-    for (QAction* a : w.findChildren<QAction*>())
-        if (a->text().remove('&') == text) return a;
-    return nullptr;
-}
-
-bool openAndWait(MainWindow& w, const fs::path& run) {
-    QSignalSpy ready(&w.session(), &RunSession::analysisReady);
-    w.openRun(QString::fromStdString(run.string()));
-    return ready.wait(kWaitMs) || ready.count() > 0;
-}
-
-}  // namespace
 
 class WindowTest : public QObject {
     Q_OBJECT
   private slots:
     void initTestCase() {
-        QStandardPaths::setTestModeEnabled(true);  // QSettings in a scratch location
-        QSettings().clear();
-        m_dir = fs::temp_directory_path() / ("meshscope-window-" + std::to_string(getpid()));
-        fs::remove_all(m_dir);
+        m_dir = scratch("window");
         SyntheticRunSpec spec;
         spec.ranks = 2;
         spec.steps = 10;

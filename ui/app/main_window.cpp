@@ -30,6 +30,7 @@
 #include "ui/models/incident_filter_bar.h"
 #include "ui/models/incident_filter_model.h"
 #include "ui/models/incident_table_model.h"
+#include "ui/models/rank_stop_model.h"
 #include "ui/timeline/timeline_canvas.h"
 
 namespace meshscope::ui {
@@ -184,9 +185,50 @@ void MainWindow::buildDocks() {
     inspector->setWidget(m_inspector);
     addDockWidget(Qt::RightDockWidgetArea, inspector);
 
+    buildStopsDock();
+
     connect(m_canvas, &TimelineCanvas::selectionChanged, this,
             [this](const TimelineSelection& item) { select(item, false); });
     connect(m_canvas, &TimelineCanvas::followLiveChanged, m_followAction, &QAction::setChecked);
+}
+
+// Where each rank stopped, under the incidents; a row shows its collective
+// incident (a hang's stacks in the inspector) or its last collective.
+void MainWindow::buildStopsDock() {
+    m_stops = new RankStopModel(this);
+    m_stopsTable = new QTableView(this);
+    m_stopsTable->setObjectName("stopsTable");
+    m_stopsTable->setModel(m_stops);
+    m_stopsTable->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_stopsTable->setSelectionMode(QAbstractItemView::SingleSelection);
+    m_stopsTable->verticalHeader()->hide();
+    m_stopsTable->horizontalHeader()->setStretchLastSection(true);
+    m_stopsTable->setWordWrap(true);  // a state line is a sentence; rows grow to show it
+    auto* dock = new QDockWidget("Where it stopped", this);
+    dock->setObjectName("stopsDock");
+    dock->setWidget(m_stopsTable);
+    addDockWidget(Qt::BottomDockWidgetArea, dock);
+    connect(m_stopsTable, &QTableView::activated, this, &MainWindow::onStopActivated);
+    connect(m_stopsTable, &QTableView::clicked, this, &MainWindow::onStopActivated);
+}
+
+void MainWindow::onStopActivated(const QModelIndex& index) {
+    auto analysis = m_session->analysis();
+    auto data = m_session->timeline();
+    if (!index.isValid() || !analysis || !data) return;
+    int rank = index.data(RankStopModel::RankRole).toInt();
+    qint64 time = index.data(RankStopModel::TimeRole).toLongLong();
+    if (!index.data(RankStopModel::StoppedInRole).isValid()) {
+        RankTimeline* r = data->findRank(rank);
+        if (r && time >= 0) {
+            double t = r->align.toAligned(time);
+            m_canvas->zoomToRange(t - 1e6, t + 1e6);
+        }
+        return;
+    }
+    for (const IncidentRef& ref : analysis->incidents)  // the collective incident it stopped in
+        if (ref.rank == rank && ref.timeNs == time && isCollectiveKind(ref.kind))
+            return select({TimelineSelection::Kind::Incident, rank, ref.seq.value()}, true);
 }
 
 void MainWindow::buildReplayBar() {
@@ -255,6 +297,7 @@ void MainWindow::openRun(const QString& path) {
     m_replay->setData(nullptr);
     m_canvas->setData(nullptr);
     m_model->setAnalysis(nullptr);
+    m_stops->setAnalysis(nullptr);
     m_inspector->clear();
     setWindowTitle(QStringLiteral("meshscope - %1").arg(QFileInfo(path).fileName()));
     m_progress = new QProgressDialog(QStringLiteral("Opening %1").arg(path), "Cancel", 0, 0, this);
@@ -305,6 +348,9 @@ void MainWindow::onAnalysisReady() {
     TimelineSelection keep = m_canvas->selection();
     m_model->setAnalysis(m_session->analysis());
     m_table->resizeColumnsToContents();
+    m_stops->setAnalysis(m_session->analysis());
+    m_stopsTable->resizeColumnToContents(RankStopModel::Rank);
+    m_stopsTable->resizeRowsToContents();
     m_canvas->dataChanged();
     if (keep.kind == TimelineSelection::Kind::Incident) select(keep, false);
     updateStatus();
@@ -453,6 +499,9 @@ void MainWindow::restoreSettings() {
         // First start: room for the inspector's tables and the mesh drawing.
         resizeDocks({findChild<QDockWidget*>("inspectorDock")}, {560}, Qt::Horizontal);
         resizeDocks({findChild<QDockWidget*>("incidentsDock")}, {260}, Qt::Vertical);
+        resizeDocks(
+            {findChild<QDockWidget*>("incidentsDock"), findChild<QDockWidget*>("stopsDock")},
+            {900, 420}, Qt::Horizontal);
     }
     m_alignStepAction->setChecked(settings.value("view/alignByStep", false).toBool());
     int speed = m_speed->findData(settings.value("replay/speed", 1).toInt());

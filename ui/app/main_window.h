@@ -1,7 +1,7 @@
 #pragma once
 
 // The meshscope-gui window: the timeline canvas in the centre, the
-// incidents table and the inspector in docks, a replay toolbar, menus for
+// incidents table, the inspector and where each rank stopped in docks, a replay toolbar, menus for
 // opening, exporting and views. It wires the pieces together: the session
 // loads and follows the run; selection flows both ways between table and
 // timeline and into the inspector; the replay cursor drives all three.
@@ -29,6 +29,7 @@ class IncidentTableModel;
 class IncidentFilterModel;
 class IncidentFilterBar;
 class InspectorWidget;
+class RankStopModel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -45,6 +46,8 @@ class MainWindow : public QMainWindow {
     IncidentTableModel& incidentModel() { return *m_model; }
     IncidentFilterModel& incidentFilter() { return *m_filter; }
     InspectorWidget& inspector() { return *m_inspector; }
+    QTableView& stopsTable() { return *m_stopsTable; }
+    RankStopModel& stopsModel() { return *m_stops; }
     ReplayController& replay() { return *m_replay; }
     QString statusText() const;
     // Shows an item everywhere: timeline, table row and inspector.
@@ -73,6 +76,8 @@ class MainWindow : public QMainWindow {
     void onAnalysisReady();
     void onProgress(const QString& stage, qint64 done, qint64 total);
     void onTableRowChanged();
+    void onStopActivated(const QModelIndex& index);
+    void buildStopsDock();
     void showInspectorFor(const TimelineSelection& item);
     void updateStatus();
     void chooseRunDirectory();
@@ -92,6 +97,8 @@ class MainWindow : public QMainWindow {
     IncidentFilterBar* m_filterBar = nullptr;
     QTableView* m_table = nullptr;
     InspectorWidget* m_inspector = nullptr;
+    RankStopModel* m_stops = nullptr;
+    QTableView* m_stopsTable = nullptr;
     QLabel* m_statusRun = nullptr;
     QLabel* m_statusProblems = nullptr;
     QLabel* m_statusLive = nullptr;

@@ -211,7 +211,10 @@ void RunSession::finishAnalysis(std::shared_ptr<const RunAnalysis> analysis, QSt
         if (!m_problems.contains(p)) m_problems << p;
     if (analysis) {
         m_analysis = std::move(analysis);
-        if (m_timeline) m_timeline->applyVerdicts(*m_analysis);
+        if (m_timeline) {
+            m_timeline->applyVerdicts(*m_analysis);
+            m_timeline->applyStops(*m_analysis);
+        }
         emit analysisReady();
     }
     if (m_analysisWanted) startAnalysis();

@@ -35,11 +35,10 @@ QString qs(std::string_view s) {
 // Text for the browser: a damaged file may hold strings of any length, and
 // QTextDocument lays out a long unbreakable word in a table cell in seconds.
 // Copy keeps the whole string.
-QString clip(const QString& text) {
-    constexpr qsizetype kLongest = 2000;
-    if (text.size() <= kLongest) return text;
-    return text.left(kLongest) +
-           QStringLiteral("… (%1 more characters; Copy has them all)").arg(text.size() - kLongest);
+QString clip(const QString& text, qsizetype longest = 2000) {
+    if (text.size() <= longest) return text;
+    return text.left(longest) +
+           QStringLiteral("… (%1 more characters; Copy has them all)").arg(text.size() - longest);
 }
 
 QString hex(uint64_t value) {
@@ -63,8 +62,9 @@ class Doc {
             "<div><b>" + key.toHtmlEscaped() + ":</b> " + clip(value).toHtmlEscaped() + "</div>";
         m_plain += key + ": " + value + "\n";
     }
-    void pre(const QString& text) {
-        m_html += "<pre>" + clip(text).toHtmlEscaped() + "</pre>";
+    // `longest`: a thread dump is many short lines, which lay out fast.
+    void pre(const QString& text, qsizetype longest = 2000) {
+        m_html += "<pre>" + clip(text, longest).toHtmlEscaped() + "</pre>";
         m_plain += text + "\n";
     }
     void table(const QStringList& header, const std::vector<QStringList>& rows) {
@@ -195,6 +195,36 @@ void fixSection(Doc& doc, const IncidentExplanation& e) {
     if (!e.fix.code.empty()) doc.pre(qs(e.fix.code));
 }
 
+// ---- failures: no sharding strategy, DTensor errors, collective failures and hangs ----
+
+void failureHeader(Doc& doc, const IncidentDetail& d, const IncidentExplanation& e) {
+    doc.heading(QStringLiteral("Incident #%1 on rank %2: ").arg(d.seq.value()).arg(d.rank) +
+                qs(d.op));
+    doc.line(qs(e.summary));
+    doc.field("kind", qs(e.kindTitle) + " (" + qs(incidentKindInfo(e.kind).tag) + ")");
+    doc.field(isCollectiveKind(e.kind) ? "collective" : "op", qs(d.op));
+    doc.field("rank", QString::number(d.rank));
+    doc.field("step", QString::number(d.step));
+}
+
+void failureSection(Doc& doc, const IncidentExplanation& e) {
+    doc.heading(qs(incidentKindInfo(e.kind).title));
+    doc.field(isCollectiveKind(e.kind) ? "collective" : "evidence", qs(e.evidence));
+    if (!e.placements.empty()) doc.field("placements", qs(e.placements));
+    // A Python traceback keeps its lines; a one-line error reads as a field.
+    if (e.reconciliation.find('\n') == std::string::npos)
+        return doc.field(qs(e.reconciliationLabel), qs(e.reconciliation));
+    doc.field(qs(e.reconciliationLabel), "(below)");
+    doc.pre(qs(e.reconciliation));
+}
+
+// A hang's Python stacks of all the rank's threads, whole.
+void threadStacksSection(Doc& doc, const IncidentExplanation& e) {
+    if (e.detail.empty()) return;
+    doc.heading("Python stacks of all threads");
+    doc.pre(qs(e.detail), 200000);
+}
+
 void opHeader(Doc& doc, const OpDetail& op) {
     doc.heading(QStringLiteral("Op #%1 on rank %2: ").arg(op.seq.value()).arg(op.rank) +
                 qs(op.name));
@@ -300,6 +330,7 @@ void InspectorWidget::showIncident(const IncidentDetail& d, const IncidentRef* r
     std::optional<Verdict> verdict;
     if (ref || check) verdict = ref ? ref->verdict : check->verdict;
     const IncidentExplanation e = explainIncident(d, group, verdict, evidence);
+    if (d.kind != IncidentKind::MixedTensor) return showFailure(d, e);
     Doc doc;
     incidentHeader(doc, d, e);
     operandsSection(doc, d.operands);
@@ -311,6 +342,23 @@ void InspectorWidget::showIncident(const IncidentDetail& d, const IncidentRef* r
     doc.plainOnly("Device mesh", m_mesh->describe());
     setContent(QStringLiteral("Incident #%1, rank %2").arg(d.seq.value()).arg(d.rank), doc.html(),
                doc.plain());
+}
+
+void InspectorWidget::showFailure(const IncidentDetail& d, const IncidentExplanation& e) {
+    if (isCollectiveKind(d.kind)) m_mesh->clear();  // no operands to draw
+    Doc doc;
+    failureHeader(doc, d, e);
+    failureSection(doc, e);
+    if (!d.operands.empty()) operandsSection(doc, d.operands);
+    fixSection(doc, e);
+    stackSection(doc, d.stack);
+    threadStacksSection(doc, e);
+    doc.plainOnly("Device mesh", m_mesh->describe());
+    setContent(QStringLiteral("Incident #%1, rank %2 (%3)")
+                   .arg(d.seq.value())
+                   .arg(d.rank)
+                   .arg(qs(incidentKindInfo(d.kind).tag)),
+               doc.html(), doc.plain());
 }
 
 void InspectorWidget::showOp(const OpDetail& op, const IncidentDetail* reconciled) {

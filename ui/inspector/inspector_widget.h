@@ -4,8 +4,11 @@
 // operands with dtypes and shapes, the device-mesh drawing, the
 // reconciliation as before/after placements, the cross-rank verdict with
 // each rank's fingerprint, the origin class with its evidence, the stack and
-// the suggested fix with its code; "Copy" puts all of it on the clipboard as
-// plain text. Every recorded string is escaped before it reaches HTML.
+// the suggested fix with its code; for the other incident kinds (no sharding
+// strategy, DTensor errors, collective failures and hangs) the kind, the
+// error, the placements, the fix and a hang's Python stacks of all threads.
+// "Copy" puts all of it on the clipboard as plain text. Every recorded
+// string is escaped before it reaches HTML.
 
 #include <QString>
 #include <QWidget>
@@ -18,6 +21,10 @@ class QPushButton;
 class QScrollArea;
 class QSplitter;
 class QTextBrowser;
+
+namespace meshscope {
+struct IncidentExplanation;
+}
 
 namespace meshscope::ui {
 
@@ -50,6 +57,8 @@ class InspectorWidget : public QWidget {
 
   private:
     void setContent(const QString& title, const QString& html, const QString& plain);
+    // An incident other than a mixed tensor (no strategy, DTensor error, collective failure, hang).
+    void showFailure(const IncidentDetail& detail, const IncidentExplanation& explanation);
     void fitMesh();
 
     QLabel* m_title = nullptr;

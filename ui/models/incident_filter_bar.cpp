@@ -55,6 +55,11 @@ IncidentFilterBar::IncidentFilterBar(IncidentFilterModel* model, QWidget* parent
     for (QLineEdit* e : {m_stepFrom, m_stepTo})
         e->setValidator(new QIntValidator(-1, std::numeric_limits<int>::max(), e));
     m_op = lineEdit(this, "opFilter", "op", 160);
+    m_kind = comboBox(this, "kindFilter", "all kinds");
+    for (const IncidentKindInfo& k : kIncidentKinds) {
+        m_kind->addItem(qs(k.tag), int(k.kind));
+        m_kind->setItemData(m_kind->count() - 1, qs(k.title), Qt::ToolTipRole);
+    }
     m_origin = comboBox(this, "originFilter", "all origins");
     for (const OriginInfo& o : kOrigins)
         m_origin->addItem(
@@ -70,12 +75,14 @@ IncidentFilterBar::IncidentFilterBar(IncidentFilterModel* model, QWidget* parent
 
     auto* layout = new QHBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
-    for (QWidget* w : std::initializer_list<QWidget*>{m_rank, m_stepFrom, m_stepTo, m_op, m_origin,
-                                                      m_action, m_file, m_text, clearButton})
+    for (QWidget* w :
+         std::initializer_list<QWidget*>{m_rank, m_stepFrom, m_stepTo, m_op, m_kind, m_origin,
+                                         m_action, m_file, m_text, clearButton})
         layout->addWidget(w);
     layout->addStretch(1);
 
     connect(m_rank, &QComboBox::currentIndexChanged, this, &IncidentFilterBar::applyRank);
+    connect(m_kind, &QComboBox::currentIndexChanged, this, &IncidentFilterBar::applyKind);
     connect(m_origin, &QComboBox::currentIndexChanged, this, &IncidentFilterBar::applyOrigin);
     connect(m_action, &QComboBox::currentIndexChanged, this, &IncidentFilterBar::applyAction);
     for (QLineEdit* e : {m_stepFrom, m_stepTo})
@@ -107,7 +114,7 @@ void IncidentFilterBar::setRanks(const std::vector<int>& ranks) {
 
 void IncidentFilterBar::clear() {
     m_resetting = true;
-    for (QComboBox* c : {m_rank, m_origin, m_action})
+    for (QComboBox* c : {m_rank, m_kind, m_origin, m_action})
         c->setCurrentIndex(0);
     for (QLineEdit* e : {m_stepFrom, m_stepTo, m_op, m_file, m_text})
         e->clear();
@@ -136,6 +143,12 @@ void IncidentFilterBar::applyAction() {
     QVariant action = m_action->currentData();
     m_model->setAction(action.isValid() ? std::optional<Action>(Action(action.toInt()))
                                         : std::nullopt);
+}
+
+void IncidentFilterBar::applyKind() {
+    if (m_resetting) return;
+    QVariant kind = m_kind->currentData();
+    m_model->setKind(kind.isValid() ? incidentKindFromIndex(kind.toInt()) : std::nullopt);
 }
 
 }  // namespace meshscope::ui

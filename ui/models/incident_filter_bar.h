@@ -30,9 +30,10 @@ class IncidentFilterBar : public QWidget {
     void applySteps();
     void applyOrigin();
     void applyAction();
+    void applyKind();
 
     IncidentFilterModel* m_model;
-    QComboBox *m_rank, *m_origin, *m_action;
+    QComboBox *m_rank, *m_kind, *m_origin, *m_action;
     QLineEdit *m_stepFrom, *m_stepTo, *m_op, *m_file, *m_text;
     bool m_resetting = false;  // clear()/setRanks() change widgets: apply once at the end
 };

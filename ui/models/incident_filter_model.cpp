@@ -44,6 +44,12 @@ void IncidentFilterModel::setAction(std::optional<Action> action) {
     invalidateFilter();
 }
 
+void IncidentFilterModel::setKind(std::optional<IncidentKind> kind) {
+    if (kind == m_kind) return;
+    m_kind = kind;
+    invalidateFilter();
+}
+
 void IncidentFilterModel::setFileFilter(const QString& text) {
     if (text.trimmed() == m_file) return;
     m_file = text.trimmed();
@@ -65,6 +71,7 @@ void IncidentFilterModel::clearFilters() {
     m_text.clear();
     m_origin.reset();
     m_action.reset();
+    m_kind.reset();
     invalidateFilter();
 }
 
@@ -84,6 +91,7 @@ bool IncidentFilterModel::filterAcceptsRow(int sourceRow, const QModelIndex& par
     if (m_stepTo && step > *m_stepTo) return false;
     if (m_origin && i.data(M::OriginRole).toInt() != int(char(*m_origin))) return false;
     if (m_action && i.data(M::ActionRole).toInt() != int(*m_action)) return false;
+    if (m_kind && i.data(M::KindRole).toInt() != int(*m_kind)) return false;
     if (!m_op.isEmpty() && !i.data(M::OpRole).toString().contains(m_op, Qt::CaseInsensitive))
         return false;
     if (!m_file.isEmpty() && !i.data(M::FileRole).toString().contains(m_file, Qt::CaseInsensitive))

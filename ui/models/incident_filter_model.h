@@ -1,7 +1,7 @@
 #pragma once
 
-// Filters and sorts the incidents table: by rank, step range, op, origin
-// class, action, call-site file and free text, all combinable.
+// Filters and sorts the incidents table: by rank, step range, op, incident
+// kind, origin class, action, call-site file and free text, all combinable.
 
 #include <QSortFilterProxyModel>
 #include <optional>
@@ -20,6 +20,7 @@ class IncidentFilterModel : public QSortFilterProxyModel {
     void setOpFilter(const QString& text);  // case-insensitive substring of the op
     void setOrigin(std::optional<OriginClass> origin);
     void setAction(std::optional<Action> action);
+    void setKind(std::optional<IncidentKind> kind);
     void setFileFilter(const QString& text);  // case-insensitive substring of the call-site file
     void setText(const QString& text);        // substring of any column
     void clearFilters();
@@ -35,6 +36,7 @@ class IncidentFilterModel : public QSortFilterProxyModel {
     QString m_op, m_file, m_text;
     std::optional<OriginClass> m_origin;
     std::optional<Action> m_action;
+    std::optional<IncidentKind> m_kind;
 };
 
 }  // namespace meshscope::ui

@@ -14,6 +14,10 @@ QColor stateColor(IncidentState state) {
     return QColor(QRgb(incidentStateInfo(state).rgb));
 }
 
+QColor kindColor(IncidentKind kind) {
+    return QColor(QRgb(incidentKindInfo(kind).rgb));
+}
+
 QIcon squareIcon(const QColor& color) {
     QPixmap pixmap(12, 12);
     pixmap.fill(color);
@@ -32,6 +36,8 @@ QString qs(std::string_view s) {
 IncidentTableModel::IncidentTableModel(QObject* parent) : QAbstractTableModel(parent) {
     for (const IncidentStateInfo& state : kIncidentStates)
         m_cues[size_t(state.kind)] = squareIcon(stateColor(state.kind));
+    for (const IncidentKindInfo& kind : kIncidentKinds)
+        m_kindCues[size_t(kind.kind)] = squareIcon(kindColor(kind.kind));
 }
 
 void IncidentTableModel::setAnalysis(std::shared_ptr<const RunAnalysis> analysis) {
@@ -75,10 +81,13 @@ QVariant IncidentTableModel::display(const IncidentRef& ref, int column) const {
             return QString::number(double(ref.timeNs) / 1e6, 'f', 3);
         case Op:
             return g ? qs(g->op) : QString();
-        case Origin:
-            return g ? QStringLiteral("%1 \u2014 %2")
-                           .arg(QChar(char(g->origin)), qs(describeOrigin(g->origin)))
-                     : QString();
+        case Kind:
+            return qs(incidentKindInfo(ref.kind).tag);
+        case Origin:  // only a mixed tensor has an origin class
+            return g && ref.kind == IncidentKind::MixedTensor
+                       ? QStringLiteral("%1 \u2014 %2")
+                             .arg(QChar(char(g->origin)), qs(describeOrigin(g->origin)))
+                       : QString();
         case Action:
             return qs(toString(ref.action));
         case Outcome:
@@ -117,10 +126,14 @@ QVariant IncidentTableModel::data(const QModelIndex& index, int role) const {
         case Qt::DisplayRole:
             return display(ref, index.column());
         case Qt::ToolTipRole:
+            if (index.column() == Kind) return qs(incidentKindInfo(ref.kind).title);
             return index.column() == Evidence || index.column() == Location
                        ? display(ref, index.column())
                        : QVariant();
         case Qt::DecorationRole:
+            if (index.column() == Kind && ref.kind != IncidentKind::MixedTensor &&
+                size_t(ref.kind) < m_kindCues.size())
+                return m_kindCues[size_t(ref.kind)];
             return index.column() == Action
                        ? QVariant(m_cues[size_t(incidentState(ref.outcome, ref.verdict))])
                        : QVariant();
@@ -142,7 +155,8 @@ QVariant IncidentTableModel::data(const QModelIndex& index, int role) const {
         case SortRole:
             return sortValue(ref, index.column());
         case OriginRole:
-            return g ? QVariant(int(char(g->origin))) : QVariant();
+            return g && ref.kind == IncidentKind::MixedTensor ? QVariant(int(char(g->origin)))
+                                                              : QVariant();
         case ActionRole:
             return int(ref.action);
         case FileRole:
@@ -151,14 +165,16 @@ QVariant IncidentTableModel::data(const QModelIndex& index, int role) const {
             return qint64(ref.step);
         case OpRole:
             return g ? qs(g->op) : QString();
+        case KindRole:
+            return int(ref.kind);
     }
     return {};
 }
 
 QVariant IncidentTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
-    static const char* kTitles[ColumnCount] = {"Rank",      "Step",    "Time (ms)", "Op",
-                                               "Origin",    "Action",  "Outcome",   "Cross-rank",
-                                               "Call site", "Evidence"};
+    static const char* kTitles[ColumnCount] = {"Rank",       "Step",      "Time (ms)", "Op",
+                                               "Kind",       "Origin",    "Action",    "Outcome",
+                                               "Cross-rank", "Call site", "Evidence"};
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole || section < 0 ||
         section >= ColumnCount)
         return QAbstractTableModel::headerData(section, orientation, role);

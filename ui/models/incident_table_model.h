@@ -2,7 +2,9 @@
 
 // The incidents table: one row per incident of every rank, from a whole
 // RunAnalysis snapshot (replaced, never patched, when a live run's analysis
-// is redone). Columns and roles follow hotspot's model habit; the filter
+// is redone). The Kind column tells mixed tensors from failures (no
+// sharding strategy, DTensor errors, collective failures and hangs), which
+// have no origin class. Columns and roles follow hotspot's model habit; the filter
 // proxy reads the roles, not the analysis.
 
 #include <QAbstractTableModel>
@@ -23,6 +25,7 @@ class IncidentTableModel : public QAbstractTableModel {
         Step,
         TimeMs,
         Op,
+        Kind,
         Origin,
         Action,
         Outcome,
@@ -41,6 +44,7 @@ class IncidentTableModel : public QAbstractTableModel {
         FileRole,           // file of the call site
         StepRole,           // qint64 step
         OpRole,             // QString op name
+        KindRole,           // int of the IncidentKind
     };
 
     explicit IncidentTableModel(QObject* parent = nullptr);
@@ -64,6 +68,7 @@ class IncidentTableModel : public QAbstractTableModel {
     std::shared_ptr<const RunAnalysis> m_analysis;
     QHash<QPair<int, qint64>, int> m_rows;
     std::array<QIcon, kIncidentStates.size()> m_cues;
+    std::array<QIcon, kIncidentKinds.size()> m_kindCues;  // failures: their kind's colour
 };
 
 }  // namespace meshscope::ui

@@ -312,7 +312,7 @@ void TimelineCanvas::rebuildMinimap(int bins, double lo, double hi) {
         for (const IncidentMark& m : r.incidents) {
             int x =
                 std::clamp(int((r.align.toAligned(m.time) - lo) / (hi - lo) * bins), 0, bins - 1);
-            ImU32 c = markColor(markKind(m));
+            ImU32 c = markColor(m);
             for (int y = int(kMinimap) - 8; y < int(kMinimap) - 1; ++y)
                 image.setPixel(x, y, qRgb(c & 0xff, (c >> 8) & 0xff, (c >> 16) & 0xff));
         }

@@ -2,6 +2,7 @@
 
 #include "core/analysis/incident_explanation.h"
 #include "core/model/run_clock.h"
+#include "core/report/report_text.h"
 
 #include <algorithm>
 #include <unordered_map>
@@ -109,6 +110,30 @@ void TimelineData::applyVerdicts(const RunAnalysis& analysis) {
         for (IncidentMark& m : r.incidents)
             if (auto it = verdicts.find((int64_t(r.rank) << 40) | m.seq); it != verdicts.end())
                 m.verdict = it->second;
+}
+
+void TimelineData::applyStops(const RunAnalysis& analysis) {
+    for (RankTimeline& r : ranks)
+        r.stop.reset();
+    if (!report_text::stopsWorthShowing(analysis.stops)) return;
+    for (const RankStop& s : analysis.stops) {
+        RankTimeline* r = findRank(s.rank);
+        if (!r || r->state == RankState::Live) continue;
+        StopMark m;
+        m.state = s.state();
+        m.kind = s.stoppedIn;
+        if (s.stoppedIn && s.pendingNs >= 0) {
+            m.time = s.pendingNs;
+            m.label = "stopped: " + std::string(incidentKindInfo(*s.stoppedIn).tag);
+        } else if (s.lastCollectiveNs >= 0) {
+            m.time = s.lastCollectiveNs;
+            m.kind.reset();
+            m.label = "last collective";
+        } else {
+            continue;
+        }
+        r->stop = std::move(m);
+    }
 }
 
 RankTimeline* TimelineData::findRank(int rank) {

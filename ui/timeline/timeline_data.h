@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,11 +62,22 @@ struct IncidentMark {
     Action action = Action::Observed;
     Outcome outcome = Outcome::Raised;
     Verdict verdict = Verdict::NotChecked;
+    IncidentKind kind = IncidentKind::MixedTensor;
 };
 
-// How a marker is coloured: what happened to the plain tensor.
-// How the marker is coloured: core/model/vocabulary.h's incident states.
+// How a mixed-tensor marker is coloured: core/model/vocabulary.h's incident
+// states (what happened to the plain tensor). Other kinds take their kind's
+// colour (markColor).
 IncidentState markKind(const IncidentMark& mark);
+
+// Where a rank stopped (RankStop), placed on its timeline: the collective
+// incident it ended in, else its last collective.
+struct StopMark {
+    int64_t time = 0;                  // rank-local ns
+    std::optional<IncidentKind> kind;  // the incident it stopped in; none: last collective
+    std::string label;                 // "stopped: hang", "last collective"
+    std::string state;                 // RankStop::state()
+};
 
 enum class RankState : uint8_t {
     Live,      // a writer may still add rows
@@ -84,6 +96,7 @@ struct RankTimeline {
     std::vector<CollectiveSpan> collectives;  // sorted by start
     int64_t maxCollectiveDuration = 0;
     std::vector<IncidentMark> incidents;  // sorted by time
+    std::optional<StopMark> stop;         // set by TimelineData::applyStops
     int64_t firstNs = std::numeric_limits<int64_t>::max();
     int64_t lastNs = std::numeric_limits<int64_t>::min();
     int64_t opCount = 0;
@@ -117,6 +130,10 @@ struct TimelineData {
     int64_t totalOps() const;
     // Sets each marker's cross-rank verdict from an analysis of the run.
     void applyVerdicts(const RunAnalysis& analysis);
+    // Places each rank's stop (RankStop) when the run did not end cleanly
+    // (a rank stopped in a collective incident, left its file open or was
+    // killed); a rank still live gets none. Clears them otherwise.
+    void applyStops(const RunAnalysis& analysis);
     RankTimeline* findRank(int rank);
 };
 

@@ -79,7 +79,7 @@ int64_t feedIncidents(const RankReader& reader, RankTimeline& track) {
         resolveString(reader, track, inc.op);
         IncidentMark m{inc.timeNs,  inc.seq.value(),          inc.step,
                        inc.thread,  uint32_t(inc.op.value()), inc.action,
-                       inc.outcome, Verdict::NotChecked};
+                       inc.outcome, Verdict::NotChecked,      inc.kind};
         auto at = std::upper_bound(track.incidents.begin(), track.incidents.end(), m.time,
                                    [](int64_t t, const IncidentMark& x) { return t < x.time; });
         track.incidents.insert(at, m);

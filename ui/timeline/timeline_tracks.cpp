@@ -111,13 +111,16 @@ class IncidentTrack : public Track {
 
   private:
     void hoverMark(DrawContext& ctx, const IncidentMark& m);
+    void drawStop(DrawContext& ctx, float y, const StopMark& stop);
     const RankTimeline& m_rank;
 };
 
 void IncidentTrack::hoverMark(DrawContext& ctx, const IncidentMark& m) {
     std::vector<std::string> lines = {
         fmt::format("incident #{} on rank {}: {}", m.seq, m_rank.rank, m_rank.string(m.op)),
-        fmt::format("{} -> {}", toString(m.action), toString(m.outcome)),
+        m.kind == IncidentKind::MixedTensor
+            ? fmt::format("{} -> {}", toString(m.action), toString(m.outcome))
+            : std::string(incidentKindInfo(m.kind).title),
         fmt::format("step {}", m.step)};
     if (m.verdict != Verdict::NotChecked)
         lines.push_back(fmt::format("cross-rank: {}", toString(m.verdict)));
@@ -132,27 +135,55 @@ void IncidentTrack::draw(DrawContext& ctx, float y) {
     int64_t t0 = p.toRaw(0), t1 = p.toRaw(ctx.view->width()) + 1;
     auto it = std::lower_bound(m_rank.incidents.begin(), m_rank.incidents.end(), t0,
                                [](const IncidentMark& m, int64_t v) { return m.time < v; });
-    // At most one marker per kind every few pixels (they are 10 px wide), and
-    // no anti-aliased fringe: 100k incidents stay a few thousand quads.
-    std::array<float, kIncidentStates.size()> lastX;
+    // At most one marker per colour every few pixels (they are 10 px wide),
+    // and no anti-aliased fringe: 100k incidents stay a few thousand quads.
+    // Mixed tensors are coloured by state, other kinds by kind.
+    std::array<float, kIncidentStates.size() + kIncidentKinds.size()> lastX;
     lastX.fill(-1e9f);
+    if (m_rank.stop) drawStop(ctx, y, *m_rank.stop);  // under the marker it stopped at
     ImDrawListFlags flags = dl->Flags;
     dl->Flags &= ~ImDrawListFlags_AntiAliasedFill;
     for (; it != m_rank.incidents.end() && it->time < t1; ++it) {
         float x = ctx.left + float(p.toPx(it->time));
-        auto kind = size_t(markKind(*it));
+        size_t kind =
+            it->kind == IncidentKind::MixedTensor
+                ? size_t(markKind(*it))
+                : kIncidentStates.size() + std::min(size_t(it->kind), kIncidentKinds.size() - 1);
         bool selected = ctx.selection ==
                         TimelineSelection{TimelineSelection::Kind::Incident, m_rank.rank, it->seq};
         if (x - lastX[kind] < 6 && !selected) continue;
         lastX[kind] = x;
         float cy = y + height() / 2;
         ImVec2 a(x, cy - 6), b(x + 5, cy), c(x, cy + 6), d(x - 5, cy);
-        dl->AddQuadFilled(a, b, c, d, markColor(IncidentState(kind)));
+        dl->AddQuadFilled(a, b, c, d, markColor(*it));
         if (selected) dl->AddQuad(a, b, c, d, kSelected, 2.5f);
         ++ctx.itemsDrawn;
         if (!ctx.hover && ctx.mouseIn(x - 5, y, x + 6, y + height())) hoverMark(ctx, *it);
     }
     dl->Flags = flags;
+}
+
+// Where the rank stopped: a flag just right of the time it stopped at (the
+// marker of the incident it stopped in stays visible), in the colour of
+// that incident's kind (grey at its last collective), labelled to its
+// right; the hover gives its state line.
+void IncidentTrack::drawStop(DrawContext& ctx, float y, const StopMark& stop) {
+    ImDrawList* dl = ctx.draw;
+    float x = ctx.left + float(ctx.projection(m_rank).toPx(stop.time));
+    float right = ctx.left + float(ctx.view->width());
+    if (x < ctx.left - 8 || x > right) return;
+    ImU32 color = stop.kind ? kindColor(*stop.kind) : kMuted;
+    float pole = x + 6;
+    dl->AddLine(ImVec2(pole, y), ImVec2(pole, y + height()), color, 2.0f);
+    dl->AddTriangleFilled(ImVec2(pole, y), ImVec2(pole + 8, y + 3.5f), ImVec2(pole, y + 7), color);
+    clippedText(dl, pole + 10, right, y + 1, color, stop.label);
+    ++ctx.itemsDrawn;
+    float textEnd = pole + 10 + ImGui::CalcTextSize(stop.label.c_str()).x;
+    if (!ctx.hover && ctx.mouseIn(pole - 1, y, std::min(textEnd, right), y + height())) {
+        double t = m_rank.align.toAligned(stop.time);
+        ctx.hover =
+            Hover{{}, {fmt::format("rank {} {}", m_rank.rank, stop.label), stop.state}, t, t};
+    }
 }
 
 class CollectiveTrack : public Track {
@@ -309,9 +340,25 @@ std::vector<std::unique_ptr<Track>> makeRankTracks(const RankTimeline& rank) {
     return tracks;
 }
 
-ImU32 markColor(IncidentState kind) {
-    const uint32_t rgb = incidentStateInfo(kind).rgb;
+namespace {
+
+ImU32 rgbColor(uint32_t rgb) {
     return IM_COL32((rgb >> 16) & 0xff, (rgb >> 8) & 0xff, rgb & 0xff, 255);
+}
+
+}  // namespace
+
+ImU32 markColor(IncidentState kind) {
+    return rgbColor(incidentStateInfo(kind).rgb);
+}
+
+ImU32 kindColor(IncidentKind kind) {
+    return rgbColor(incidentKindInfo(kind).rgb);
+}
+
+ImU32 markColor(const IncidentMark& mark) {
+    return mark.kind == IncidentKind::MixedTensor ? markColor(markKind(mark))
+                                                  : kindColor(mark.kind);
 }
 
 ImU32 phaseColor(Phase phase) {

@@ -1,8 +1,9 @@
 #pragma once
 
 // The small track types the timeline canvas stacks vertically (Tracy's
-// TimelineItem idea): a rank header with its step bands, an incident lane,
-// a collective lane and one op lane per thread and depth. Each knows its
+// TimelineItem idea): a rank header with its step bands, an incident lane
+// (with where the rank stopped, when it did not end cleanly), a collective
+// lane and one op lane per thread and depth. Each knows its
 // height and draws itself with ImGui's draw list into a DrawContext, noting
 // what lies under the mouse. The canvas owns layout, input and selection.
 
@@ -76,6 +77,9 @@ std::vector<std::unique_ptr<Track>> makeRankTracks(const RankTimeline& rank);
 
 // Colours shared with the legend and the tests.
 ImU32 markColor(IncidentState kind);
+// A marker's colour: its state's for a mixed tensor, its kind's otherwise.
+ImU32 markColor(const IncidentMark& mark);
+ImU32 kindColor(IncidentKind kind);
 ImU32 phaseColor(Phase phase);
 
 // Human-readable duration ("1.25 ms") and byte counts ("4.0 MiB").

@@ -1,5 +1,6 @@
-// The incidents table model, its filter proxy and filter bar, checked by
-// QAbstractItemModelTester and by the exact rows each filter must leave.
+// The incidents table model, its filter proxy and filter bar, and the
+// "where it stopped" model, checked by QAbstractItemModelTester and by the
+// exact rows each filter must leave.
 
 #include <QAbstractItemModelTester>
 #include <QComboBox>
@@ -11,6 +12,7 @@
 #include "ui/models/incident_filter_bar.h"
 #include "ui/models/incident_filter_model.h"
 #include "ui/models/incident_table_model.h"
+#include "ui/models/rank_stop_model.h"
 
 using namespace meshscope;
 using namespace meshscope::ui;
@@ -246,9 +248,9 @@ class IncidentModelTest : public QObject {
         QStringList titles;
         for (int c = 0; c < M::ColumnCount; ++c)
             titles << model.headerData(c, Qt::Horizontal).toString();
-        QCOMPARE(titles, (QStringList{"Rank", "Step", "Time (ms)", "Op", "Origin", "Action",
+        QCOMPARE(titles, (QStringList{"Rank", "Step", "Time (ms)", "Op", "Kind", "Origin", "Action",
                                       "Outcome", "Cross-rank", "Call site", "Evidence"}));
-        QCOMPARE(model.columnCount(), 10);
+        QCOMPARE(model.columnCount(), 11);
     }
 
     void findsEveryIncidentByRankAndSeq() {
@@ -462,12 +464,117 @@ class IncidentModelTest : public QObject {
         model.setAnalysis(empty);
         QCOMPARE(model.analysis().get(), empty.get());
         QCOMPARE(model.rowCount(), 0);
-        QCOMPARE(model.columnCount(), 10);
+        QCOMPARE(model.columnCount(), 11);
         bar.clear();
         QCOMPARE(proxy.rowCount(), 0);
         model.setAnalysis(nullptr);
         QVERIFY(!model.analysis());
         QVERIFY(!model.indexOf(0, 1).isValid());
+    }
+
+    void showsAndFiltersFailureKinds() {
+        // Rank 0's step-2 incidents become a hang and a no-strategy failure.
+        auto a = fixture();
+        a->groups.push_back(group(4, "all_reduce", OriginClass::Unknown, "train.py", 90));
+        a->groups.back().kind = IncidentKind::CollectiveHang;
+        a->groups.push_back(group(5, "aten.view.default", OriginClass::Unknown, "model.py", 61));
+        a->groups.back().kind = IncidentKind::NoShardingStrategy;
+        for (IncidentRef& r : a->incidents) {
+            if (r.rank != 0 || (r.seq.value() != 3 && r.seq.value() != 4)) continue;
+            const bool hang = r.seq.value() == 3;
+            r.group = hang ? 4 : 5;
+            r.kind = hang ? IncidentKind::CollectiveHang : IncidentKind::NoShardingStrategy;
+        }
+        IncidentTableModel model;
+        IncidentFilterModel proxy;
+        proxy.setSourceModel(&model);
+        QAbstractItemModelTester t1(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QAbstractItemModelTester t2(&proxy, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        model.setAnalysis(a);
+        auto at = [&](int rank, int64_t seq, int c, int role = Qt::DisplayRole) {
+            return model.index(model.indexOf(rank, seq).row(), c).data(role);
+        };
+        QCOMPARE(at(0, 3, M::Kind).toString(), QString("hang"));
+        QCOMPARE(at(0, 4, M::Kind).toString(), QString("no strategy"));
+        QCOMPARE(at(0, 1, M::Kind).toString(), QString("mixed tensor"));
+        QCOMPARE(at(0, 3, M::Kind, Qt::ToolTipRole).toString(),
+                 QString("A collective did not complete in time"));
+        QCOMPARE(at(0, 3, 0, M::KindRole).toInt(), int(IncidentKind::CollectiveHang));
+        // A failure has no origin class: an empty cell, and no origin filter matches it.
+        QCOMPARE(at(0, 3, M::Origin).toString(), QString());
+        QVERIFY(!at(0, 3, 0, M::OriginRole).isValid());
+        // Its kind's colour beside the tag; mixed tensors have none there.
+        QCOMPARE(iconColor(at(0, 3, M::Kind, Qt::DecorationRole)),
+                 QColor(QRgb(incidentKindInfo(IncidentKind::CollectiveHang).rgb)));
+        QVERIFY(!at(0, 1, M::Kind, Qt::DecorationRole).isValid());
+
+        proxy.setKind(IncidentKind::CollectiveHang);
+        QCOMPARE(rows(proxy), (Rows{{0, 3}}));
+        proxy.setKind(IncidentKind::MixedTensor);
+        QCOMPARE(proxy.rowCount(), 18);
+        proxy.setKind(IncidentKind::DTensorError);
+        QCOMPARE(proxy.rowCount(), 0);
+        proxy.setKind(std::nullopt);
+        proxy.setText("no strategy");
+        QCOMPARE(rows(proxy), (Rows{{0, 4}}));
+        proxy.clearFilters();
+        QCOMPARE(proxy.rowCount(), 20);
+
+        // The filter bar: "all kinds" and one item per kind, with its title as tooltip.
+        IncidentFilterBar bar(&proxy);
+        auto* kind = bar.findChild<QComboBox*>("kindFilter");
+        QVERIFY(kind);
+        QCOMPARE(kind->count(), int(kIncidentKinds.size()) + 1);
+        QCOMPARE(kind->itemText(0), QString("all kinds"));
+        kind->setCurrentIndex(kind->findData(int(IncidentKind::NoShardingStrategy)));
+        QCOMPARE(rows(proxy), (Rows{{0, 4}}));
+        QCOMPARE(kind->currentText(), QString("no strategy"));
+        bar.clear();
+        QCOMPARE(kind->currentIndex(), 0);
+        QCOMPARE(proxy.rowCount(), 20);
+    }
+
+    void listsWhereEachRankStopped() {
+        auto a = std::make_shared<RunAnalysis>();
+        RankStop hung;
+        hung.rank = 0;
+        hung.collectives = 4;
+        hung.stoppedIn = IncidentKind::CollectiveHang;
+        hung.pending = "all_reduce on default_pg (2 ranks)";
+        hung.pendingSite = {"model.py", 70, "forward"};
+        hung.pendingNs = 5000;
+        hung.lastCollectiveNs = 4000;
+        hung.ended = "killed by SIGKILL";
+        RankStop closed;
+        closed.rank = 1;
+        closed.closed = true;
+        closed.collectives = 3;
+        closed.lastCollective = "broadcast on default_pg (2 ranks) (step 2)";
+        closed.lastCollectiveNs = 3000;
+        a->stops = {hung, closed};
+        RankStopModel model;
+        QAbstractItemModelTester t(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QCOMPARE(model.rowCount(), 0);
+        model.setAnalysis(a);
+        QCOMPARE(model.rowCount(), 2);
+        QCOMPARE(model.columnCount(), 2);
+        QCOMPARE(model.headerData(RankStopModel::State, Qt::Horizontal).toString(),
+                 QString("Where it stopped"));
+        QCOMPARE(model.index(0, RankStopModel::Rank).data().toInt(), 0);
+        QCOMPARE(model.index(0, RankStopModel::State).data().toString(),
+                 QString::fromStdString(hung.state()));
+        QVERIFY(model.index(0, RankStopModel::State).data().toString().startsWith("waited in"));
+        QCOMPARE(model.index(1, RankStopModel::State).data().toString(),
+                 QString::fromStdString(closed.state()));
+        QCOMPARE(model.index(0, 0).data(RankStopModel::StoppedInRole).toInt(),
+                 int(IncidentKind::CollectiveHang));
+        QVERIFY(!model.index(1, 0).data(RankStopModel::StoppedInRole).isValid());
+        QCOMPARE(model.index(0, 0).data(RankStopModel::TimeRole).toLongLong(), 5000);
+        QCOMPARE(model.index(1, 0).data(RankStopModel::TimeRole).toLongLong(), 3000);
+        QCOMPARE(model.index(0, RankStopModel::State).data(Qt::ForegroundRole).value<QColor>(),
+                 QColor(QRgb(incidentKindInfo(IncidentKind::CollectiveHang).rgb)));
+        model.setAnalysis(nullptr);
+        QCOMPARE(model.rowCount(), 0);
     }
 
     void toleratesDanglingGroupAndEvidence() {
