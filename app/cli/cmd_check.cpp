@@ -17,8 +17,8 @@ Command addCheck(CLI::App& app) {
     auto o = std::make_shared<Options>();
     std::string about = "CI gate: exit 1 with one line per finding, 0 when the run is clean.";
     for (const FindingKindInfo& k : kFindingKinds)
-        about += fmt::format("\n  {:<13} {}", std::string(k.name) + ":", k.meaning);
-    about += fmt::format("\n  {:<13} {}", "any:", "all of these");
+        about += fmt::format("\n  {:<18} {}", std::string(k.name) + ":", k.meaning);
+    about += fmt::format("\n  {:<18} {}", "any:", "all of these");
     auto* sub = app.add_subcommand("check", about);
     sub->add_option("run", o->path, "Run directory or rank file")->required();
     std::vector<std::string> kinds;

@@ -2,6 +2,7 @@
 
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -9,7 +10,9 @@
 
 #include "capture/agent/agent.h"
 #include "capture/agent/collective_bridge.h"
+#include "capture/agent/failures.h"
 #include "capture/agent/op_handler.h"
+#include "core/analysis/fix_suggestion.h"
 
 namespace meshscope::capture {
 
@@ -105,6 +108,81 @@ PyObject* afterCall(PyObject* out, const char* what, Body&& body) {
         Py_RETURN_NONE;
     }));
     return out;
+}
+
+// A DTensor API call or a functional collective that raised (`name`:
+// "DTensor.full_tensor", "all_gather_tensor"): the error recorded as an
+// incident with the call's tensor arguments and meshscope's note added to
+// the exception, unless a hook nearer the error recorded it already.
+// `pending`: the collective the call was. The exception stays raised.
+void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_t nargs,
+                       const PendingCollective* pending) {
+    Agent* agent = Agent::current();
+    if (!agent || !PyErr_Occurred()) return;
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    PyErr_NormalizeException(&type, &value, &trace);
+    try {
+        if (value && !alreadyRecorded(value)) {
+            PyRef text = PyRef::steal(PyObject_Str(value));
+            const char* utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
+            std::string error = std::string(Py_TYPE(value)->tp_name) + ": " + (utf8 ? utf8 : "");
+            PyErr_Clear();
+            std::optional<IncidentKind> kind = classifyFailure(error);
+            if (kind && pending && *kind != IncidentKind::NoShardingStrategy)
+                kind = IncidentKind::CollectiveError;
+            // a collective failing inside the call: the one still pending
+            std::optional<PendingCollective> inner;
+            if (kind == IncidentKind::CollectiveError && !pending)
+                if ((inner = agent->pending().latestScoped())) pending = &*inner;
+            Operands inputs;
+            TorchTypes& types = agent->torch();
+            int64_t ndim = -1;
+            for (Py_ssize_t i = 0; i < nargs; ++i)
+                if (THPVariable_Check(args[i])) {
+                    inputs.push_back({args[i], THPVariable_Unpack(args[i]), uint16_t(i), -1,
+                                      types.isDTensor(args[i]), false});
+                    if (ndim < 0) ndim = THPVariable_Unpack(args[i]).dim();
+                }
+            // a Shard(dim) beyond the tensor's dims fails deep inside DTensor
+            // with an IndexError that does not say so
+            if (kind == IncidentKind::DTensorError && ndim >= 0)
+                for (Py_ssize_t i = 0; i < nargs; ++i) {
+                    if (THPVariable_Check(args[i])) continue;
+                    PyRef repr = PyRef::steal(PyObject_Repr(args[i]));
+                    const char* r = repr ? PyUnicode_AsUTF8(repr.get()) : nullptr;
+                    PyErr_Clear();
+                    for (std::string_view rest = r ? r : ""; !rest.empty();) {
+                        size_t at = rest.find("Shard(dim=");
+                        if (at == std::string_view::npos) break;
+                        rest.remove_prefix(at + 10);
+                        int64_t dim = std::atoll(std::string(rest.substr(0, 20)).c_str());
+                        if (dim >= ndim || dim < -ndim)
+                            error = "Shard(dim=" + std::to_string(dim) + ") names a dim a " +
+                                    std::to_string(ndim) + "-d tensor does not have (" + error +
+                                    ")";
+                    }
+                }
+            if (kind) {
+                OpInfo info;
+                info.name = agent->writer().intern(name);
+                info.text = name;
+                std::string note =
+                    OpHandler(*agent, info, std::move(inputs))
+                        .recordFailure(*kind, error, pending ? pending->describe() : "",
+                                       pending ? pending->position : -1);
+                markRecorded(value);
+                PyRef noteText = PyRef::steal(PyUnicode_FromString(note.c_str()));
+                PyRef done =
+                    PyRef::steal(PyObject_CallMethod(value, "add_note", "O", noteText.get()));
+            }
+        }
+    } catch (const std::exception& e) {
+        agent->ownError("record",
+                        std::string("meshscope: could not record a failure: ") + e.what());
+    }
+    PyErr_Clear();
+    PyErr_Restore(type, value, trace);
 }
 
 bool phaseFromCode(PyObject* code, Phase& phase) {
@@ -228,15 +306,48 @@ PyObject* collectiveCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs
     PyObject* original = PyTuple_GET_ITEM(self, 0);
     Agent* agent = Agent::current();
     int64_t start = agent ? agent->writer().nowNs() : 0;
-    CurrentOp current;  // the NCCL calls under it, for the plugin
-    PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
-    if (!out || nargs < 1 || !agent) return out;
     PyObject* group = Py_None;
     Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(self, 2)) + 1;
     if (at < nargs) group = args[at];
     for (Py_ssize_t k = 0; kwnames && k < PyTuple_GET_SIZE(kwnames); ++k)
         if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), "group") == 0)
             group = args[nargs + k];
+    // Pending until a DTensor-level call around it returns (its wait is
+    // inside), or at once when called on its own (its wait comes later).
+    PendingCollective entry;
+    uint64_t id = 0;
+    if (agent) {
+        PyRef ignored = PyRef::steal(guarded("collective", [&](Agent& a) -> PyObject* {
+            Py_ssize_t size = 0;
+            const char* kind = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(self, 1), &size);
+            entry.kind = kind ? std::string(kind, size_t(size)) : "collective";
+            if (nargs >= 1 && THPVariable_Check(args[0])) {
+                const at::Tensor& t = THPVariable_Unpack(args[0]);
+                entry.bytes = t.numel() * int64_t(t.element_size());
+            }
+            a.torch().groupLabel(group, PyTuple_GET_ITEM(self, 3), a.writer(), &entry.group);
+            entry.startNs = start;
+            entry.step = a.step();
+            entry.thread = Agent::threadIndex();
+            UserFrame frame = a.frames().userFrame(a.writer());
+            entry.stack = frame.stack;
+            entry.where = frame.where();
+            id = a.pending().begin(entry);
+            Py_RETURN_NONE;
+        }));
+        PyErr_Clear();
+    }
+    CurrentOp current;  // the NCCL calls under it, for the plugin
+    PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
+    if (agent && id && Agent::current() == agent) {
+        if (!out) {
+            agent->pending().end(id);
+            recordCallFailure(entry.kind, args, nargs, &entry);
+        } else {
+            agent->pending().endWithScope(id);
+        }
+    }
+    if (!out || nargs < 1 || !agent) return out;
     return afterCall(out, "collective", [&](Agent& a) {
         Py_ssize_t size = 0;  // a str (checked when the wrapper was made), UTF-8 cached
         const char* kind = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(self, 1), &size);
@@ -294,9 +405,19 @@ void tagStripped(Agent& agent, PyObject* out, PyObject* dtensor, int kind) {
 // tag.
 PyObject* strippedCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
     PyObject* original = PyTuple_GET_ITEM(self, 0);
-    PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
-    if (!out || nargs < 1) return out;
     int kind = PyTuple_GET_ITEM(self, 1) == Py_True ? 1 : 0;
+    Agent* agent = Agent::current();
+    PendingCollectives::enterScope();  // full_tensor() waits for its all-gather
+    PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
+    if (agent && Agent::current() == agent) {
+        if (!out)
+            recordCallFailure(kind ? "DTensor.full_tensor" : "DTensor.to_local", args, nargs,
+                              nullptr);
+        agent->pending().leaveScope();
+    } else {
+        PendingCollectives::abandonScope();
+    }
+    if (!out || nargs < 1) return out;
     return afterCall(out, "to_local() provenance",
                      [&](Agent& agent) { tagStripped(agent, out, args[0], kind); });
 }
@@ -320,6 +441,48 @@ PyObject* strippingCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     return PyInstanceMethod_New(function.get());
 }
 
+// The replacement of a DTensor API call that can fail without dispatching
+// an op (DTensor.redistribute, distribute_tensor, DTensor.from_local):
+// `self` is (original, name). A failure is recorded with the call's tensor
+// arguments and raised as before; the functional collectives it runs are
+// waited for inside it.
+PyObject* guardedCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+    PyObject* original = PyTuple_GET_ITEM(self, 0);
+    Agent* agent = Agent::current();
+    PendingCollectives::enterScope();
+    PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
+    if (!agent || Agent::current() != agent) {
+        PendingCollectives::abandonScope();
+        return out;
+    }
+    if (!out) {  // before leaving the scope: a collective failing inside is still pending
+        const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self, 1));
+        recordCallFailure(name ? name : "DTensor call", args, nargs, nullptr);
+    }
+    agent->pending().leaveScope();
+    return out;
+}
+
+PyMethodDef g_guardedDef = {
+    "guarded", fastcall<&guardedCall>(), METH_FASTCALL | METH_KEYWORDS,
+    "a DTensor API call as meshscope wraps it: the original's result; a failure recorded as "
+    "an incident"};
+
+// failure_guard(original, name, method: bool) -> the replacement of a
+// DTensor API call (an instance method when `method`).
+PyObject* failureGuard(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    if (argc != 3 || !PyCallable_Check(argv[0]) || !PyUnicode_Check(argv[1]) ||
+        !PyBool_Check(argv[2])) {
+        PyErr_SetString(PyExc_TypeError, "failure_guard(original, name: str, method: bool)");
+        return nullptr;
+    }
+    PyRef state = PyRef::steal(PyTuple_Pack(2, argv[0], argv[1]));
+    if (!state) return nullptr;
+    PyRef function = PyRef::steal(PyCFunction_New(&g_guardedDef, state.get()));
+    if (!function || argv[2] != Py_True) return function.release();
+    return PyInstanceMethod_New(function.get());
+}
+
 PyMethodDef g_methods[] = {
     {"enter_forward", fastcall<&enterForward>(), METH_FASTCALL,
      "enter_forward(module, args) -> previous phase code, or None inside backward/optimizer: "
@@ -333,6 +496,9 @@ PyMethodDef g_methods[] = {
     {"stripping", fastcall<&strippingCall>(), METH_FASTCALL,
      "stripping(original, full_tensor: bool) -> the replacement method of DTensor.to_local "
      "(False) or full_tensor (True): calls the original and tags its result (origin C)"},
+    {"failure_guard", fastcall<&failureGuard>(), METH_FASTCALL,
+     "failure_guard(original, name, method) -> the replacement of a DTensor API call: calls "
+     "the original and records a failure as an incident"},
     {"collective", fastcall<&collectiveWrapper>(), METH_FASTCALL,
      "collective(original, kind, group_at, labeler) -> the replacement of a functional "
      "collective: calls the original and records the collective"},

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdio>
+
+#include <fmt/format.h>
 #include <iostream>
 
 #include "core/store/run_directory.h"
@@ -65,10 +67,13 @@ Agent::Agent(AgentConfig config)
     m_deviceTimes->setActive(timesDevicesAt(std::max<int64_t>(0, step())));
     m_torch.load();
     recordMeta();
+    m_watchdog = std::make_unique<Watchdog>(*this, m_config.watchdogSeconds);
 }
 
 Agent::~Agent() {
+    m_watchdog.reset();
     if (m_writer) {
+        recordStillPending(*this, "its agent detached (the process ended or detach() was called)");
         m_collectives.flush();
         m_deviceTimes->drain(kDrainDeviceTimes);
         if (uint64_t lost = m_deviceTimes->dropped())
@@ -95,6 +100,7 @@ void Agent::recordMeta() {
     meta("local_rank", std::to_string(m_config.localRank));
     meta("backend", m_config.backend);
     meta("device_type", m_config.deviceType);
+    meta("watchdog_s", fmt::format("{:g}", m_config.watchdogSeconds));
     meta("policy", m_config.policyName);
     meta("level", m_config.level == Level::All ? "all" : "dtensor");
     int64_t every = m_config.deviceTimingEvery;

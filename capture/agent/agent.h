@@ -18,6 +18,7 @@
 
 #include "capture/agent/collective_bridge.h"
 #include "capture/agent/device_timer.h"
+#include "capture/agent/failures.h"
 #include "capture/agent/frames.h"
 #include "capture/agent/promotion.h"
 #include "capture/agent/tensor_descriptions.h"
@@ -54,6 +55,12 @@ struct AgentConfig {
     // thread; the default samples (MESHSCOPE_DEVICE_TIMING, README).
     int64_t deviceTimingEvery = kDefaultDeviceTimingEvery;
     static constexpr int64_t kDefaultDeviceTimingEvery = 10;
+    // Seconds a collective may stay pending before the watchdog writes the
+    // rank's Python stacks (MESHSCOPE_WATCHDOG_S; 0: no watchdog). The
+    // default is the heartbeat timeout of PyTorch's NCCL watchdog
+    // (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC), under the process groups' 10 min.
+    double watchdogSeconds = kDefaultWatchdogSeconds;
+    static constexpr double kDefaultWatchdogSeconds = 480;
 };
 
 class Agent {
@@ -84,6 +91,7 @@ class Agent {
     FrameCache& frames() { return m_frames; }
     PromotionCache& promotions() { return m_promotions; }
     CollectiveBridge& collectives() { return m_collectives; }
+    PendingCollectives& pending() { return m_pending; }
     DeviceTimer& deviceTimes() { return *m_deviceTimes; }
 
     // Optimizer steps completed so far (the step new records belong to).
@@ -143,6 +151,8 @@ class Agent {
     PromotionCache m_promotions;
     CollectiveBridge m_collectives{*this};
     std::unique_ptr<DeviceTimer> m_deviceTimes;  // needs m_writer
+    PendingCollectives m_pending;
+    std::unique_ptr<Watchdog> m_watchdog;  // needs m_writer; stopped first
     std::atomic<int64_t> m_step{0};
     uint64_t m_generation = 0;
     Counters m_counters;

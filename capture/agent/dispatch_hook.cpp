@@ -2,6 +2,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/jit/python/pybind_utils.h>
@@ -15,7 +16,9 @@
 #include <vector>
 
 #include "capture/agent/c10d_calls.h"
+#include "capture/agent/failures.h"
 #include "capture/agent/op_handler.h"
+#include "core/analysis/fix_suggestion.h"
 
 namespace meshscope::capture {
 
@@ -219,6 +222,58 @@ bool retryReplicated(Agent& agent, const c10::OperatorHandle& op, const Operands
     return true;
 }
 
+// The Python exception behind a C++ exception from Python code (DTensor's
+// dispatch is Python): pybind11's error_already_set or torch's
+// python_error; null for a C++ error. Requires the GIL.
+PyObject* pythonException(const std::exception& e) {
+    if (const auto* p = dynamic_cast<const pybind11::error_already_set*>(&e))
+        return p->value().ptr();
+    if (const auto* p = dynamic_cast<const python_error*>(&e)) return p->value;
+    return nullptr;
+}
+
+// "NotImplementedError: Operator ... does not have a sharding strategy
+// registered." Requires the GIL.
+std::string errorText(const std::exception& e, PyObject* value) {
+    if (!value) return e.what();
+    PyRef text = PyRef::steal(PyObject_Str(value));
+    const char* utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
+    std::string out = std::string(Py_TYPE(value)->tp_name) + ": " + (utf8 ? utf8 : "");
+    PyErr_Clear();
+    return out;
+}
+
+// Records the error an op raised (its DTensor dispatch, or a c10d call) as
+// an incident and adds meshscope's note to the exception, unless a hook
+// nearer the error recorded it already; KeyboardInterrupt and SystemExit
+// are not failures. `pending`: the collective the op was, if it was one.
+void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands& inputs,
+                     const std::exception& e, const PendingCollective* pending = nullptr) {
+    GilHold gil;
+    if (Agent::current() != &agent) return;
+    PendingError saved;
+    try {
+        PyObject* value = pythonException(e);
+        if (alreadyRecorded(value)) return;
+        std::string error = errorText(e, value);
+        std::optional<IncidentKind> kind = classifyFailure(error);
+        if (!kind) return;
+        if (pending) kind = IncidentKind::CollectiveError;
+        std::string note =
+            OpHandler(agent, agent.torch().opInfo(op.schema(), agent.writer()), inputs)
+                .recordFailure(*kind, error, pending ? pending->describe() : "",
+                               pending ? pending->position : -1);
+        if (value) {
+            markRecorded(value);
+            PyRef text = PyRef::steal(PyUnicode_FromString(note.c_str()));
+            PyRef done = PyRef::steal(PyObject_CallMethod(value, "add_note", "O", text.get()));
+            PyErr_Clear();
+        }
+    } catch (const std::exception& own) {
+        agent.ownError("record", std::string("could not record a failure: ") + own.what());
+    }
+}
+
 // A c10d collective the program called itself (dist.all_reduce, broadcast,
 // barrier, send, ...; c10d_calls.h): recorded as an op with the user's call
 // site, and as a collective tied to that op. What NCCL runs under it adds
@@ -231,19 +286,42 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
     RankWriter& writer = agent.writer();
     CurrentOp current;
     int64_t start = writer.nowNs();
+    PendingCollective entry;
+    entry.kind = std::string(facts.kind);
+    entry.group = facts.group;
+    entry.bytes = facts.bytes;
+    entry.startNs = start;
+    entry.step = agent.step();
+    entry.thread = Agent::threadIndex();
+    uint64_t id = agent.pending().begin(entry);  // sets its position
     ++Agent::threadDepth();
     try {
         redispatch(op, ks, stack);
-    } catch (...) {
+    } catch (const std::exception& e) {
         --Agent::threadDepth();
+        agent.pending().end(id);
+        recordOpFailure(agent, op, inputs, e, &entry);
         throw;
     }
     --Agent::threadDepth();
     int64_t end = writer.nowNs();
     GilHold gil;
-    if (Agent::current() != &agent) return;
+    if (Agent::current() != &agent) {
+        agent.pending().end(id);
+        return;
+    }
     PendingError pending;
     try {
+        // the work the call returned says when the collective is done (a
+        // gloo collective is waited for after this call, in Work.wait())
+        c10::intrusive_ptr<c10d::Work> work;
+        if (!stack->empty() && stack->back().isCustomClass())
+            work = stack->back().toCustomClass<c10d::Work>();
+        else if (!stack->empty() && stack->back().isTuple())
+            for (const c10::IValue& v : stack->back().toTupleRef().elements())
+                if (v.isCustomClass()) work = v.toCustomClass<c10d::Work>();
+        UserFrame frame = agent.frames().userFrame(writer);
+        agent.pending().attach(id, frame.stack, frame.where(), work);
         OpSeq seq = OpHandler(agent, agent.torch().opInfo(schema, writer), std::move(inputs))
                         .recordDTensorOp(start, end, Operands{});
         CollectiveRecord rec;
@@ -257,6 +335,7 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
         rec.step = agent.step();
         current.collective(agent.collectives(), std::move(rec));
     } catch (const std::exception& e) {
+        agent.pending().end(id);
         agent.ownError("record", std::string("could not record a c10d collective: ") + e.what());
     }
 }
@@ -326,20 +405,24 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     std::vector<c10::IValue> saved;
     size_t base = stack->size() - schema.arguments().size();
     if (agent->promotions().anySharded()) saved.assign(stack->begin() + base, stack->end());
+    PendingCollectives::enterScope();  // the redistributions it runs end with it
     try {
         redispatch(op, ks, stack);
     } catch (const std::exception& e) {
         scope.ran();
         --Agent::threadDepth();
+        agent->pending().leaveScope();
         if (!saved.empty() && retryReplicated(*agent, op, inputs, saved, *stack, base, e)) {
             record(true);
             return;
         }
+        recordOpFailure(*agent, op, inputs, e);
         record(false);
         throw;
     }
     scope.ran();
     --Agent::threadDepth();
+    agent->pending().leaveScope();
     agent->counters().ops.fetch_add(1, std::memory_order_relaxed);
     record(true);
 }

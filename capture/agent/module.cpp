@@ -84,6 +84,7 @@ py::dict attach(const py::dict& c) {
         config.writer.maxFileBytes = c["max_file_bytes"].cast<int64_t>();
     if (c.contains("device_timing_every"))
         config.deviceTimingEvery = c["device_timing_every"].cast<int64_t>();
+    if (c.contains("watchdog_s")) config.watchdogSeconds = c["watchdog_s"].cast<double>();
     auto internal = c["internal_prefixes"].cast<std::vector<std::string>>();
     auto own = c["own_prefixes"].cast<std::vector<std::string>>();
     Agent* agent = nullptr;
@@ -150,10 +151,52 @@ void onTerm(int sig, siginfo_t* info, void* context) {
     }
 }
 
+// SIGINT (Ctrl-C, `meshscope record` stopping the job): Python raises
+// KeyboardInterrupt only once the blocked call returns, and the launcher's
+// SIGKILL may come first. Chained the same way; a second later, the
+// collectives still pending are written as where the rank stopped. The
+// signal itself is left to Python.
+struct sigaction g_pythonInt {};
+sem_t g_intSignalled;
+
+void onInt(int sig, siginfo_t* info, void* context) {
+    sem_post(&g_intSignalled);
+    if (g_pythonInt.sa_flags & SA_SIGINFO) {
+        if (g_pythonInt.sa_sigaction) g_pythonInt.sa_sigaction(sig, info, context);
+    } else if (g_pythonInt.sa_handler == SIG_DFL) {
+        signal(SIGINT, SIG_DFL);
+        raise(SIGINT);
+    } else if (g_pythonInt.sa_handler != SIG_IGN) {
+        g_pythonInt.sa_handler(sig);
+    }
+}
+
+void installIntGuard() {
+    sem_init(&g_intSignalled, 0, 0);
+    sigaction(SIGINT, nullptr, &g_pythonInt);
+    struct sigaction guard {};
+    guard.sa_sigaction = onInt;
+    guard.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&guard.sa_mask);
+    sigaction(SIGINT, &guard, nullptr);
+    std::thread([] {
+        for (;;) {
+            while (sem_wait(&g_intSignalled) != 0) {
+            }
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            if (Agent* agent = Agent::current()) {
+                recordStillPending(*agent, "its rank got SIGINT");
+                agent->writer().flushNow();
+            }
+        }
+    }).detach();
+}
+
 void installTermGuard() {
     static bool installed = false;
     if (installed) return;
     installed = true;
+    installIntGuard();
     sem_init(&g_termSignalled, 0, 0);
     sigaction(SIGTERM, nullptr, &g_pythonTerm);
     struct sigaction guard {};
@@ -166,10 +209,46 @@ void installTermGuard() {
         }
         std::this_thread::sleep_for(std::chrono::seconds(1));
         if (g_termHandled.load()) return;
-        if (Agent* agent = Agent::current()) agent->writer().flushNow();
+        if (Agent* agent = Agent::current()) {
+            recordStillPending(*agent, "its rank got SIGTERM");
+            agent->writer().flushNow();
+        }
         signal(SIGTERM, SIG_DFL);
         raise(SIGTERM);
     }).detach();
+}
+
+// A collective whose Work.wait() raised (a peer gone, a timeout): recorded
+// as a collective incident for the collective the work stands for; returns
+// the note for the exception, or None.
+py::object collectiveFailed(py::handle work, py::handle exception) {
+    Agent* agent = Agent::current();
+    if (!agent || alreadyRecorded(exception.ptr())) return py::none();
+    try {
+        std::string error = std::string(Py_TYPE(exception.ptr())->tp_name) + ": " +
+                            py::str(exception).cast<std::string>();
+        markRecorded(exception.ptr());
+        c10d::Work* raw = nullptr;
+        try {
+            raw = py::cast<c10d::Work*>(work);
+        } catch (const py::cast_error&) {
+        }
+        std::optional<PendingCollective> pending =
+            raw ? agent->pending().forWork(raw) : std::nullopt;
+        if (pending) agent->pending().end(pending->id);
+        OpInfo info;
+        info.text = pending ? pending->kind : std::string("Work.wait");
+        info.name = agent->writer().intern(info.text);
+        std::string note = OpHandler(*agent, info, Operands{})
+                               .recordFailure(IncidentKind::CollectiveError, error,
+                                              pending ? pending->describe() : "",
+                                              pending ? pending->position : -1);
+        return py::str(note);
+    } catch (const std::exception& e) {
+        agent->ownError("record",
+                        std::string("meshscope: could not record a failure: ") + e.what());
+        return py::none();
+    }
 }
 
 py::object provenance(py::handle tensor) {
@@ -253,6 +332,9 @@ PYBIND11_MODULE(_capture, m) {
         if (Agent* a = Agent::current()) a->writer().submit(Record{MetaRecord{key, value}});
     });
     m.def("provenance", &provenance);
+    m.def("collective_failed", &collectiveFailed, py::arg("work"), py::arg("exception"));
+    // The Python stacks of all threads, as the watchdog writes them.
+    m.def("thread_stacks", &threadStacks);
     // The content fingerprint promotions record, computed on the tensor's
     // device (for checking by hand that a tensor is equal on every rank).
     m.def("fingerprint", [](const at::Tensor& tensor) { return fingerprintTensor(tensor); });

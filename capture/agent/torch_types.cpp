@@ -311,7 +311,8 @@ TorchTypes::MeshEntry& TorchTypes::mesh(PyObject* meshObj, RankWriter& writer) {
     return m_meshes.emplace(meshObj, std::move(entry)).first->second;
 }
 
-StringId TorchTypes::groupLabel(PyObject* group, PyObject* labeler, RankWriter& writer) {
+StringId TorchTypes::groupLabel(PyObject* group, PyObject* labeler, RankWriter& writer,
+                                std::string* textOut) {
     GroupKey key{group, -1};
     if (PyTuple_Check(group) && PyTuple_GET_SIZE(group) == 2 &&
         PyLong_CheckExact(PyTuple_GET_ITEM(group, 1))) {
@@ -320,7 +321,10 @@ StringId TorchTypes::groupLabel(PyObject* group, PyObject* labeler, RankWriter& 
         PyErr_Clear();
     }
     auto cached = m_groups.find(key);
-    if (cached != m_groups.end()) return cached->second.label;
+    if (cached != m_groups.end()) {
+        if (textOut) *textOut = cached->second.text;
+        return cached->second.label;
+    }
     std::string text = Py_TYPE(group)->tp_name;  // when the labeler fails
     PyRef label = PyRef::steal(PyObject_CallOneArg(labeler, group));
     if (label && PyUnicode_Check(label.get())) {
@@ -331,7 +335,8 @@ StringId TorchTypes::groupLabel(PyObject* group, PyObject* labeler, RankWriter& 
     PyErr_Clear();
     if (m_groups.size() >= kMaxGroups) m_groups.clear();
     StringId id = writer.intern(text);
-    m_groups.emplace(key, GroupEntry{PyRef::borrow(key.obj), id});
+    if (textOut) *textOut = text;
+    m_groups.emplace(key, GroupEntry{PyRef::borrow(key.obj), id, std::move(text)});
     return id;
 }
 

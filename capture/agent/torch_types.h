@@ -135,7 +135,9 @@ class TorchTypes {
     // once per group object (per mesh and dim for a pair, which DTensor
     // builds anew for every collective); the objects are kept alive while
     // cached.
-    StringId groupLabel(PyObject* group, PyObject* labeler, RankWriter& writer);
+    // `text`, when given, receives the label itself.
+    StringId groupLabel(PyObject* group, PyObject* labeler, RankWriter& writer,
+                        std::string* text = nullptr);
 
     PyObject* fromLocal() const { return m_fromLocal.get(); }
     PyObject* replicate() const { return m_replicate.get(); }
@@ -199,6 +201,7 @@ class TorchTypes {
     struct GroupEntry {
         PyRef obj;  // keeps the key alive
         StringId label;
+        std::string text;
     };
     std::unordered_map<GroupKey, GroupEntry, GroupKeyHash> m_groups;
     static constexpr size_t kMaxGroups = 256;

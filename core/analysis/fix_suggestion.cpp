@@ -192,6 +192,9 @@ FixSuggestion fixForFailure(IncidentKind kind, std::string_view op,
     std::string text = lower(message);
     switch (kind) {
         case IncidentKind::NoShardingStrategy: {
+            // the op without a strategy is the one the message names (a
+            // composite op's decomposition: sdpa's flash kernel)
+            std::string inner = opWithoutStrategy(message, op);
             std::string in, out = placements.empty() ? "[Replicate()]" : placements.front();
             for (const std::string& p : placements)
                 in += (in.empty() ? "" : ", ") + p;
@@ -202,7 +205,7 @@ FixSuggestion fixForFailure(IncidentKind kind, std::string_view op,
                                 "local tensors and wraps its result with out_placements), "
                                 "register a strategy with register_sharding({}), or redistribute "
                                 "the operands to a placement that has one",
-                                op, fn == "fn" ? "the function" : fn, op),
+                                inner, fn == "fn" ? "the function" : fn, inner),
                     fmt::format("out = local_map({}, out_placements={}, in_placements=({}))(...)  "
                                 "# from torch.distributed.tensor.experimental import local_map",
                                 fn, out, in)};
@@ -215,7 +218,7 @@ FixSuggestion fixForFailure(IncidentKind kind, std::string_view op,
                     "before the op (distribute the other tensor on this mesh, or "
                     "DTensor.from_local(x.to_local(), mesh, placements))",
                     "y = DTensor.from_local(y.to_local(), x.device_mesh, y.placements)"};
-            if (contains(text, "uneven") || contains(text, "evenly") ||
+            if (contains(text, "uneven") || contains(text, "evenly") || contains(text, "flatten") ||
                 contains(text, "divisible") || contains(text, "view") || contains(text, "reshape"))
                 return {
                     "a view or reshape splits a dim DTensor sharded unevenly or across "
@@ -262,6 +265,14 @@ FixSuggestion fixForFailure(IncidentKind kind, std::string_view op,
             break;
     }
     return {std::string(incidentKindInfo(kind).fixSummary), ""};
+}
+
+std::string opWithoutStrategy(std::string_view message, std::string_view op) {
+    size_t at = message.find("Operator ");
+    if (at == std::string_view::npos) return std::string(op);
+    std::string_view rest = message.substr(at + 9);
+    rest = rest.substr(0, rest.find(' '));
+    return rest.empty() ? std::string(op) : std::string(rest);
 }
 
 std::string firstLine(std::string_view message, size_t max) {

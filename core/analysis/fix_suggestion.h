@@ -60,6 +60,11 @@ std::optional<IncidentKind> classifyFailure(std::string_view message);
 FixSuggestion fixForFailure(IncidentKind kind, std::string_view op,
                             const std::vector<std::string>& placements, std::string_view message);
 
+// The op DTensor's "Operator X does not have a sharding strategy" message
+// names (a composite op's decomposition, sdpa's flash kernel); `op` when it
+// names none.
+std::string opWithoutStrategy(std::string_view message, std::string_view op);
+
 // The first line of an error message, without Python's exception prefix
 // noise and at most `max` characters: what a one-line finding quotes.
 std::string firstLine(std::string_view message, size_t max = 160);

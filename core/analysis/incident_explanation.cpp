@@ -111,7 +111,8 @@ IncidentExplanation explainFailure(const IncidentDetail& d, const IncidentGroup*
     switch (d.kind) {
         case IncidentKind::NoShardingStrategy:
             e.summary = fmt::format("{} has no sharding strategy for operands {}; the op raised",
-                                    d.op, e.placements.empty() ? "(not recorded)" : e.placements);
+                                    opWithoutStrategy(d.error, d.op),
+                                    e.placements.empty() ? "(not recorded)" : e.placements);
             break;
         case IncidentKind::DTensorError:
             e.summary =

@@ -108,11 +108,13 @@ std::string failureFinding(const IncidentGroup& g, const RunAnalysis& a) {
             for (const OperandDetail& o : e.operands)
                 if (!o.output && !o.placements.empty())
                     placements += (placements.empty() ? "" : ", ") + o.placements;
+            std::string inner = opWithoutStrategy(e.error, g.op);
             return fmt::format(
                 "{}: {} has no sharding strategy for operands {}; raised {} "
                 "time(s) on rank(s) {}",
-                formatLocation(g.site), g.op, placements.empty() ? "(not recorded)" : placements,
-                g.count, ranks);
+                formatLocation(g.site),
+                inner == g.op ? g.op : fmt::format("{} (in {})", inner, g.op),
+                placements.empty() ? "(not recorded)" : placements, g.count, ranks);
         }
         case IncidentKind::DTensorError:
             return fmt::format("{}: {} raised in DTensor's dispatch: {} ({} time(s) on rank(s) {})",

@@ -149,3 +149,57 @@ def test_check_names_the_collective_each_rank_waits_in(tmp_path):
         text=True, timeout=HANG_GUARD_S, check=True).stdout)
     kinds = {d["kind"] for d in report["divergences"]}
     assert "collectives" in kinds, report["divergences"]
+    # where each rank stopped: the agent wrote its pending collective a
+    # second after SIGINT, before the launcher's SIGKILL
+    assert (f"hang: {at[0]}: rank(s) 0 waited in all_reduce on default_pg (2 ranks), 8 B, its "
+            f"collective #1; rank 1 waited in broadcast on default_pg (2 ranks), 4 B, its "
+            f"collective #1 at {at[1]}") in check.stdout, check.stdout
+    stops = {s["rank"]: s for s in report["stops"]}
+    assert stops[0]["stopped_in"] == stops[1]["stopped_in"] == "collective-hang", stops
+
+
+def start_watched(run_dir, watchdog: int) -> tuple[subprocess.Popen, dict[int, int], list[str]]:
+    """Records h2_collective_mismatch with `--watchdog`; returns once both
+    ranks' watchdogs reported (with the stderr lines read so far)."""
+    proc = subprocess.Popen(
+        [cli(), "record", "-o", str(run_dir), "-n", "2", "--kill-grace", "2", "--watchdog",
+         str(watchdog), "--", PYTHON, str(SCENARIOS / "h2_collective_mismatch.py")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    pids: dict[int, int] = {}
+    for line in proc.stdout:
+        pids.update((int(m.group(1)), int(m.group(2))) for m in BLOCKED.finditer(line))
+        if len(pids) == 2:
+            break
+    seen, err = set(), []
+    for line in proc.stderr:
+        err.append(line)
+        if line.startswith("meshscope watchdog: rank "):
+            seen.add(int(line.split()[3].rstrip(":")))
+        if len(seen) == 2:
+            break
+    assert seen == {0, 1}, "".join(err)[-3000:]
+    return proc, pids, err
+
+
+def test_watchdog_writes_the_stacks_and_leaves_the_training_alone(tmp_path):
+    """A collective pending past the watchdog's time (--watchdog 2): each
+    rank prints the Python stacks of its threads once, writes them into its
+    rank file as a hang incident, and goes on waiting (the ranks stay alive
+    until the job is stopped)."""
+    run_dir = tmp_path / "run"
+    proc, pids, err = start_watched(run_dir, 2)
+    time.sleep(1.0)
+    assert all(alive(pid) for pid in pids.values())  # the training is left alone
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()  # not communicate(): it would skip what the loop buffered
+    proc.wait(timeout=HANG_GUARD_S)
+    text = "".join(err) + rest
+    assert text.count("meshscope watchdog: rank 0:") == 1, text[-3000:]  # printed once
+    assert "dist.all_reduce(metric)  # MISMATCH rank 0" in text, text[-4000:]
+    report = json.loads(subprocess.run(
+        [cli(), "report", str(run_dir), "--format", "json", "-o", "-"], capture_output=True,
+        text=True, timeout=HANG_GUARD_S, check=True).stdout)
+    hangs = [g["example"] for g in report["groups"] if g["kind"] == "collective-hang"]
+    assert {i["rank"] for i in hangs} == {0, 1}, hangs
+    assert all("MainThread" in i["detail"] for i in hangs), hangs
+    assert any("dist.broadcast(flag, src=1)  # MISMATCH rank 1" in i["detail"] for i in hangs)

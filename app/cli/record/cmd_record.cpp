@@ -124,6 +124,11 @@ Command addRecord(CLI::App& app) {
         ->envname("MESHSCOPE_KILL_GRACE")
         ->check(CLI::Range(0, 3600))
         ->capture_default_str();
+    sub->add_option("--watchdog", o->rec.watchdogSeconds,
+                    "Seconds a collective may stay pending before each rank writes the Python "
+                    "stacks of its threads into its rank file and prints them (0: off; default "
+                    "480, PyTorch's NCCL heartbeat timeout); env MESHSCOPE_WATCHDOG_S")
+        ->check(CLI::Range(0.0, 86400.0));
     sub->add_flag("--gui", o->gui, "Open the run in meshscope-gui and follow it live");
     sub->add_option("command", o->rec.command, "Training command, after --")
         ->required()

@@ -246,6 +246,8 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
     env["MESHSCOPE_RUN_ID"] = newRunId();
     env["MESHSCOPE_POLICY"] = policy;
     env["MESHSCOPE_LEVEL"] = options.level;
+    if (options.watchdogSeconds)
+        env["MESHSCOPE_WATCHDOG_S"] = fmt::format("{:g}", *options.watchdogSeconds);
     env["MESHSCOPE_ATTACH"] =
         options.nproc == 0 && isTorchrunCommand(options.command) ? "rank-env" : "always";
     env.erase("MESHSCOPE_ATTACHED_PID");

@@ -8,6 +8,7 @@
 // the command once (torchrun, or a single python process). No Qt, no torch.
 
 #include <filesystem>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct RecordOptions {
     std::vector<std::string> pythonPath;  // prepended to PYTHONPATH (loader, package)
     // SIGTERM to SIGKILL, once a rank failed or the launcher got SIGINT/SIGTERM
     int killGraceSeconds = 10;
+    // Seconds a collective may stay pending before a rank writes its Python
+    // stacks (MESHSCOPE_WATCHDOG_S for the ranks); unset: the agent's default.
+    std::optional<double> watchdogSeconds;
 };
 
 struct RecordResult {

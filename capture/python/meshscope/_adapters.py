@@ -314,6 +314,43 @@ def _install_dtensor(patches: Patches) -> None:
     patches.replace(DTensor, "full_tensor", lambda original: _capture.stripping(original, True))
 
 
+def _install_failures(patches: Patches) -> None:
+    """The DTensor calls that fail without dispatching an op meshscope sees
+    (a redistribution to an invalid placement, a mesh mismatch in
+    from_local), and the wait of a c10d collective (where a peer that left
+    or a timeout shows): a failure there is recorded as an incident, with
+    meshscope's note on the exception, which is raised as before."""
+    import torch.distributed.tensor as dtensor_api
+    from torch.distributed.tensor import DTensor, _api
+
+    patches.replace(DTensor, "redistribute",
+                    lambda original: _capture.failure_guard(original, "DTensor.redistribute", True))
+    patches.replace(DTensor, "from_local",
+                    lambda original: _capture.failure_guard(original, "DTensor.from_local", False))
+    for module in {_api, dtensor_api}:
+        if hasattr(module, "distribute_tensor"):
+            patches.replace(module, "distribute_tensor",
+                            lambda original: _capture.failure_guard(original, "distribute_tensor",
+                                                                    False))
+    try:
+        from torch._C._distributed_c10d import Work
+    except ImportError:  # torch built without distributed
+        return
+
+    def make_wait(original: Callable) -> Callable:
+        def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return original(self, *args, **kwargs)
+            except Exception as error:
+                note = _capture.collective_failed(self, error)
+                if note:
+                    error.add_note(note)
+                raise
+        return wait
+
+    patches.replace(Work, "wait", make_wait)
+
+
 # functional collective -> position of its `group` argument after the tensor
 _COLLECTIVES = {"all_gather_tensor": 1, "all_gather_tensor_autograd": 1, "all_reduce": 1,
                 "all_reduce_coalesced": 1, "broadcast": 1, "permute_tensor": 1,
@@ -500,6 +537,7 @@ def install() -> Patches:
         _install_dataloader(patches)
         _install_births(patches)
         _install_dtensor(patches)
+        _install_failures(patches)
         _install_compile(patches)
         _install_collectives(patches)
         _install_keras(patches)

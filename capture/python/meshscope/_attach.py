@@ -145,15 +145,61 @@ def _caller_site() -> str:
     return ""
 
 
+_WATCHDOG_DEFAULT_S = 480.0
+
+
+def _watchdog_seconds(given: float | None) -> float:
+    """The watchdog's time: `given`, else $MESHSCOPE_WATCHDOG_S, else the
+    default. A bad environment value is said once and the default used: the
+    agent never stops a training over its own settings."""
+    if given is not None:
+        if isinstance(given, bool) or not isinstance(given, (int, float)) or not \
+                0 <= given < float("inf"):
+            raise ValueError(f"meshscope: watchdog must be seconds >= 0 (got {given!r})")
+        return float(given)
+    text = os.environ.get("MESHSCOPE_WATCHDOG_S", "").strip()
+    if not text:
+        return _WATCHDOG_DEFAULT_S
+    try:
+        value = float(text)
+        if not 0 <= value < float("inf"):
+            raise ValueError
+        return value
+    except ValueError:
+        print(f"meshscope: MESHSCOPE_WATCHDOG_S={text!r} is not seconds >= 0; using "
+              f"{_WATCHDOG_DEFAULT_S:g}", file=sys.stderr)
+        return _WATCHDOG_DEFAULT_S
+
+
+def _thread_stacks() -> str:
+    """The Python stacks of all threads, as `py-spy dump` prints them (most
+    recent call last); what the watchdog writes for a hung collective."""
+    import threading
+    import traceback
+
+    names = {t.ident: t.name for t in threading.enumerate()}
+    out = []
+    for ident, frame in sys._current_frames().items():
+        if ident == threading.get_ident():  # the watchdog asking
+            continue
+        out.append(f"Thread {ident:#x} ({names.get(ident, 'unnamed')}):\n")
+        out.extend(traceback.format_stack(frame))
+    return "".join(out)
+
+
 def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathLike[str] = "observe",
-           level: str = "dtensor", *, run_id: str | None = None) -> Session:
+           level: str = "dtensor", *, run_id: str | None = None,
+           watchdog: float | None = None) -> Session:
     """Starts recording this rank into `run_dir` (default: $MESHSCOPE_RUN_DIR,
     else ./meshscope-runs/<timestamp>) and reconciling incidents by `policy`:
     observe | replicate | auto | strict | shard | scalar, or a TOML policy
     file. `level` is "dtensor" (DTensor-level ops) or "all" (every aten op).
     Idempotent: attaching again with the same settings returns the session;
     different settings need detach() first. A bad policy file raises
-    ValueError naming the file and line."""
+    ValueError naming the file and line. `watchdog`: seconds a collective may
+    stay pending before the rank writes the Python stacks of its threads into
+    its rank file and prints them (default $MESHSCOPE_WATCHDOG_S, else 480,
+    the heartbeat timeout of PyTorch's NCCL watchdog; 0 turns it off)."""
     global _session, _patches, _atexit_registered
     with _lock:
         policy = os.fspath(policy)
@@ -179,10 +225,11 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
             ("max_file_bytes", "MESHSCOPE_MAX_FILE_BYTES"),
             ("queue_capacity", "MESHSCOPE_QUEUE_CAPACITY")) if os.environ.get(env)}
         device_timing = _device_timing_every(os.environ.get("MESHSCOPE_DEVICE_TIMING", ""))
+        watchdog_s = _watchdog_seconds(watchdog)
         nccl_profiler = _nccl.point_nccl_at_plugin()
         info = _capture.attach({
             **limits,
-            "device_timing_every": device_timing,
+            "device_timing_every": device_timing, "watchdog_s": watchdog_s,
             "run_dir": run_dir, "policy": policy, "level": level, "rank": rank,
             "world_size": world, "local_rank": local_rank,
             "run_id": run_id or os.environ.get("MESHSCOPE_RUN_ID", ""),
