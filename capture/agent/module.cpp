@@ -142,15 +142,6 @@ struct sigaction g_pythonTerm {};
 sem_t g_termSignalled;
 std::atomic<bool> g_termHandled{false};  // Python's handler started: it ends the process
 
-void onTerm(int sig, siginfo_t* info, void* context) {
-    sem_post(&g_termSignalled);  // async-signal-safe
-    if (g_pythonTerm.sa_flags & SA_SIGINFO) {
-        if (g_pythonTerm.sa_sigaction) g_pythonTerm.sa_sigaction(sig, info, context);
-    } else if (g_pythonTerm.sa_handler != SIG_DFL && g_pythonTerm.sa_handler != SIG_IGN) {
-        g_pythonTerm.sa_handler(sig);
-    }
-}
-
 // SIGINT (Ctrl-C, `meshscope record` stopping the job): Python raises
 // KeyboardInterrupt only once the blocked call returns, and the launcher's
 // SIGKILL may come first. Chained the same way; a second later, the
@@ -159,35 +150,50 @@ void onTerm(int sig, siginfo_t* info, void* context) {
 struct sigaction g_pythonInt {};
 sem_t g_intSignalled;
 
-void onInt(int sig, siginfo_t* info, void* context) {
-    sem_post(&g_intSignalled);
-    if (g_pythonInt.sa_flags & SA_SIGINFO) {
-        if (g_pythonInt.sa_sigaction) g_pythonInt.sa_sigaction(sig, info, context);
-    } else if (g_pythonInt.sa_handler == SIG_DFL) {
-        signal(SIGINT, SIG_DFL);
-        raise(SIGINT);
-    } else if (g_pythonInt.sa_handler != SIG_IGN) {
-        g_pythonInt.sa_handler(sig);
+// Calls the handler that was there before ours (Python's) as the kernel
+// would have; `fallback` runs for SIG_DFL.
+void chain(const struct sigaction& saved, int sig, siginfo_t* info, void* context,
+           void (*fallback)(int)) {
+    if (saved.sa_flags & SA_SIGINFO) {
+        if (saved.sa_sigaction) saved.sa_sigaction(sig, info, context);
+    } else if (saved.sa_handler == SIG_DFL) {
+        if (fallback) fallback(sig);
+    } else if (saved.sa_handler != SIG_IGN) {
+        saved.sa_handler(sig);
     }
 }
 
-void installIntGuard() {
-    sem_init(&g_intSignalled, 0, 0);
-    sigaction(SIGINT, nullptr, &g_pythonInt);
-    struct sigaction guard {};
-    guard.sa_sigaction = onInt;
-    guard.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&guard.sa_mask);
-    sigaction(SIGINT, &guard, nullptr);
-    std::thread([] {
-        for (;;) {
-            while (sem_wait(&g_intSignalled) != 0) {
+void onTerm(int sig, siginfo_t* info, void* context) {
+    sem_post(&g_termSignalled);                        // async-signal-safe
+    chain(g_pythonTerm, sig, info, context, nullptr);  // the guard thread ends the rank
+}
+
+void onInt(int sig, siginfo_t* info, void* context) {
+    sem_post(&g_intSignalled);
+    chain(g_pythonInt, sig, info, context, [](int s) {
+        signal(s, SIG_DFL);
+        raise(s);
+    });
+}
+
+// Puts `handler` in front of the current handler of `sig` (kept in `saved`)
+// and starts `guard` on a thread woken through `signalled`.
+template <typename Guard>
+void installGuard(int sig, struct sigaction& saved, sem_t& signalled,
+                  void (*handler)(int, siginfo_t*, void*), Guard guard) {
+    sem_init(&signalled, 0, 0);
+    sigaction(sig, nullptr, &saved);
+    struct sigaction ours {};
+    ours.sa_sigaction = handler;
+    ours.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&ours.sa_mask);
+    sigaction(sig, &ours, nullptr);
+    std::thread([&signalled, guard] {
+        for (bool again = true; again;) {
+            while (sem_wait(&signalled) != 0) {
             }
             std::this_thread::sleep_for(std::chrono::seconds(1));
-            if (Agent* agent = Agent::current()) {
-                recordStillPending(*agent, "its rank got SIGINT");
-                agent->writer().flushNow();
-            }
+            again = guard();
         }
     }).detach();
 }
@@ -196,26 +202,23 @@ void installTermGuard() {
     static bool installed = false;
     if (installed) return;
     installed = true;
-    installIntGuard();
-    sem_init(&g_termSignalled, 0, 0);
-    sigaction(SIGTERM, nullptr, &g_pythonTerm);
-    struct sigaction guard {};
-    guard.sa_sigaction = onTerm;
-    guard.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&guard.sa_mask);
-    sigaction(SIGTERM, &guard, nullptr);
-    std::thread([] {
-        while (sem_wait(&g_termSignalled) != 0) {
+    installGuard(SIGINT, g_pythonInt, g_intSignalled, onInt, [] {
+        if (Agent* agent = Agent::current()) {
+            recordStillPending(*agent, "its rank got SIGINT");
+            agent->writer().flushNow();
         }
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-        if (g_termHandled.load()) return;
+        return true;  // every SIGINT
+    });
+    installGuard(SIGTERM, g_pythonTerm, g_termSignalled, onTerm, [] {
+        if (g_termHandled.load()) return false;
         if (Agent* agent = Agent::current()) {
             recordStillPending(*agent, "its rank got SIGTERM");
             agent->writer().flushNow();
         }
         signal(SIGTERM, SIG_DFL);
         raise(SIGTERM);
-    }).detach();
+        return false;
+    });
 }
 
 // A collective whose Work.wait() raised (a peer gone, a timeout): recorded
