@@ -237,5 +237,50 @@ TEST(RunAnalysis, SyntheticRunAgreesWithItsGenerator) {
     EXPECT_TRUE(a.opsComparedFully);
 }
 
+// The failure kinds and fixes meshscope gives DTensor's own messages
+// (torch 2.11: _sharding_prop.py, _op_schema.py, _api.py, _view_ops.py,
+// gloo's transport).
+TEST(FailureKinds, DTensorsMessagesGetTheirKindAndFix) {
+    struct Case {
+        const char* message;
+        IncidentKind kind;
+        const char* inFix;
+    };
+    const std::array cases = {
+        Case{"NotImplementedError: Operator aten._scaled_dot_product_flash_attention_for_cpu."
+             "default does not have a sharding strategy registered.",
+             IncidentKind::NoShardingStrategy,
+             "register_sharding(aten._scaled_dot_product_flash_attention_for_cpu.default)"},
+        Case{"RuntimeError: DTensor does not support cross-mesh operation on aten.add.Tensor! "
+             "Got meshes: DeviceMesh((2,)) DeviceMesh((1, 2)). Please make sure all the "
+             "arguments have the same DeviceMesh.",
+             IncidentKind::DTensorError, "different DeviceMeshes"},
+        Case{"ValueError: Cannot distribute a DTensor with device mesh DeviceMesh((2,)) to a "
+             "different device mesh DeviceMesh((1, 2)).",
+             IncidentKind::DTensorError, "different DeviceMeshes"},
+        Case{"RuntimeError: Attempted to flatten unevenly sharded dimension 0, which is not "
+             "supported.",
+             IncidentKind::DTensorError, "redistribute that dim to Replicate() before the view"},
+        Case{"RuntimeError: The size of tensor a (8) must match the size of tensor b (4) at "
+             "non-singleton dimension 1",
+             IncidentKind::DTensorError, "global shapes"},
+        Case{"RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:547] Connection "
+             "closed by peer [127.0.0.1]:4321",
+             IncidentKind::CollectiveError, "call full_tensor() on every rank"},
+    };
+    for (const Case& c : cases) {
+        std::optional<IncidentKind> kind = classifyFailure(c.message);
+        ASSERT_TRUE(kind) << c.message;
+        EXPECT_EQ(*kind, c.kind) << c.message;
+        FixSuggestion fix = fixForFailure(*kind, "aten::add.Tensor", {"[Shard(0)]"}, c.message);
+        EXPECT_NE(fix.summary.find(c.inFix), std::string::npos) << c.message << "\n" << fix.summary;
+    }
+    EXPECT_FALSE(classifyFailure("KeyboardInterrupt: "));
+    EXPECT_EQ(opWithoutStrategy("Operator aten.detach_.default does not have a sharding strategy "
+                                "registered.",
+                                "aten::detach_"),
+              "aten.detach_.default");
+}
+
 }  // namespace
 }  // namespace meshscope
