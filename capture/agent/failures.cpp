@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "capture/agent/agent.h"
 #include "capture/agent/torch_types.h"
@@ -22,10 +23,15 @@ std::string humanBytes(int64_t bytes) {
     return fmt::format("{:.1f} MiB", double(bytes) / double(int64_t(1) << 20));
 }
 
-bool done(const PendingCollective& e) {
+// Whether a c10d collective is done: its work completed or gone. The strong
+// reference taken to ask goes into `held`, released after the caller
+// unlocked (PendingCollectives::Released).
+bool done(const PendingCollective& e, std::vector<c10::intrusive_ptr<c10d::Work>>& held) {
     if (!e.hasWork) return false;
+    if (e.work.expired()) return true;
     c10::intrusive_ptr<c10d::Work> work = e.work.lock();
     if (!work) return true;
+    held.push_back(work);
     try {
         return work->isCompleted();
     } catch (...) {  // a backend that cannot say: done when gone
@@ -43,8 +49,9 @@ std::string PendingCollective::describe() const {
 }
 
 uint64_t PendingCollectives::begin(PendingCollective& entry) {
+    Released released;  // after the lock (Released)
     std::lock_guard lock(m_mutex);
-    prune();
+    prune(released);
     entry.id = m_nextId++;
     entry.position = m_positions++;
     m_entries.push_back(entry);
@@ -66,8 +73,17 @@ void PendingCollectives::attach(uint64_t id, StackId stack, const std::string& w
 }
 
 void PendingCollectives::end(uint64_t id) {
+    Released released;
     std::lock_guard lock(m_mutex);
-    std::erase_if(m_entries, [id](const PendingCollective& e) { return e.id == id; });
+    removeIf([id](const PendingCollective& e) { return e.id == id; }, released);
+}
+
+template <typename Pred>
+void PendingCollectives::removeIf(Pred pred, Released& released) {
+    auto keep = std::stable_partition(m_entries.begin(), m_entries.end(),
+                                      [&](const PendingCollective& e) { return !pred(e); });
+    std::move(keep, m_entries.end(), std::back_inserter(released.entries));
+    m_entries.erase(keep, m_entries.end());
 }
 
 void PendingCollectives::enterScope() {
@@ -78,10 +94,13 @@ void PendingCollectives::leaveScope() {
     if (--t_scope > 0 || t_scoped.empty()) return;
     std::vector<uint64_t> ids;
     ids.swap(t_scoped);
+    Released released;
     std::lock_guard lock(m_mutex);
-    std::erase_if(m_entries, [&](const PendingCollective& e) {
-        return std::find(ids.begin(), ids.end(), e.id) != ids.end();
-    });
+    removeIf(
+        [&](const PendingCollective& e) {
+            return std::find(ids.begin(), ids.end(), e.id) != ids.end();
+        },
+        released);
 }
 
 void PendingCollectives::abandonScope() {
@@ -107,13 +126,14 @@ std::optional<PendingCollective> PendingCollectives::latestScoped() {
     return std::nullopt;
 }
 
-void PendingCollectives::prune() {
-    std::erase_if(m_entries, done);
+void PendingCollectives::prune(Released& released) {
+    removeIf([&](const PendingCollective& e) { return done(e, released.works); }, released);
 }
 
 std::vector<PendingCollective> PendingCollectives::overdue(int64_t nowNs, int64_t ns) {
+    Released released;
     std::lock_guard lock(m_mutex);
-    prune();
+    prune(released);
     std::vector<PendingCollective> out;
     for (PendingCollective& e : m_entries)
         if (!e.reported && nowNs - e.startNs > ns) {
@@ -124,8 +144,9 @@ std::vector<PendingCollective> PendingCollectives::overdue(int64_t nowNs, int64_
 }
 
 std::vector<PendingCollective> PendingCollectives::unreported() {
+    Released released;
     std::lock_guard lock(m_mutex);
-    prune();
+    prune(released);
     std::vector<PendingCollective> out;
     for (PendingCollective& e : m_entries)
         if (!e.reported) {
@@ -136,11 +157,12 @@ std::vector<PendingCollective> PendingCollectives::unreported() {
 }
 
 std::optional<PendingCollective> PendingCollectives::forWork(const c10d::Work* work) {
+    Released released;
     std::lock_guard lock(m_mutex);
     for (const PendingCollective& e : m_entries)
-        if (e.hasWork) {
-            c10::intrusive_ptr<c10d::Work> w = e.work.lock();
-            if (w && w.get() == work) return e;
+        if (e.hasWork && !e.work.expired()) {
+            released.works.push_back(e.work.lock());
+            if (released.works.back() && released.works.back().get() == work) return e;
         }
     return std::nullopt;
 }

@@ -86,7 +86,19 @@ class PendingCollectives {
     std::optional<PendingCollective> forWork(const c10d::Work* work);
 
   private:
-    void prune();  // with m_mutex held
+    // What a method lets go of while m_mutex is held: entries it removed and
+    // strong references to works it took. Declared before the lock, so they
+    // are released after it: the last reference to a Work (a weak one
+    // counts: intrusive_ptr destroys at the last weak release) destroys its
+    // output tensors, and torch takes the GIL to decref their Python
+    // objects, which a thread waiting for m_mutex may hold.
+    struct Released {
+        std::vector<c10::intrusive_ptr<c10d::Work>> works;
+        std::vector<PendingCollective> entries;
+    };
+    template <typename Pred>
+    void removeIf(Pred pred, Released& released);  // with m_mutex held
+    void prune(Released& released);                // with m_mutex held
 
     std::mutex m_mutex;
     std::vector<PendingCollective> m_entries;
