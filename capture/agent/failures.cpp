@@ -39,6 +39,15 @@ bool done(const PendingCollective& e, std::vector<c10::intrusive_ptr<c10d::Work>
     }
 }
 
+// A copy for a caller, without the work: the registry's entry keeps its own
+// weak reference, so dropping the copy's here (m_mutex held) never destroys
+// the Work, and the caller, on whatever thread, never does either.
+PendingCollective detached(const PendingCollective& e) {
+    PendingCollective copy = e;
+    copy.work = c10::weak_intrusive_ptr<c10d::Work>(c10::intrusive_ptr<c10d::Work>());
+    return copy;
+}
+
 }  // namespace
 
 std::string PendingCollective::describe() const {
@@ -122,7 +131,7 @@ std::optional<PendingCollective> PendingCollectives::latestScoped() {
     std::lock_guard lock(m_mutex);
     for (auto id = t_scoped.rbegin(); id != t_scoped.rend(); ++id)
         for (const PendingCollective& e : m_entries)
-            if (e.id == *id) return e;
+            if (e.id == *id) return detached(e);
     return std::nullopt;
 }
 
@@ -138,7 +147,7 @@ std::vector<PendingCollective> PendingCollectives::overdue(int64_t nowNs, int64_
     for (PendingCollective& e : m_entries)
         if (!e.reported && nowNs - e.startNs > ns) {
             e.reported = true;
-            out.push_back(e);
+            out.push_back(detached(e));
         }
     return out;
 }
@@ -151,7 +160,7 @@ std::vector<PendingCollective> PendingCollectives::unreported() {
     for (PendingCollective& e : m_entries)
         if (!e.reported) {
             e.reported = true;
-            out.push_back(e);
+            out.push_back(detached(e));
         }
     return out;
 }
@@ -162,7 +171,7 @@ std::optional<PendingCollective> PendingCollectives::forWork(const c10d::Work* w
     for (const PendingCollective& e : m_entries)
         if (e.hasWork && !e.work.expired()) {
             released.works.push_back(e.work.lock());
-            if (released.works.back() && released.works.back().get() == work) return e;
+            if (released.works.back() && released.works.back().get() == work) return detached(e);
         }
     return std::nullopt;
 }
