@@ -124,10 +124,7 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
     PyErr_NormalizeException(&type, &value, &trace);
     try {
         if (value && !alreadyRecorded(value)) {
-            PyRef text = PyRef::steal(PyObject_Str(value));
-            const char* utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
-            std::string error = std::string(Py_TYPE(value)->tp_name) + ": " + (utf8 ? utf8 : "");
-            PyErr_Clear();
+            std::string error = exceptionText(value);
             std::optional<IncidentKind> kind = classifyFailure(error);
             if (kind && pending && *kind != IncidentKind::NoShardingStrategy)
                 kind = IncidentKind::CollectiveError;
@@ -171,10 +168,7 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
                     OpHandler(*agent, info, std::move(inputs))
                         .recordFailure(*kind, error, pending ? pending->describe() : "",
                                        pending ? pending->position : -1);
-                markRecorded(value);
-                PyRef noteText = PyRef::steal(PyUnicode_FromString(note.c_str()));
-                PyRef done =
-                    PyRef::steal(PyObject_CallMethod(value, "add_note", "O", noteText.get()));
+                markRecorded(value, note);
             }
         }
     } catch (const std::exception& e) {
@@ -183,6 +177,24 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
     }
     PyErr_Clear();
     PyErr_Restore(type, value, trace);
+}
+
+// Calls a DTensor-level `original` (`name`: "DTensor.full_tensor") inside a
+// pending-collective scope (the functional collectives it runs are waited
+// for before it returns) and records what it raises as its failure.
+PyObject* callInScope(const char* name, PyObject* original, PyObject* const* args, Py_ssize_t nargs,
+                      PyObject* kwnames) {
+    Agent* agent = Agent::current();
+    PendingCollectives::enterScope();
+    PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
+    if (!agent || Agent::current() != agent) {
+        PendingCollectives::abandonScope();
+        return out;
+    }
+    if (!out)  // before leaving the scope: a collective failing inside is still pending
+        recordCallFailure(name, args, nargs, nullptr);
+    agent->pending().leaveScope();
+    return out;
 }
 
 bool phaseFromCode(PyObject* code, Phase& phase) {
@@ -406,17 +418,8 @@ void tagStripped(Agent& agent, PyObject* out, PyObject* dtensor, int kind) {
 PyObject* strippedCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
     PyObject* original = PyTuple_GET_ITEM(self, 0);
     int kind = PyTuple_GET_ITEM(self, 1) == Py_True ? 1 : 0;
-    Agent* agent = Agent::current();
-    PendingCollectives::enterScope();  // full_tensor() waits for its all-gather
-    PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
-    if (agent && Agent::current() == agent) {
-        if (!out)
-            recordCallFailure(kind ? "DTensor.full_tensor" : "DTensor.to_local", args, nargs,
-                              nullptr);
-        agent->pending().leaveScope();
-    } else {
-        PendingCollectives::abandonScope();
-    }
+    PyObject* out = callInScope(kind ? "DTensor.full_tensor" : "DTensor.to_local", original, args,
+                                nargs, kwnames);
     if (!out || nargs < 1) return out;
     return afterCall(out, "to_local() provenance",
                      [&](Agent& agent) { tagStripped(agent, out, args[0], kind); });
@@ -447,20 +450,9 @@ PyObject* strippingCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
 // arguments and raised as before; the functional collectives it runs are
 // waited for inside it.
 PyObject* guardedCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-    PyObject* original = PyTuple_GET_ITEM(self, 0);
-    Agent* agent = Agent::current();
-    PendingCollectives::enterScope();
-    PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
-    if (!agent || Agent::current() != agent) {
-        PendingCollectives::abandonScope();
-        return out;
-    }
-    if (!out) {  // before leaving the scope: a collective failing inside is still pending
-        const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self, 1));
-        recordCallFailure(name ? name : "DTensor call", args, nargs, nullptr);
-    }
-    agent->pending().leaveScope();
-    return out;
+    const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self, 1));
+    return callInScope(name ? name : "DTensor call", PyTuple_GET_ITEM(self, 0), args, nargs,
+                       kwnames);
 }
 
 PyMethodDef g_guardedDef = {

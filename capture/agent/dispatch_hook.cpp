@@ -232,17 +232,6 @@ PyObject* pythonException(const std::exception& e) {
     return nullptr;
 }
 
-// "NotImplementedError: Operator ... does not have a sharding strategy
-// registered." Requires the GIL.
-std::string errorText(const std::exception& e, PyObject* value) {
-    if (!value) return e.what();
-    PyRef text = PyRef::steal(PyObject_Str(value));
-    const char* utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
-    std::string out = std::string(Py_TYPE(value)->tp_name) + ": " + (utf8 ? utf8 : "");
-    PyErr_Clear();
-    return out;
-}
-
 // Records the error an op raised (its DTensor dispatch, or a c10d call) as
 // an incident and adds meshscope's note to the exception, unless a hook
 // nearer the error recorded it already; KeyboardInterrupt and SystemExit
@@ -255,7 +244,7 @@ void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands
     try {
         PyObject* value = pythonException(e);
         if (alreadyRecorded(value)) return;
-        std::string error = errorText(e, value);
+        std::string error = value ? exceptionText(value) : std::string(e.what());
         std::optional<IncidentKind> kind = classifyFailure(error);
         if (!kind) return;
         if (pending) kind = IncidentKind::CollectiveError;
@@ -263,12 +252,7 @@ void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands
             OpHandler(agent, agent.torch().opInfo(op.schema(), agent.writer()), inputs)
                 .recordFailure(*kind, error, pending ? pending->describe() : "",
                                pending ? pending->position : -1);
-        if (value) {
-            markRecorded(value);
-            PyRef text = PyRef::steal(PyUnicode_FromString(note.c_str()));
-            PyRef done = PyRef::steal(PyObject_CallMethod(value, "add_note", "O", text.get()));
-            PyErr_Clear();
-        }
+        markRecorded(value, note);
     } catch (const std::exception& own) {
         agent.ownError("record", std::string("could not record a failure: ") + own.what());
     }

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "capture/agent/agent.h"
+#include "capture/agent/op_handler.h"
 #include "capture/agent/torch_types.h"
 #include "core/analysis/fix_suggestion.h"
 
@@ -114,10 +115,6 @@ void PendingCollectives::leaveScope() {
 
 void PendingCollectives::abandonScope() {
     if (--t_scope <= 0) t_scoped.clear();
-}
-
-bool PendingCollectives::inScope() {
-    return t_scope > 0;
 }
 
 void PendingCollectives::endWithScope(uint64_t id) {
@@ -293,8 +290,60 @@ bool alreadyRecorded(PyObject* value) {
     return recorded;
 }
 
-void markRecorded(PyObject* value) {
-    if (value && PyObject_SetAttrString(value, kRecordedAttribute, Py_True) != 0) PyErr_Clear();
+void markRecorded(PyObject* value, const std::string& note) {
+    if (!value) return;
+    if (PyObject_SetAttrString(value, kRecordedAttribute, Py_True) != 0) PyErr_Clear();
+    PyRef text = PyRef::steal(PyUnicode_FromString(note.c_str()));
+    PyRef done = PyRef::steal(PyObject_CallMethod(value, "add_note", "O", text.get()));
+    PyErr_Clear();
+}
+
+std::string exceptionText(PyObject* value) {
+    PyRef text = PyRef::steal(PyObject_Str(value));
+    const char* utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
+    std::string out = std::string(Py_TYPE(value)->tp_name) + ": " + (utf8 ? utf8 : "");
+    PyErr_Clear();
+    return out;
+}
+
+// OpHandler's part in failures: the incident of an op that raised.
+std::string OpHandler::recordFailure(IncidentKind kind, const std::string& error,
+                                     const std::string& evidence, int64_t position) {
+    m_agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
+    UserFrame frame = m_agent.frames().userFrame(m_writer);
+    std::vector<std::string> placements;
+    std::string operands;
+    for (const Operand& op : m_inputs) {
+        if (!op.dtensor) continue;
+        DTensorFacts facts = m_torch.dtensorFacts(op.obj, m_writer);
+        placements.emplace_back(facts.placementsText);
+        operands += fmt::format("{}{} {} {} on {}", operands.empty() ? "" : ", ", op.index,
+                                dtypeName(op.tensor().scalar_type()) +
+                                    shapeText(op.tensor().sizes().data(), op.tensor().dim()),
+                                facts.placementsText, m_torch.meshText(facts.mesh));
+    }
+    IncidentRecord inc;
+    inc.kind = kind;
+    inc.timeNs = m_writer.nowNs();
+    inc.step = m_agent.step();
+    inc.thread = Agent::threadIndex();
+    inc.op = m_info->name;
+    inc.operandIndex =
+        isCollectiveKind(kind) ? int32_t(std::min<int64_t>(position, INT32_MAX)) : -1;
+    std::string what = !evidence.empty()  ? evidence
+                       : operands.empty() ? m_info->text
+                                          : m_info->text + " with DTensor operands " + operands;
+    inc.evidence = m_writer.intern(what);
+    inc.error = m_writer.intern(error);
+    inc.action = Action::Observed;
+    inc.outcome = Outcome::Raised;
+    inc.stack = m_agent.frames().shortStack(m_writer);
+    addOperands(inc.operands, m_inputs, OperandRole::Input);
+    IncidentSeq seq = m_writer.submit(std::move(inc));
+    m_writer.flushNow();  // on disk before the exception propagates
+    FixSuggestion fix = fixForFailure(kind, m_info->text, placements, error);
+    return failureNote(kind, what, frame.where(), error, fix.summary, fix.code, seq,
+                       m_writer.path().string());
 }
 
 }  // namespace meshscope::capture

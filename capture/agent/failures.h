@@ -71,7 +71,6 @@ class PendingCollectives {
     static void enterScope();
     void leaveScope();
     static void abandonScope();  // leaveScope() when the agent is gone
-    static bool inScope();
     void endWithScope(uint64_t id);
     // The latest entry this thread's scope holds (the collective a failing
     // DTensor call was waiting for).
@@ -147,6 +146,11 @@ std::string failureNote(IncidentKind kind, const std::string& what, const std::s
 // Whether the exception `value` was already recorded as an incident (an
 // error passes through several hooks on its way out). Require the GIL.
 bool alreadyRecorded(PyObject* value);
-void markRecorded(PyObject* value);
+// Marks `value` recorded and adds meshscope's `note` to it (PEP 678).
+void markRecorded(PyObject* value, const std::string& note);
+
+// "NotImplementedError: Operator ... does not have a sharding strategy
+// registered.": an exception as its type and message. Requires the GIL.
+std::string exceptionText(PyObject* value);
 
 }  // namespace meshscope::capture

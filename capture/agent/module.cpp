@@ -222,15 +222,13 @@ void installTermGuard() {
 }
 
 // A collective whose Work.wait() raised (a peer gone, a timeout): recorded
-// as a collective incident for the collective the work stands for; returns
-// the note for the exception, or None.
+// as a collective incident for the collective the work stands for, and
+// noted on the exception; returns the note, or None.
 py::object collectiveFailed(py::handle work, py::handle exception) {
     Agent* agent = Agent::current();
     if (!agent || alreadyRecorded(exception.ptr())) return py::none();
     try {
-        std::string error = std::string(Py_TYPE(exception.ptr())->tp_name) + ": " +
-                            py::str(exception).cast<std::string>();
-        markRecorded(exception.ptr());
+        std::string error = exceptionText(exception.ptr());
         c10d::Work* raw = nullptr;
         try {
             raw = py::cast<c10d::Work*>(work);
@@ -246,6 +244,7 @@ py::object collectiveFailed(py::handle work, py::handle exception) {
                                .recordFailure(IncidentKind::CollectiveError, error,
                                               pending ? pending->describe() : "",
                                               pending ? pending->position : -1);
+        markRecorded(exception.ptr(), note);
         return py::str(note);
     } catch (const std::exception& e) {
         agent->ownError("record",
@@ -336,8 +335,6 @@ PYBIND11_MODULE(_capture, m) {
     });
     m.def("provenance", &provenance);
     m.def("collective_failed", &collectiveFailed, py::arg("work"), py::arg("exception"));
-    // The Python stacks of all threads, as the watchdog writes them.
-    m.def("thread_stacks", &threadStacks);
     // The content fingerprint promotions record, computed on the tensor's
     // device (for checking by hand that a tensor is equal on every rank).
     m.def("fingerprint", [](const at::Tensor& tensor) { return fingerprintTensor(tensor); });

@@ -3,13 +3,10 @@
 #include <ATen/DTensorState.h>
 #include <torch/csrc/autograd/python_variable.h>
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "capture/agent/failures.h"
 #include "capture/agent/fingerprint.h"
 #include "capture/agent/tracing.h"
 #include "core/analysis/fix_suggestion.h"
@@ -431,44 +428,6 @@ PyObject* OpHandler::dtensorOp() {
         m_agent.ownError("record", std::string("could not record an op: ") + e.what());
     }
     return result;
-}
-
-std::string OpHandler::recordFailure(IncidentKind kind, const std::string& error,
-                                     const std::string& evidence, int64_t position) {
-    m_agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
-    UserFrame frame = m_agent.frames().userFrame(m_writer);
-    std::vector<std::string> placements;
-    std::string operands;
-    for (const Operand& op : m_inputs) {
-        if (!op.dtensor) continue;
-        DTensorFacts facts = m_torch.dtensorFacts(op.obj, m_writer);
-        placements.emplace_back(facts.placementsText);
-        operands += fmt::format("{}{} {} {} on {}", operands.empty() ? "" : ", ", op.index,
-                                describeTensor(op.tensor()), facts.placementsText,
-                                m_torch.meshText(facts.mesh));
-    }
-    IncidentRecord inc;
-    inc.kind = kind;
-    inc.timeNs = m_writer.nowNs();
-    inc.step = m_agent.step();
-    inc.thread = Agent::threadIndex();
-    inc.op = m_info->name;
-    inc.operandIndex =
-        isCollectiveKind(kind) ? int32_t(std::min<int64_t>(position, INT32_MAX)) : -1;
-    std::string what = !evidence.empty()  ? evidence
-                       : operands.empty() ? m_info->text
-                                          : m_info->text + " with DTensor operands " + operands;
-    inc.evidence = m_writer.intern(what);
-    inc.error = m_writer.intern(error);
-    inc.action = Action::Observed;
-    inc.outcome = Outcome::Raised;
-    inc.stack = m_agent.frames().shortStack(m_writer);
-    addOperands(inc.operands, m_inputs, OperandRole::Input);
-    IncidentSeq seq = m_writer.submit(std::move(inc));
-    m_writer.flushNow();  // on disk before the exception propagates
-    FixSuggestion fix = fixForFailure(kind, m_info->text, placements, error);
-    return failureNote(kind, what, frame.where(), error, fix.summary, fix.code, seq,
-                       m_writer.path().string());
 }
 
 std::string OpHandler::incidentText(const IncidentRecord& inc, const Operand& plain,

@@ -342,9 +342,7 @@ def _install_failures(patches: Patches) -> None:
             try:
                 return original(self, *args, **kwargs)
             except Exception as error:
-                note = _capture.collective_failed(self, error)
-                if note:
-                    error.add_note(note)
+                _capture.collective_failed(self, error)  # records it and notes it on `error`
                 raise
         return wait
 
