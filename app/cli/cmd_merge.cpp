@@ -38,6 +38,9 @@ Command addMerge(CLI::App& app) {
                     std::string missing;
                     for (int rank : r.missingRanks)
                         missing += (missing.empty() ? "" : ",") + std::to_string(rank);
+                    if (r.missingRankCount > int64_t(r.missingRanks.size()))
+                        missing += fmt::format(" and {} more",
+                                               r.missingRankCount - int64_t(r.missingRanks.size()));
                     std::cerr << "meshscope: warning: rank(s) " << missing
                               << " are in none of the inputs\n";
                 }

@@ -131,6 +131,9 @@ std::string failureFinding(const IncidentGroup& g, const RunAnalysis& a) {
                     text += fmt::format("; rank {} {}", s.rank, s.state());
             for (int r : a.missingRanks)
                 text += fmt::format("; rank {} left no file", r);
+            if (a.missingRankCount > int64_t(a.missingRanks.size()))
+                text += fmt::format("; {} more rank(s) left no file",
+                                    a.missingRankCount - int64_t(a.missingRanks.size()));
             return text;
         }
         case IncidentKind::MixedTensor:
@@ -148,6 +151,14 @@ void addFindings(const RunReader& run, RunAnalysis& a) {
             {FindingKind::MissingRank,
              fmt::format("rank {}: missing from the run (world size {})", r, a.summary.worldSize),
              -1, r});
+    if (a.missingRankCount > int64_t(a.missingRanks.size()))
+        a.findings.push_back(
+            {FindingKind::MissingRank,
+             fmt::format("ranks after {}: {} more missing from the run (world size {}, {} rank "
+                         "file(s) readable)",
+                         a.missingRanks.back(), a.missingRankCount - int64_t(a.missingRanks.size()),
+                         a.summary.worldSize, run.ranks().size()),
+             -1, -1});
     for (const IncidentGroup& g : a.groups) {
         if (g.kind != IncidentKind::MixedTensor) {
             a.findings.push_back({findingKindOf(g.kind), failureFinding(g, a), g.id, -1});
@@ -327,13 +338,14 @@ namespace {
 
 // The stages of analyze(), in the order it runs them.
 
-// Ranks the run should have but does not.
-void findMissingRanks(const RunReader& run, RunAnalysis& a) {
+// Ranks the run should have but does not (the first kMissingRanksListed).
+void listMissingRanks(const RunReader& run, RunAnalysis& a) {
     std::set<int> present;
     for (const RankReader& r : run.ranks())
         present.insert(r.info().rank);
-    for (int r = 0; r < a.summary.worldSize; ++r)
-        if (!present.count(r)) a.missingRanks.push_back(r);
+    MissingRanks missing = findMissingRanks(present, a.summary.worldSize, kMissingRanksListed);
+    a.missingRanks = std::move(missing.listed);
+    a.missingRankCount = missing.count;
 }
 
 // Promotions that must agree across ranks, by (group, step, occurrence).
@@ -612,7 +624,7 @@ std::string RankStop::state() const {
 RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     RunAnalysis a;
     a.summary = summarize(run);
-    findMissingRanks(run, a);
+    listMissingRanks(run, a);
     PromotionIndex promotions = groupIncidents(run, options, a);
     judgePromotions(promotions, a);
     compareIncidents(run, a);

@@ -183,8 +183,9 @@ struct RunAnalysis {
     std::vector<IncidentGroup> groups;       // most frequent first
     std::vector<PromotionCheck> promotionChecks;
     std::vector<Divergence> divergences;
-    std::vector<RankStop> stops;  // one per readable rank, by rank
-    std::vector<int> missingRanks;
+    std::vector<RankStop> stops;    // one per readable rank, by rank
+    std::vector<int> missingRanks;  // the first kMissingRanksListed, ascending
+    int64_t missingRankCount = 0;   // all of them
     std::vector<Finding> findings;
     int64_t opsCompared = 0;
     bool opsComparedFully = false;

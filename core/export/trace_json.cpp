@@ -26,9 +26,11 @@ std::string jsonString(std::string_view text) {
 
 // Microseconds with nanosecond digits, written exactly from integer ns, so
 // clamped children stay inside their parents after formatting.
+// The magnitude is taken unsigned: recorded times are untrusted, and the
+// most negative int64 has no positive counterpart.
 std::string micros(int64_t ns) {
-    if (ns < 0) return "-" + micros(-ns);
-    return fmt::format("{}.{:03}", ns / 1000, ns % 1000);
+    uint64_t magnitude = ns < 0 ? 0 - uint64_t(ns) : uint64_t(ns);
+    return fmt::format("{}{}.{:03}", ns < 0 ? "-" : "", magnitude / 1000, magnitude % 1000);
 }
 
 struct Span {
@@ -107,7 +109,7 @@ class RankExporter {
             m_collectives[c.seq.value()] = c;
             auto [it, fresh] = bytesPerStep.try_emplace(c.step, c.startNs, 0);
             it->second.first = std::min(it->second.first, c.startNs);
-            it->second.second += c.bytes;
+            it->second.second = saturatingAdd(it->second.second, c.bytes);
             m_collectiveThreads.insert(c.thread);
             ++m_stats.collectives;
         }
@@ -116,7 +118,7 @@ class RankExporter {
         for (const auto& [step, tb] : bytesPerStep)
             m_w.event(fmt::format(
                 R"({{"ph":"C","pid":{},"tid":0,"ts":{},"name":"collective bytes","args":{{"bytes":{}}}}})",
-                m_pid, micros(m_offset + tb.first), tb.second));
+                m_pid, micros(saturatingAdd(m_offset, tb.first)), tb.second));
         std::vector<Span> steps;
         for (const OptimizerStepRecord& s : m_rank.optimizerSteps()) {
             OpRecord carrier;
@@ -151,7 +153,7 @@ class RankExporter {
                 std::string label = mixed ? "mixed" : std::string(incidentKindInfo(inc.kind).tag);
                 m_w.event(fmt::format(
                     R"({{"ph":"i","s":"t","pid":{},"tid":{},"ts":{},"name":{},"cat":"incident","args":{}}})",
-                    m_pid, inc.thread, micros(m_offset + inc.timeNs),
+                    m_pid, inc.thread, micros(saturatingAdd(m_offset, inc.timeNs)),
                     jsonString(label + ": " + m_rank.string(inc.op)),
                     args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
                 ++m_stats.incidents;
@@ -159,10 +161,11 @@ class RankExporter {
                 if (op == m_reconciledBy.end()) continue;
                 m_w.event(fmt::format(
                     R"({{"ph":"s","pid":{},"tid":{},"ts":{},"id":{},"name":"reconciled by","cat":"reconciliation"}})",
-                    m_pid, inc.thread, micros(m_offset + inc.timeNs), flowId(inc.seq)));
+                    m_pid, inc.thread, micros(saturatingAdd(m_offset, inc.timeNs)),
+                    flowId(inc.seq)));
                 m_w.event(fmt::format(
                     R"({{"ph":"f","bp":"e","pid":{},"tid":{},"ts":{},"id":{},"name":"reconciled by","cat":"reconciliation"}})",
-                    m_pid, op->second.thread, micros(m_offset + op->second.start),
+                    m_pid, op->second.thread, micros(saturatingAdd(m_offset, op->second.start)),
                     flowId(inc.seq)));
                 ++m_stats.flows;
             }
@@ -258,7 +261,8 @@ class RankExporter {
             }
             m_w.event(fmt::format(
                 R"({{"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"name":{},"cat":"{}","args":{}}})",
-                m_pid, tid, micros(m_offset + s.start), micros(s.end - s.start),
+                m_pid, tid, micros(saturatingAdd(m_offset, s.start)),
+                micros(saturatingSub(s.end, s.start)),
                 steps ? jsonString(fmt::format("step {} ({})", s.op.step, m_rank.string(s.op.name)))
                       : name(s.op.name),
                 steps        ? "step"

@@ -14,6 +14,9 @@ namespace meshscope {
 
 int64_t saturatingAdd(int64_t a, int64_t b);
 int64_t saturatingSub(int64_t a, int64_t b);
+// `v` rounded toward zero and clamped to int64 (NaN: 0); a plain cast of a
+// double out of range is undefined.
+int64_t saturatingCast(double v);
 
 class RunClock {
   public:

@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/store/regular_file.h"
 #include "core/store/schema.h"
 #include "core/store/store_error.h"
 
@@ -18,6 +19,8 @@ namespace meshscope {
 namespace {
 
 constexpr const char* kFormat = "meshscope-run";
+// A manifest lists its ranks; even a million of them fit in a few MiB.
+constexpr size_t kMaxManifestBytes = size_t(64) << 20;
 
 // Holds an exclusive flock on a lock file for its lifetime.
 class DirLock {
@@ -47,14 +50,40 @@ T require(const nlohmann::json& j, const char* key, const std::filesystem::path&
     }
 }
 
+// A JSON integer in [lo, hi]: a float (1e30), a value beyond int (2**32+2)
+// or one out of range is refused by name, never wrapped or truncated.
+int64_t integerIn(const nlohmann::json& v, const char* key, int64_t lo, int64_t hi,
+                  const std::filesystem::path& file) {
+    std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+    std::string shown =
+        v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 40);
+    if (!v.is_number_integer())
+        throw StoreError(file.string(), std::string("field '") + key + "' is " + shown +
+                                            ", not an integer in " + range);
+    // Parsed non-negative integers are unsigned, up to 2^64-1.
+    bool inRange = v.is_number_unsigned()
+                       ? v.get<uint64_t>() <= uint64_t(hi) && int64_t(v.get<uint64_t>()) >= lo
+                       : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+    if (!inRange)
+        throw StoreError(file.string(), std::string("field '") + key + "' is " + shown +
+                                            ", out of range " + range);
+    return v.get<int64_t>();
+}
+
+int64_t requireInteger(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
+                       const std::filesystem::path& file) {
+    if (!j.contains(key))
+        throw StoreError(file.string(), std::string("missing field '") + key + "'");
+    return integerIn(j.at(key), key, lo, hi, file);
+}
+
 }  // namespace
 
 Manifest Manifest::read(const std::filesystem::path& file) {
-    std::ifstream in(file);
-    if (!in) throw StoreError(file.string(), "cannot open the run manifest");
+    std::string text = readRegularFile(file, kMaxManifestBytes);
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(in);
+        j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::parse_error& e) {
         throw StoreError(file.string(), std::string("not valid JSON (") + e.what() + ")");
     }
@@ -64,9 +93,18 @@ Manifest Manifest::read(const std::filesystem::path& file) {
     Manifest m;
     m.runId = require<std::string>(j, "run_id", file);
     m.created = require<std::string>(j, "created", file);
-    m.worldSize = require<int>(j, "world_size", file);
-    m.ranks = require<std::vector<int>>(j, "ranks", file);
-    m.schemaVersion = require<int>(j, "schema_version", file);
+    m.worldSize = int(requireInteger(j, "world_size", 1, kMaxWorldSize, file));
+    if (!j.contains("ranks") || !j["ranks"].is_array())
+        throw StoreError(file.string(), j.contains("ranks")
+                                            ? "field 'ranks' has the wrong type (not a list)"
+                                            : "missing field 'ranks'");
+    for (const nlohmann::json& rank : j["ranks"])
+        m.ranks.push_back(int(integerIn(rank, "ranks", 0, m.worldSize - 1, file)));
+    if (m.ranks.size() > size_t(m.worldSize))
+        throw StoreError(file.string(), "field 'ranks' lists " + std::to_string(m.ranks.size()) +
+                                            " ranks, more than world size " +
+                                            std::to_string(m.worldSize));
+    m.schemaVersion = int(requireInteger(j, "schema_version", 0, INT32_MAX, file));
     try {
         m.command = j.value("command", std::vector<std::string>{});
         m.torchVersion = j.value("torch_version", "");

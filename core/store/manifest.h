@@ -11,6 +11,10 @@
 
 namespace meshscope {
 
+// The largest world size a run may declare (manifest or rank meta); readers
+// size nothing by it: what they allocate follows the rank files present.
+inline constexpr int64_t kMaxWorldSize = INT32_MAX;
+
 struct Manifest {
     std::string runId;
     std::string created;  // ISO 8601 UTC

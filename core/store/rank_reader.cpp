@@ -1,13 +1,16 @@
 #include "core/store/rank_reader.h"
 
 #include <bit>
+#include <charconv>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/store/manifest.h"
 #include "core/store/op_chunk.h"
+#include "core/store/regular_file.h"
 #include "core/store/schema.h"
 #include "core/store/store_error.h"
+#include "core/util/utf8.h"
 
 namespace meshscope {
 namespace {
@@ -23,19 +26,18 @@ uint32_t bigEndian(const unsigned char* p, int n) {
 
 // Checks the 100-byte SQLite header so that empty, truncated and non-SQLite
 // files get a precise message before SQLite sees them.
+// A FIFO, a device or an unreadable file is refused here, before SQLite
+// would block on it or call it "not a database".
 void checkHeader(const std::filesystem::path& file) {
-    std::error_code ec;
-    auto status = std::filesystem::status(file, ec);
-    if (ec || !std::filesystem::exists(status)) throw StoreError(file.string(), "no such file");
-    if (!std::filesystem::is_regular_file(status))
-        throw StoreError(file.string(), "not a regular file");
-    auto size = std::filesystem::file_size(file, ec);
+    FileHead head = readRegularFileHead(file, 100);
+    for (const char* companion : {"-wal", "-shm"})
+        refuseIfNotRegular(std::filesystem::path(file) += companion);
+    uint64_t size = head.size;
     if (size == 0)
         throw StoreError(file.string(), "empty file (0 bytes), not a meshscope rank file");
     unsigned char header[100] = {};
-    std::ifstream in(file, std::ios::binary);
-    in.read(reinterpret_cast<char*>(header), sizeof header);
-    size_t got = size_t(in.gcount());
+    size_t got = head.bytes.size();
+    std::memcpy(header, head.bytes.data(), got);
     if (got < 16 || std::memcmp(header, kSqliteMagic, 16) != 0)
         throw StoreError(file.string(), "not a meshscope rank file (not an SQLite database)");
     if (got < sizeof header)
@@ -57,6 +59,14 @@ void checkHeader(const std::filesystem::path& file) {
 constexpr const char* kChunkColumns =
     "SELECT first_seq, last_seq, count, min_start_ns, max_start_ns, max_end_ns, min_step, "
     "max_step, data FROM op_chunks ";
+
+// A whole decimal integer ("12", "-3"), nothing before or after it.
+std::optional<int64_t> parseInteger(const std::string& text) {
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+    return v;
+}
 
 int64_t saturatingSub(int64_t a, int64_t b) {
     return a < std::numeric_limits<int64_t>::min() + b ? std::numeric_limits<int64_t>::min()
@@ -225,8 +235,21 @@ void RankReader::refreshInfo() {
             }
             return std::strtoll(it->second.c_str(), nullptr, 10);
         };
-        info.rank = int(number("rank", true));
-        info.worldSize = int(number("world_size", true));
+        // The rank's identity is checked, not wrapped: a world size of 1e30
+        // or 2**32+2 is refused by name.
+        auto identity = [&](const char* key, int64_t lo, int64_t hi) -> int {
+            number(key, true);
+            const std::string& text = info.meta[key];
+            std::optional<int64_t> v = parseInteger(text);
+            if (!v || *v < lo || *v > hi)
+                throw StoreError(m_path.string(), std::string("meta '") + key + "' is '" +
+                                                      validUtf8(text.substr(0, 40)) +
+                                                      "', not an integer in " + std::to_string(lo) +
+                                                      ".." + std::to_string(hi));
+            return int(*v);
+        };
+        info.rank = identity("rank", 0, kMaxWorldSize - 1);
+        info.worldSize = identity("world_size", 1, kMaxWorldSize);
         info.runId = info.meta["run_id"];
         info.hostname = info.meta["hostname"];
         info.pid = number("pid", false);
@@ -238,15 +261,22 @@ void RankReader::refreshInfo() {
     });
 }
 
+// Reads the rows above the highest id read so far. Memory follows the rows
+// the table holds, whatever their ids: a damaged file's ids may be sparse
+// and huge.
 void RankReader::loadStrings() const {
     guarded([&] {
-        sql::Stmt s(*m_db, "SELECT id, text FROM strings WHERE id > ?1 ORDER BY id");
-        s.bind(1, int64_t(m_strings.size()));
+        // kept prepared: an id no row holds asks again on every lookup
+        if (!m_stringsAfter)
+            m_stringsAfter = std::make_unique<sql::Stmt>(
+                *m_db, "SELECT id, text FROM strings WHERE id > ?1 ORDER BY id");
+        sql::Stmt& s = *m_stringsAfter;
+        s.reset();
+        s.bind(1, m_stringsReadTo);
         while (s.step()) {
             int64_t id = s.int64(0);
-            if (id <= 0 || id > int64_t(m_strings.size()) + (int64_t(1) << 24)) continue;
-            if (size_t(id) > m_strings.size()) m_strings.resize(size_t(id));
-            m_strings[size_t(id) - 1] = s.text(1);
+            m_strings.insert_or_assign(id, s.text(1));
+            m_stringsReadTo = std::max(m_stringsReadTo, id);
         }
         return 0;
     });
@@ -254,10 +284,13 @@ void RankReader::loadStrings() const {
 
 std::string RankReader::string(StringId id) const {
     if (!id.valid()) return {};
-    if (size_t(id.value()) > m_strings.size()) loadStrings();
-    if (size_t(id.value()) > m_strings.size())
-        return "<missing string #" + std::to_string(id.value()) + ">";
-    return m_strings[size_t(id.value()) - 1];
+    auto it = m_strings.find(id.value());
+    if (it == m_strings.end() && id.value() > m_stringsReadTo) {
+        loadStrings();  // written since the last read (a live run)
+        it = m_strings.find(id.value());
+    }
+    if (it == m_strings.end()) return "<missing string #" + std::to_string(id.value()) + ">";
+    return it->second;
 }
 
 std::vector<Frame> RankReader::stack(StackId id) const {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/store/op_chunk.h"
@@ -120,8 +121,10 @@ class RankReader {
     std::filesystem::path m_path;
     std::unique_ptr<sql::Db> m_db;
     RankInfo m_info;
-    mutable std::vector<std::string> m_strings;  // index = StringId - 1
-    bool m_hasDeviceTimes = false;               // the optional table exists
+    mutable std::unordered_map<int64_t, std::string> m_strings;  // StringId value -> text
+    mutable int64_t m_stringsReadTo = 0;  // highest id read (rows are read in id order)
+    mutable std::unique_ptr<sql::Stmt> m_stringsAfter;  // after m_db: finalized before it closes
+    bool m_hasDeviceTimes = false;                      // the optional table exists
 };
 
 }  // namespace meshscope

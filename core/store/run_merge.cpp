@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "core/store/manifest.h"
 #include "core/store/run_directory.h"
@@ -45,7 +46,7 @@ MergeResult mergeRuns(const std::vector<std::filesystem::path>& inputs,
         }
         for (const RankReader& rank : run.ranks()) {
             int r = rank.info().rank;
-            worldSize = std::max({worldSize, rank.info().worldSize, r + 1});
+            worldSize = std::max({worldSize, rank.info().worldSize, r + 1});  // r < INT32_MAX
             auto [it, fresh] = sources.try_emplace(r, Source{rank.path(), input});
             if (!fresh)
                 throw StoreError(
@@ -79,8 +80,12 @@ MergeResult mergeRuns(const std::vector<std::filesystem::path>& inputs,
     if (m.created.empty()) m.created = isoTimestampUtc();
     m.write(out / schema::kManifestName);
     result.worldSize = worldSize;
-    for (int r = 0; r < worldSize; ++r)
-        if (!sources.count(r)) result.missingRanks.push_back(r);
+    std::set<int> present;
+    for (const auto& [rank, source] : sources)
+        present.insert(rank);
+    MissingRanks missing = findMissingRanks(present, worldSize, kMissingRanksListed);
+    result.missingRanks = std::move(missing.listed);
+    result.missingRankCount = missing.count;
     return result;
 }
 

@@ -3,6 +3,7 @@
 // Combines run directories recorded on several nodes (each holds the ranks
 // of its node and a manifest with the shared run id) into one run.
 
+#include <cstdint>
 #include <filesystem>
 #include <stdexcept>
 #include <vector>
@@ -12,7 +13,8 @@ namespace meshscope {
 struct MergeResult {
     int worldSize = 0;
     std::vector<int> ranks;         // ranks in the merged run
-    std::vector<int> missingRanks;  // below world size, in no input
+    std::vector<int> missingRanks;  // below world size, in no input (the first ones)
+    int64_t missingRankCount = 0;   // all of them
 };
 
 // Throws StoreError naming the file for an unreadable input, inputs of

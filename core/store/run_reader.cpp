@@ -43,6 +43,22 @@ std::vector<std::filesystem::path> rankFilesIn(const std::filesystem::path& dir)
 
 }  // namespace
 
+MissingRanks findMissingRanks(const std::set<int>& present, int worldSize, size_t limit) {
+    MissingRanks out;
+    int64_t next = 0;              // the lowest rank not yet accounted for
+    auto gap = [&](int64_t end) {  // ranks [next, end) are missing
+        out.count += end - next;
+        for (int64_t r = next; r < end && out.listed.size() < limit; ++r)
+            out.listed.push_back(int(r));
+    };
+    for (auto it = present.lower_bound(0); it != present.end() && *it < worldSize; ++it) {
+        gap(*it);
+        next = int64_t(*it) + 1;
+    }
+    if (next < worldSize) gap(worldSize);
+    return out;
+}
+
 RunReader RunReader::open(const std::filesystem::path& path) {
     RunReader run;
     std::error_code ec;
@@ -84,11 +100,19 @@ RunReader RunReader::open(const std::filesystem::path& path) {
         }
     }
     if (run.m_manifest && !singleFile) {
-        for (int rank : run.m_manifest->ranks)
-            if (!present.count(rank))
-                run.m_problems.emplace_back(
-                    rankFilePath(run.m_dir, rank).string(),
-                    "missing (rank " + std::to_string(rank) + " is listed in the manifest)");
+        std::vector<int> absent;
+        for (int rank : std::set<int>(run.m_manifest->ranks.begin(), run.m_manifest->ranks.end()))
+            if (!present.count(rank)) absent.push_back(rank);
+        for (size_t i = 0; i < absent.size() && i < kMissingRanksListed; ++i)
+            run.m_problems.emplace_back(
+                rankFilePath(run.m_dir, absent[i]).string(),
+                "missing (rank " + std::to_string(absent[i]) + " is listed in the manifest)");
+        if (absent.size() > kMissingRanksListed)
+            run.m_problems.emplace_back(manifestFile.string(),
+                                        std::to_string(absent.size() - kMissingRanksListed) +
+                                            " more listed rank(s) have no file (ranks " +
+                                            std::to_string(absent[kMissingRanksListed]) + ".." +
+                                            std::to_string(absent.back()) + ")");
     }
     std::sort(run.m_ranks.begin(), run.m_ranks.end(), [](const RankReader& a, const RankReader& b) {
         return a.info().rank < b.info().rank;

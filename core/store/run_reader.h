@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,19 @@
 #include "core/store/store_error.h"
 
 namespace meshscope {
+
+// Ranks below `worldSize` that are not in `present`: how many, and the
+// first `limit` of them. Found from the gaps between the present ranks, so
+// the cost follows what is present, never a world size a file declares.
+struct MissingRanks {
+    std::vector<int> listed;  // ascending
+    int64_t count = 0;
+};
+MissingRanks findMissingRanks(const std::set<int>& present, int worldSize, size_t limit);
+
+// How many missing ranks problems, findings and reports name one by one;
+// the rest are one line with their count.
+inline constexpr size_t kMissingRanksListed = 64;
 
 class RunReader {
   public:
