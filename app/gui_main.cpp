@@ -7,16 +7,28 @@
 #include <QTimer>
 #include <cstdio>
 
+#include "core/util/terminal_text.h"
 #include "ui/app/main_window.h"
 #include "ui/timeline/timeline_canvas.h"
 
 namespace {
 
+// Each line of `message` on stderr, prefixed, its control characters escaped.
+void printLines(const char* prefix, const QString& message) {
+    for (const QString& line : message.split('\n'))
+        std::fprintf(stderr, "meshscope-gui: %s%s\n", prefix,
+                     meshscope::terminalSafe(line.toStdString()).c_str());
+}
+
 // --screenshot: once the run's analysis is in, select its first incident,
-// save the whole window as PNG and quit (documentation, smoke checks).
+// save the whole window as PNG and quit (documentation, smoke checks). A
+// run that cannot be opened or analysed ends it with its error on stderr
+// and exit code 3, like the CLI; problems of a run that opened are printed.
 void screenshotWhenReady(meshscope::ui::MainWindow& window, const QString& file) {
     QObject::connect(&window.session(), &meshscope::ui::RunSession::analysisReady, &window,
                      [&window, file] {
+                         for (const QString& p : window.session().problems())
+                             printLines("problem: ", p);
                          window.replay().stepIncident(1);
                          QTimer::singleShot(500, &window, [&window, file] {
                              bool ok = window.grab().save(file, "PNG");
@@ -25,8 +37,16 @@ void screenshotWhenReady(meshscope::ui::MainWindow& window, const QString& file)
                              QApplication::exit(ok ? 0 : 3);
                          });
                      });
+    auto fail = [](const char* what) {
+        return [what](const QString& message) {
+            printLines(what, message);
+            QApplication::exit(3);
+        };
+    };
     QObject::connect(&window.session(), &meshscope::ui::RunSession::loadFailed, &window,
-                     [] { QApplication::exit(3); });
+                     fail("cannot open the run: "));
+    QObject::connect(&window.session(), &meshscope::ui::RunSession::analysisFailed, &window,
+                     fail(""));  // the message says "analysis: ..."
 }
 
 }  // namespace

@@ -5,28 +5,7 @@ set -uo pipefail
 cli=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-failures=0
-checks=0
-check() {  # check NAME EXPECTED_RC COMMAND...; output in $out
-    local name=$1 want=$2
-    shift 2
-    checks=$((checks + 1))
-    out=$("$@" 2>&1)
-    local rc=$?
-    if [[ $rc -ne $want ]]; then
-        echo "FAIL $name: exit $rc, expected $want"$'\n'"$out"
-        failures=$((failures + 1))
-        return 1
-    fi
-    echo "ok   $name"
-}
-expect() {  # expect NAME PATTERN: $out must match the extended regex
-    checks=$((checks + 1))
-    if ! grep -Eq -- "$2" <<<"$out"; then
-        echo "FAIL $1: output does not match /$2/"$'\n'"$out"
-        failures=$((failures + 1))
-    fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
 
 check synth 0 "$cli" synth -o "$dir/run" --ranks 2 --steps 3 --layers 2 --incidents-per-step 1
 expect synth-line "wrote .*: 2 ranks, [0-9]+ ops, 6 incidents, 3 steps"
@@ -110,5 +89,4 @@ expect merge-partial-warning "rank\(s\) 2,3 are in none of the inputs"
 cp -r "$dir/node1" "$dir/other" && python3 -c 'import json,sys; p=sys.argv[1]; m=json.load(open(p)); m["run_id"]="another"; json.dump(m,open(p,"w"))' "$dir/other/manifest.json"
 check merge-other-run 3 "$cli" merge "$dir/node0" "$dir/other" -o "$dir/mixed"
 
-echo "$((checks - failures)) passed, $failures failed"
-[[ $failures -eq 0 ]]
+finish

@@ -265,15 +265,10 @@ void MainWindow::connectSession() {
     connect(s, &RunSession::timelineReady, this, &MainWindow::onTimelineReady);
     connect(s, &RunSession::analysisReady, this, &MainWindow::onAnalysisReady);
     connect(s, &RunSession::loadFailed, this, [this](const QString& message) {
-        closeProgress();
-        updateStatus();
-        m_statusRun->setText(QStringLiteral("Cannot open the run: %1").arg(message));
-        // Window-modal but not blocking: live follow and tests keep running.
-        auto* box = new QMessageBox(QMessageBox::Warning, "meshscope",
-                                    QStringLiteral("Cannot open the run:\n%1").arg(message),
-                                    QMessageBox::Ok, this);
-        box->setAttribute(Qt::WA_DeleteOnClose);
-        box->open();
+        showLoadError(QStringLiteral("Cannot open the run"), message);
+    });
+    connect(s, &RunSession::analysisFailed, this, [this](const QString& message) {
+        showLoadError(QStringLiteral("Cannot analyse the run"), message);
     });
     connect(s, &RunSession::cancelled, this, [this] {
         closeProgress();
@@ -291,6 +286,18 @@ void MainWindow::connectSession() {
         if (live) m_canvas->setFollowLive(true);
         updateStatus();
     });
+}
+
+void MainWindow::showLoadError(const QString& what, const QString& message) {
+    closeProgress();
+    updateStatus();
+    m_statusRun->setText(QStringLiteral("%1: %2").arg(what, message.section('\n', 0, 0)));
+    // Window-modal but not blocking: live follow and tests keep running.
+    auto* box =
+        new QMessageBox(QMessageBox::Warning, "meshscope",
+                        QStringLiteral("%1:\n%2").arg(what, message), QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
 }
 
 void MainWindow::openRun(const QString& path) {

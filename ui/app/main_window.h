@@ -88,6 +88,8 @@ class MainWindow : public QMainWindow {
     void showShortcuts();
     void setAlignMode(AlignMode mode);
     void closeProgress();
+    // The status line and a non-blocking message box for a load that failed.
+    void showLoadError(const QString& what, const QString& message);
 
     std::unique_ptr<RunSession> m_session;
     ReplayController* m_replay = nullptr;

@@ -91,6 +91,12 @@ void RunSession::open(const QString& path) {
             result->reader = std::make_unique<RunReader>(RunReader::open(file));
             for (const StoreError& e : result->reader->problems())
                 result->problems << problemLine(e);
+            if (result->reader->ranks().empty())
+                throw StoreError(file,
+                                 "no readable rank file" +
+                                     (result->problems.isEmpty()
+                                          ? std::string()
+                                          : "\n" + result->problems.join('\n').toStdString()));
             result->timeline = std::make_shared<TimelineData>();
             auto& ranks = result->reader->ranks();
             result->timeline->ranks.resize(ranks.size());
@@ -216,6 +222,8 @@ void RunSession::finishAnalysis(std::shared_ptr<const RunAnalysis> analysis, QSt
             m_timeline->applyStops(*m_analysis);
         }
         emit analysisReady();
+    } else if (!problems.isEmpty()) {
+        emit analysisFailed(problems.join('\n'));
     }
     if (m_analysisWanted) startAnalysis();
 }

@@ -7,7 +7,8 @@
 // the same TimelineData through the same TimelineFeeder, re-runs the
 // analysis when incidents arrive, and marks a rank whose writer stopped.
 // Nothing a reader reports (a dead writer, a damaged page) escapes as an
-// exception: it becomes a problem line.
+// exception: it becomes a problem line, and a load ends in a shown result or
+// a shown error (loadFailed, analysisFailed), never in silence.
 
 #include <QObject>
 #include <QString>
@@ -55,7 +56,10 @@ class RunSession : public QObject {
     void progress(const QString& stage, qint64 done, qint64 total);
     void timelineReady();
     void analysisReady();
+    // Every load ends in one of: timelineReady then analysisReady or
+    // analysisFailed; loadFailed (nothing readable); cancelled.
     void loadFailed(const QString& message);
+    void analysisFailed(const QString& message);
     void cancelled();
     // Live run: rows were added (counts of this poll), or a rank changed state.
     void grew(qint64 ops, qint64 incidents);

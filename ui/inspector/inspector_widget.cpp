@@ -234,8 +234,8 @@ void opHeader(Doc& doc, const OpDetail& op) {
     doc.field("thread", op.threadName.empty() ? thread : qs(op.threadName) + " (" + thread + ")");
     doc.field("step", QString::number(op.step));
     doc.field("phase", qs(toString(op.phase)));
-    doc.field("duration",
-              QStringLiteral("%1 µs").arg(double(op.endNs - op.startNs) / 1e3, 0, 'f', 2));
+    doc.field("duration", QStringLiteral("%1 µs").arg((double(op.endNs) - double(op.startNs)) / 1e3,
+                                                      0, 'f', 2));
     doc.field("nesting depth", QString::number(op.depth));
 }
 

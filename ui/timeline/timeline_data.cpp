@@ -72,7 +72,7 @@ void TimelineData::realign(AlignMode mode) {
         int64_t refDelta = clock.offset(ref->rank);
         std::unordered_map<int64_t, int64_t> refEnd;
         for (const StepBand& s : ref->steps)
-            refEnd.emplace(s.step, s.end + refDelta);
+            refEnd.emplace(s.step, saturatingAdd(s.end, refDelta));
         std::vector<std::pair<int64_t, int64_t>> knots;
         for (const StepBand& s : r.steps)
             if (auto it = refEnd.find(s.step); it != refEnd.end())
@@ -172,7 +172,7 @@ void visibleItems(const Lane& lane, const Projection& p, double widthPx, double 
                   std::vector<DrawItem>& out) {
     out.clear();
     if (lane.spans.empty()) return;
-    int64_t t0 = p.toRaw(0), t1 = p.toRaw(widthPx) + 1;
+    int64_t t0 = p.toRaw(0), t1 = saturatingAdd(p.toRaw(widthPx), 1);
     size_t i = firstCandidate(lane, t0);
     const size_t n = lane.spans.size();
     while (i < n && lane.spans[i].start < t1) {

@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/analysis/run_analysis.h"
@@ -25,7 +26,7 @@ struct Span {
     int64_t start = 0;  // rank-local monotonic ns
     int64_t end = 0;
     int64_t seq = 0;    // OpSeq value
-    uint32_t name = 0;  // StringId value in the rank's file
+    uint32_t name = 0;  // index into the rank's RankTimeline::strings
     Phase phase = Phase::Other;
     bool reconciles = false;  // the promoted op that reconciled an incident
 };
@@ -49,7 +50,7 @@ struct CollectiveSpan {
     int64_t start = 0, end = 0;
     int64_t seq = 0, op = 0, step = -1;
     int64_t bytes = 0;
-    uint32_t kind = 0;  // StringId value
+    uint32_t kind = 0;  // index into the rank's RankTimeline::strings
     uint32_t thread = 0;
 };
 
@@ -58,7 +59,7 @@ struct IncidentMark {
     int64_t seq = 0;   // IncidentSeq value
     int64_t step = -1;
     uint32_t thread = 0;
-    uint32_t op = 0;  // StringId value
+    uint32_t op = 0;  // index into the rank's RankTimeline::strings
     Action action = Action::Observed;
     Outcome outcome = Outcome::Raised;
     Verdict verdict = Verdict::NotChecked;
@@ -100,7 +101,11 @@ struct RankTimeline {
     int64_t firstNs = std::numeric_limits<int64_t>::max();
     int64_t lastNs = std::numeric_limits<int64_t>::min();
     int64_t opCount = 0;
-    std::vector<std::string> strings;  // index = StringId value; "" until seen
+    // The rank's strings the timeline uses, in order of first use ([0]: none),
+    // and where each StringId's text is: ids of a damaged file may be sparse
+    // or huge, so nothing is sized by an id.
+    std::vector<std::string> strings{std::string()};
+    std::unordered_map<int64_t, uint32_t> stringIndex;
     AlignMap align;
 
     // Feeding state: what has been read so far.

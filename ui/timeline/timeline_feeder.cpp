@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <exception>
 
+#include "core/model/run_clock.h"
+
 namespace meshscope::ui {
 
 namespace {
 
-void resolveString(const RankReader& reader, RankTimeline& track, StringId id) {
-    if (!id.valid()) return;
-    size_t i = size_t(id.value());
-    if (i >= track.strings.size()) track.strings.resize(i + 1);
-    if (track.strings[i].empty()) track.strings[i] = reader.string(id);
+// The index of id's text in track.strings, read on first use.
+uint32_t resolveString(const RankReader& reader, RankTimeline& track, StringId id) {
+    if (!id.valid()) return 0;
+    auto [it, fresh] = track.stringIndex.try_emplace(id.value(), uint32_t(track.strings.size()));
+    if (fresh) track.strings.push_back(reader.string(id));
+    return it->second;
 }
 
 void readThreadNames(const RankInfo& info, RankTimeline& track) {
@@ -46,17 +49,15 @@ int64_t feedOps(const RankReader& reader, RankTimeline& track, int64_t maxOps) {
             unsorted.resize(track.lanes.size(), false);
         }
         Span s{op.startNs,     std::max(op.endNs, op.startNs),
-               op.seq.value(), uint32_t(op.name.value()),
+               op.seq.value(), resolveString(reader, track, op.name),
                op.phase,       bool(op.incident)};
         if (!last->spans.empty()) {
             const Span& prev = last->spans.back();
             if (s.start < prev.start) unsorted[size_t(last - track.lanes.data())] = true;
             if (s.end < prev.end) last->endsSorted = false;
         }
-        last->maxDuration = std::max(last->maxDuration, s.end - s.start);
+        last->maxDuration = std::max(last->maxDuration, saturatingSub(s.end, s.start));
         last->spans.push_back(s);
-        if (size_t(s.name) >= track.strings.size() || track.strings[s.name].empty())
-            resolveString(reader, track, op.name);
         track.firstNs = std::min(track.firstNs, s.start);
         track.lastNs = std::max(track.lastNs, s.end);
         track.lastOpSeq = s.seq;  // kept per op: a reader error mid-page loses nothing
@@ -76,10 +77,15 @@ int64_t feedOps(const RankReader& reader, RankTimeline& track, int64_t maxOps) {
 int64_t feedIncidents(const RankReader& reader, RankTimeline& track) {
     auto rows = reader.incidentsAfter(IncidentSeq{track.lastIncidentSeq}, kNoLimit, false);
     for (const IncidentRecord& inc : rows) {
-        resolveString(reader, track, inc.op);
-        IncidentMark m{inc.timeNs,  inc.seq.value(),          inc.step,
-                       inc.thread,  uint32_t(inc.op.value()), inc.action,
-                       inc.outcome, Verdict::NotChecked,      inc.kind};
+        IncidentMark m{inc.timeNs,
+                       inc.seq.value(),
+                       inc.step,
+                       inc.thread,
+                       resolveString(reader, track, inc.op),
+                       inc.action,
+                       inc.outcome,
+                       Verdict::NotChecked,
+                       inc.kind};
         auto at = std::upper_bound(track.incidents.begin(), track.incidents.end(), m.time,
                                    [](int64_t t, const IncidentMark& x) { return t < x.time; });
         track.incidents.insert(at, m);
@@ -93,14 +99,14 @@ int64_t feedIncidents(const RankReader& reader, RankTimeline& track) {
 int64_t feedCollectives(const RankReader& reader, RankTimeline& track) {
     auto rows = reader.collectivesAfter(CollectiveSeq{track.lastCollectiveSeq});
     for (const CollectiveRecord& c : rows) {
-        resolveString(reader, track, c.kind);
         CollectiveSpan s{
-            c.startNs, std::max(c.endNs, c.startNs), c.seq.value(), c.op.value(), c.step,
-            c.bytes,   uint32_t(c.kind.value()),     c.thread};
+            c.startNs, std::max(c.endNs, c.startNs),         c.seq.value(), c.op.value(), c.step,
+            c.bytes,   resolveString(reader, track, c.kind), c.thread};
         auto at = std::upper_bound(track.collectives.begin(), track.collectives.end(), s.start,
                                    [](int64_t t, const CollectiveSpan& x) { return t < x.start; });
         track.collectives.insert(at, s);
-        track.maxCollectiveDuration = std::max(track.maxCollectiveDuration, s.end - s.start);
+        track.maxCollectiveDuration =
+            std::max(track.maxCollectiveDuration, saturatingSub(s.end, s.start));
         track.lastCollectiveSeq = std::max(track.lastCollectiveSeq, c.seq.value());
     }
     return int64_t(rows.size());

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <utility>
 
+#include "core/model/run_clock.h"
+
 namespace meshscope::ui {
 
 namespace {
@@ -92,7 +94,7 @@ void RankHeaderTrack::draw(DrawContext& ctx, float y) {
         if (!ctx.hover && ctx.mouseIn(x0 - 1, y, x1 + 1, y + height()))
             ctx.hover = Hover{{},
                               {fmt::format("rank {} optimizer step {}", m_rank.rank, s.step),
-                               formatDuration(double(s.end - s.start))},
+                               formatDuration(double(s.end) - double(s.start))},
                               m_rank.align.toAligned(s.start),
                               m_rank.align.toAligned(s.end)};
     }
@@ -132,7 +134,7 @@ void IncidentTrack::draw(DrawContext& ctx, float y) {
     ImDrawList* dl = ctx.draw;
     dl->AddText(ImVec2(ctx.gutter - 66, y + 1), kMuted, "incidents");
     Projection p = ctx.projection(m_rank);
-    int64_t t0 = p.toRaw(0), t1 = p.toRaw(ctx.view->width()) + 1;
+    int64_t t0 = p.toRaw(0), t1 = saturatingAdd(p.toRaw(ctx.view->width()), 1);
     auto it = std::lower_bound(m_rank.incidents.begin(), m_rank.incidents.end(), t0,
                                [](const IncidentMark& m, int64_t v) { return m.time < v; });
     // At most one marker per colour every few pixels (they are 10 px wide),
@@ -200,9 +202,9 @@ void CollectiveTrack::draw(DrawContext& ctx, float y) {
     ImDrawList* dl = ctx.draw;
     dl->AddText(ImVec2(ctx.gutter - 78, y - 2), kMuted, "collectives");
     Projection p = ctx.projection(m_rank);
-    int64_t t0 = p.toRaw(0), t1 = p.toRaw(ctx.view->width()) + 1;
+    int64_t t0 = p.toRaw(0), t1 = saturatingAdd(p.toRaw(ctx.view->width()), 1);
     auto it = std::lower_bound(m_rank.collectives.begin(), m_rank.collectives.end(),
-                               t0 - m_rank.maxCollectiveDuration,
+                               saturatingSub(t0, m_rank.maxCollectiveDuration),
                                [](const CollectiveSpan& c, int64_t v) { return c.start < v; });
     float lastX = -1e9f;
     for (; it != m_rank.collectives.end() && it->start < t1; ++it) {
@@ -296,7 +298,7 @@ OpLaneTrack::Piece OpLaneTrack::place(DrawContext& ctx, const Lane& lane, const 
         if (hovered)
             ctx.hover = Hover{{},
                               {fmt::format("{} ops folded (zoom in to see them)", item.count),
-                               formatDuration(double(item.end - item.start))},
+                               formatDuration(double(item.end) - double(item.start))},
                               m_rank.align.toAligned(item.start),
                               m_rank.align.toAligned(item.end)};
         return {x0, x1, IM_COL32(158, 158, 158, 255)};
@@ -304,8 +306,9 @@ OpLaneTrack::Piece OpLaneTrack::place(DrawContext& ctx, const Lane& lane, const 
     if (hovered) {
         std::vector<std::string> lines = {
             m_rank.string(first.name),
-            fmt::format("{} on rank {}, {}", formatDuration(double(first.end - first.start)),
-                        m_rank.rank, m_rank.threadName(lane.thread)),
+            fmt::format("{} on rank {}, {}",
+                        formatDuration(double(first.end) - double(first.start)), m_rank.rank,
+                        m_rank.threadName(lane.thread)),
             fmt::format("{} phase, op #{}", toString(first.phase), first.seq)};
         if (first.reconciles) lines.push_back("promoted op: it reconciled a mixed-tensor incident");
         ctx.hover = Hover{{TimelineSelection::Kind::Op, m_rank.rank, first.seq},
