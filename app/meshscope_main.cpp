@@ -9,6 +9,7 @@
 #include "app/cli/cli.h"
 #include "core/policy/policy.h"
 #include "core/store/store_error.h"
+#include "core/util/terminal_text.h"
 #include "core/version.h"
 
 int main(int argc, char** argv) {
@@ -30,13 +31,13 @@ int main(int argc, char** argv) {
         for (const cli::Command& command : commands)
             if (*command.app) return command.run();
     } catch (const meshscope::StoreError& e) {
-        std::cerr << "meshscope: " << e.what() << "\n";
+        std::cerr << "meshscope: " << meshscope::terminalSafe(e.what()) << "\n";
         return cli::kExitUnreadable;
     } catch (const meshscope::PolicyError& e) {
         std::cerr << "meshscope: bad policy: " << e.what() << "\n";
         return cli::kExitUsage;
     } catch (const std::runtime_error& e) {
-        std::cerr << "meshscope: " << e.what() << "\n";
+        std::cerr << "meshscope: " << meshscope::terminalSafe(e.what()) << "\n";
         return cli::kExitUsage;
     }
     return cli::kExitUsage;

@@ -36,6 +36,15 @@ struct Command {
 // problem on stderr, and nullopt.
 std::optional<RunReader> openRun(const std::string& path, bool partial);
 
+// Reads every rank of `run` to `depth` (RankReader::verify), so a command
+// rejects what any other would. A damaged rank is one line on stderr; with
+// `partial` it is dropped and the others go on, else the result is false.
+bool verifyRanks(RunReader& run, RankReader::VerifyDepth depth, bool partial);
+
+// openRun, then verifyRanks to `depth`.
+std::optional<RunReader> openVerifiedRun(const std::string& path, bool partial,
+                                         RankReader::VerifyDepth depth);
+
 // True when stderr is a terminal: long commands print progress there.
 bool progressWanted();
 

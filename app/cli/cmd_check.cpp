@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "app/cli/cli.h"
+#include "core/util/terminal_text.h"
 
 namespace meshscope::cli {
 
@@ -36,7 +37,8 @@ Command addCheck(CLI::App& app) {
                   "Check the readable ranks of a damaged run (missing ranks become findings)");
     sub->add_flag("--no-op-compare", o->noOps, "Skip comparing op sequences across ranks");
     return {sub, [o] {
-                auto opened = openRun(o->path, o->partial);
+                auto opened =
+                    openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
                 if (!opened) return kExitUnreadable;
                 RunAnalysis analysis = analyzeWithProgress(*opened, !o->noOps);
                 std::vector<FindingKind> kinds;
@@ -51,7 +53,7 @@ Command addCheck(CLI::App& app) {
                 }
                 auto findings = findingsOf(analysis, kinds);
                 for (const Finding* f : findings)
-                    fmt::print("{}: {}\n", toString(f->kind), f->message);
+                    fmt::print("{}: {}\n", toString(f->kind), terminalSafe(f->message));
                 int64_t reconciled = 0;
                 for (const IncidentRef& r : analysis.incidents)
                     reconciled += r.outcome == Outcome::Reconciled;

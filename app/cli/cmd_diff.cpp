@@ -25,9 +25,9 @@ Command addDiff(CLI::App& app) {
     sub->add_flag("--partial", o->partial, "Compare the readable ranks of damaged runs");
     sub->add_flag("--no-op-compare", o->noOps, "Compare incidents only");
     return {sub, [o] {
-                auto a = openRun(o->a, o->partial);
+                auto a = openVerifiedRun(o->a, o->partial, RankReader::VerifyDepth::Everything);
                 if (!a) return kExitUnreadable;
-                auto b = openRun(o->b, o->partial);
+                auto b = openVerifiedRun(o->b, o->partial, RankReader::VerifyDepth::Everything);
                 if (!b) return kExitUnreadable;
                 RunDiff diff = diffRuns(*a, analyzeWithProgress(*a, false), *b,
                                         analyzeWithProgress(*b, false), !o->noOps);

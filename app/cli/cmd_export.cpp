@@ -27,7 +27,8 @@ Command addExport(CLI::App& app) {
     sub->add_option("-o,--output", o->out, "File to write ('-' for stdout)")->required();
     sub->add_flag("--partial", o->partial, "Export the readable ranks of a damaged run");
     return {sub, [o] {
-                auto opened = openRun(o->path, o->partial);
+                auto opened =
+                    openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
                 if (!opened) return kExitUnreadable;
                 std::function<void(int64_t, int64_t)> progress;
                 if (progressWanted())

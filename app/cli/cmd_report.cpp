@@ -36,29 +36,28 @@ Command addReport(CLI::App& app) {
                     "the current directory)");
     sub->add_flag("--partial", o->partial, "Report on the readable ranks of a damaged run");
     sub->add_flag("--no-op-compare", o->noOps, "Skip comparing op sequences across ranks");
-    return {sub, [o, formatOption] {
-                auto opened = openRun(o->path, o->partial);
-                if (!opened) return kExitUnreadable;
-                RunAnalysis analysis = analyzeWithProgress(*opened, !o->noOps);
-                ReportOptions options;
-                options.sourceRoot = o->sourceRoot.empty()
-                                         ? std::filesystem::current_path().string()
-                                         : std::filesystem::absolute(o->sourceRoot).string();
-                // `-o y.md` writes Markdown unless --format says otherwise.
-                const ReportFormatInfo* byFile = reportFormatForFile(o->out);
-                const ReportFormatInfo& format = formatOption->count() == 0 && byFile
-                                                     ? *byFile
-                                                     : *reportFormatFromString(o->format);
-                bool written = writeOutput(o->out, [&](std::ostream& out) {
-                    writeReport(format, *opened, analysis, out, options);
-                });
-                if (!written) return kExitUsage;
-                if (o->out != "-")
-                    std::cerr << "meshscope: wrote " << o->out << " (" << analysis.groups.size()
-                              << " incident group(s), " << analysis.findings.size()
-                              << " finding(s))\n";
-                return kExitOk;
-            }};
+    return {
+        sub, [o, formatOption] {
+            auto opened = openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
+            if (!opened) return kExitUnreadable;
+            RunAnalysis analysis = analyzeWithProgress(*opened, !o->noOps);
+            ReportOptions options;
+            options.sourceRoot = o->sourceRoot.empty()
+                                     ? std::filesystem::current_path().string()
+                                     : std::filesystem::absolute(o->sourceRoot).string();
+            // `-o y.md` writes Markdown unless --format says otherwise.
+            const ReportFormatInfo* byFile = reportFormatForFile(o->out);
+            const ReportFormatInfo& format =
+                formatOption->count() == 0 && byFile ? *byFile : *reportFormatFromString(o->format);
+            bool written = writeOutput(o->out, [&](std::ostream& out) {
+                writeReport(format, *opened, analysis, out, options);
+            });
+            if (!written) return kExitUsage;
+            if (o->out != "-")
+                std::cerr << "meshscope: wrote " << o->out << " (" << analysis.groups.size()
+                          << " incident group(s), " << analysis.findings.size() << " finding(s))\n";
+            return kExitOk;
+        }};
 }
 
 }  // namespace meshscope::cli

@@ -19,11 +19,13 @@ Command addSummary(CLI::App& app) {
     sub->add_flag("--json", o->json, "Print JSON instead of a table");
     sub->add_flag("--partial", o->partial, "Summarize the readable ranks of a damaged run");
     return {sub, [o] {
-                auto opened = openRun(o->path, o->partial);
+                auto opened = openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Ops);
                 if (!opened) return kExitUnreadable;
                 RunSummary summary = summarize(*opened);
                 if (o->json)
-                    std::cout << summaryToJson(summary).dump(2) << "\n";
+                    std::cout << summaryToJson(summary).dump(
+                                     2, ' ', false, nlohmann::json::error_handler_t::replace)
+                              << "\n";
                 else
                     std::cout << formatSummaryText(summary);
                 return kExitOk;

@@ -9,19 +9,47 @@
 #include <fmt/format.h>
 
 #include "app/cli/cli.h"
+#include "core/util/terminal_text.h"
 
 namespace meshscope::cli {
 
 std::optional<RunReader> openRun(const std::string& path, bool partial) {
     RunReader run = RunReader::open(path);
     for (const auto& p : run.problems())
-        std::cerr << "meshscope: " << p.what() << (partial ? " (skipped)" : "") << "\n";
+        std::cerr << "meshscope: " << terminalSafe(p.what()) << (partial ? " (skipped)" : "")
+                  << "\n";
     if ((!partial && !run.problems().empty()) || run.ranks().empty()) {
         if (!partial && !run.problems().empty() && !run.ranks().empty())
             std::cerr << "meshscope: use --partial to read the " << run.ranks().size()
                       << " readable rank(s)\n";
         return std::nullopt;
     }
+    return run;
+}
+
+bool verifyRanks(RunReader& run, RankReader::VerifyDepth depth, bool partial) {
+    bool clean = true;
+    for (size_t i = 0; i < run.ranks().size();) {
+        try {
+            run.ranks()[i].verify(depth);
+            ++i;
+        } catch (const StoreError& e) {
+            std::cerr << "meshscope: " << terminalSafe(e.what()) << (partial ? " (skipped)" : "")
+                      << "\n";
+            clean = false;
+            if (partial)
+                run.dropRank(i, e);
+            else
+                ++i;
+        }
+    }
+    return partial ? !run.ranks().empty() : clean;
+}
+
+std::optional<RunReader> openVerifiedRun(const std::string& path, bool partial,
+                                         RankReader::VerifyDepth depth) {
+    std::optional<RunReader> run = openRun(path, partial);
+    if (run && !verifyRanks(*run, depth, partial)) return std::nullopt;
     return run;
 }
 
@@ -37,7 +65,14 @@ bool writeOutput(const std::string& path, const std::function<void(std::ostream&
             std::cerr << "meshscope: " << temp.string() << ": cannot write\n";
             return false;
         }
-        write(file);
+        try {
+            write(file);
+        } catch (...) {
+            file.close();
+            std::error_code ec;
+            std::filesystem::remove(temp, ec);  // no half file left behind
+            throw;
+        }
         file.flush();
         if (!file) {
             std::cerr << "meshscope: " << temp.string() << ": write failed\n";

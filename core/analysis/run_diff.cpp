@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/analysis/sequence_compare.h"
+#include "core/util/terminal_text.h"
 
 namespace meshscope {
 namespace {
@@ -18,9 +19,10 @@ GroupKey keyOf(const IncidentGroup& g) {
     return {g.site.file, g.site.line, g.op, originLetter(g.origin)};
 }
 
+// For the terminal (formatDiffText): recorded text with its controls escaped.
 std::string describe(const GroupChange& c) {
-    return fmt::format("{} {} origin {} ({})", formatLocation(c.site), c.op, originText(c.origin),
-                       describeOrigin(c.origin));
+    return terminalSafe(fmt::format("{} {} origin {} ({})", formatLocation(c.site), c.op,
+                                    originText(c.origin), describeOrigin(c.origin)));
 }
 
 nlohmann::json changeToJson(const GroupChange& c) {
@@ -102,8 +104,8 @@ std::string formatDiffText(const RunDiff& diff) {
         out += fmt::format(
             "ops: rank {} thread {} first differs at op #{} (step {}): A has {}, "
             "B has {}\n",
-            c.rank, c.thread, c.index, c.step, c.a.empty() ? "nothing more" : c.a,
-            c.b.empty() ? "nothing more" : c.b);
+            c.rank, c.thread, c.index, c.step, c.a.empty() ? "nothing more" : terminalSafe(c.a),
+            c.b.empty() ? "nothing more" : terminalSafe(c.b));
     for (int r : diff.ranksOnlyInA)
         out += fmt::format("rank {}: only in A\n", r);
     for (int r : diff.ranksOnlyInB)

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/util/terminal_text.h"
+
 namespace meshscope {
 namespace {
 
@@ -41,8 +43,9 @@ RunSummary summarize(const RunReader& run) {
 }
 
 std::string formatSummaryText(const RunSummary& s) {
-    std::string out = fmt::format("run {}  world size {}  ranks readable {}\n", s.runId,
-                                  s.worldSize, s.ranks.size());
+    // recorded text (run id, drop reasons, problems) with its controls escaped
+    std::string out = fmt::format("run {}  world size {}  ranks readable {}\n",
+                                  terminalSafe(s.runId), s.worldSize, s.ranks.size());
     out += fmt::format("{:>5} {:>10} {:>6} {:>10} {:>12} {:>9}  {}\n", "rank", "ops", "steps",
                        "collect.", "bytes", "incidents", "status");
     for (const auto& r : s.ranks) {
@@ -67,11 +70,11 @@ std::string formatSummaryText(const RunSummary& s) {
                 "\n";
         }
         if (!m.drops.empty())
-            out += "      dropped: " + joinCounts(m.drops, [](const std::string& k) { return k; }) +
-                   "\n";
+            out += "      dropped: " +
+                   joinCounts(m.drops, [](const std::string& k) { return terminalSafe(k); }) + "\n";
     }
     for (const auto& p : s.problems)
-        out += "problem: " + p + "\n";
+        out += "problem: " + terminalSafe(p) + "\n";
     return out;
 }
 

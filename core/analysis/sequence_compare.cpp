@@ -28,27 +28,43 @@ int64_t referenceValue(const std::vector<std::pair<int, int64_t>>& values) {
     return best;
 }
 
-// Global ids for op names, so ranks' interned ids can be compared.
+// Global ids for op names, so ranks' interned ids can be compared. Small
+// interned ids (every op name of a normal run) are cached in a vector;
+// larger ones, which a damaged file may hold, in a map: nothing is sized by
+// an id read from a file.
 class NameIds {
   public:
     int64_t id(const RankReader& rank, int stream, StringId name) {
-        auto& cache = m_perStream[stream];
-        size_t i = size_t(name.value());
-        if (i >= cache.size()) cache.resize(i + 1, -1);
-        if (cache[i] < 0) {
-            std::string text = rank.string(name);
-            auto [it, fresh] = m_ids.try_emplace(text, int64_t(m_names.size()));
-            if (fresh) m_names.push_back(text);
-            cache[i] = it->second;
+        Cache& cache = m_perStream[stream];
+        uint64_t i = uint64_t(name.value());
+        if (i < kDenseIds) {
+            if (i >= cache.dense.size()) cache.dense.resize(size_t(i) + 1, -1);
+            if (cache.dense[i] < 0) cache.dense[i] = global(rank, name);
+            return cache.dense[i];
         }
-        return cache[i];
+        auto [it, fresh] = cache.sparse.try_emplace(name.value(), 0);
+        if (fresh) it->second = global(rank, name);
+        return it->second;
     }
     const std::string& name(int64_t id) const { return m_names[size_t(id)]; }
 
   private:
+    static constexpr uint64_t kDenseIds = 1 << 16;
+    struct Cache {
+        std::vector<int64_t> dense;  // index = StringId value, -1 until seen
+        std::unordered_map<int64_t, int64_t> sparse;
+    };
+
+    int64_t global(const RankReader& rank, StringId name) {
+        std::string text = rank.string(name);
+        auto [it, fresh] = m_ids.try_emplace(text, int64_t(m_names.size()));
+        if (fresh) m_names.push_back(text);
+        return it->second;
+    }
+
     std::unordered_map<std::string, int64_t> m_ids;
     std::vector<std::string> m_names;
-    std::map<int, std::vector<int64_t>> m_perStream;
+    std::map<int, Cache> m_perStream;
 };
 
 }  // namespace

@@ -87,7 +87,7 @@ Manifest Manifest::read(const std::filesystem::path& file) {
     } catch (const nlohmann::json::parse_error& e) {
         throw StoreError(file.string(), std::string("not valid JSON (") + e.what() + ")");
     }
-    if (!j.is_object() || j.value("format", "") != kFormat)
+    if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
         throw StoreError(file.string(),
                          "not a meshscope run manifest (no \"format\": \"meshscope-run\")");
     Manifest m;

@@ -58,6 +58,29 @@ Int bounded(uint64_t v, uint64_t max, const char* what) {
     return Int(v);
 }
 
+// The chunk's columns (what the indexes find it by) must describe its ops:
+// a chunk whose columns were damaged would be skipped by a time or step
+// query while a scan reads it.
+void checkBounds(const OpChunkBounds& b, const std::vector<OpRecord>& ops) {
+    if (ops.empty()) return;
+    OpChunkBounds actual;
+    actual.minStartNs = actual.maxStartNs = ops.front().startNs;
+    actual.maxEndNs = ops.front().endNs;
+    actual.minStep = actual.maxStep = ops.front().step;
+    for (const OpRecord& op : ops) {
+        actual.minStartNs = std::min(actual.minStartNs, op.startNs);
+        actual.maxStartNs = std::max(actual.maxStartNs, op.startNs);
+        actual.maxEndNs = std::max(actual.maxEndNs, op.endNs);
+        actual.minStep = std::min(actual.minStep, op.step);
+        actual.maxStep = std::max(actual.maxStep, op.step);
+    }
+    if (b.minStartNs != actual.minStartNs || b.maxStartNs != actual.maxStartNs ||
+        b.maxEndNs != actual.maxEndNs)
+        throw ChunkError("op chunk's time bounds do not match its ops");
+    if (b.minStep != actual.minStep || b.maxStep != actual.maxStep)
+        throw ChunkError("op chunk's step bounds do not match its ops");
+}
+
 }  // namespace
 
 bool OpChunkEncoder::add(const OpRecord& op, std::span<const OperandRecord> operands) {
@@ -121,6 +144,11 @@ void decodeOpChunkInto(const OpChunkBounds& bounds, std::string_view bytes,
                        std::vector<OpRecord>& ops, bool keepOperands) {
     if (bounds.count < 0 || bounds.count > kMaxOpsPerChunk)
         throw ChunkError("op chunk claims " + std::to_string(bounds.count) + " ops");
+    if (uint64_t(bounds.lastSeq.value()) - uint64_t(bounds.firstSeq.value()) + 1 !=
+        uint64_t(bounds.count))
+        throw ChunkError("op chunk claims " + std::to_string(bounds.count) + " ops for seqs " +
+                         std::to_string(bounds.firstSeq.value()) + ".." +
+                         std::to_string(bounds.lastSeq.value()));
     ops.resize(size_t(bounds.count));
     Cursor in(bytes);
     OperandRecord scratch;
@@ -154,6 +182,10 @@ void decodeOpChunkInto(const OpChunkBounds& bounds, std::string_view bytes,
             if (o.kind == OperandKind::Scalar) o.scalar = in.real();
         }
     }
+    if (in.remaining() != 0)
+        throw ChunkError("op chunk holds " + std::to_string(in.remaining()) +
+                         " bytes after its last op");
+    checkBounds(bounds, ops);
 }
 
 }  // namespace meshscope

@@ -554,6 +554,38 @@ std::optional<TensorRecord> RankReader::tensor(TensorId id) const {
     });
 }
 
+void RankReader::verify(VerifyDepth depth) const {
+    scanOps(
+        OpSeq{}, kNoLimit, [](const OpRecord&) {}, true);
+    if (depth == VerifyDepth::Ops) return;
+    guarded([&] {
+        sql::Stmt check(*m_db, "PRAGMA quick_check(1)");
+        if (check.step() && check.text(0) != "ok")
+            throw StoreError(m_path.string(),
+                             "corrupt database (" + validUtf8(check.text(0).substr(0, 200)) + ")");
+        // Tables read by id elsewhere, whole.
+        for (const char* table : {"SELECT id, text FROM strings", "SELECT * FROM stack_frames",
+                                  "SELECT * FROM tensors", "SELECT * FROM incident_operands"}) {
+            sql::Stmt all(*m_db, table);
+            while (all.step()) {
+            }
+        }
+        return 0;
+    });
+    summary();
+    meshes();
+    optimizerSteps();
+    collectivesInTimeRange(std::numeric_limits<int64_t>::min(),
+                           std::numeric_limits<int64_t>::max());
+    lastCollective();
+    deviceTimes();
+    for (IncidentSeq after;;) {
+        std::vector<IncidentRecord> page = incidentsAfter(after, 20000, false);
+        if (page.empty()) break;
+        after = page.back().seq;
+    }
+}
+
 RankSummary RankReader::summary() const {
     return guarded([&] {
         RankSummary r;

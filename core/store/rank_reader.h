@@ -106,6 +106,14 @@ class RankReader {
 
     RankSummary summary() const;
 
+    // Reads what `depth` covers and throws StoreError at the first damage.
+    // Ops: decodes every op chunk (summary()'s op counts come from chunk
+    // headers alone). Everything: every row of every table through the
+    // queries reports and exports use, and SQLite's quick_check over every
+    // page, so `check` rejects whatever a report or an export would.
+    enum class VerifyDepth { Ops, Everything };
+    void verify(VerifyDepth depth) const;
+
   private:
     explicit RankReader(std::filesystem::path path);
     template <typename Fn>

@@ -121,6 +121,11 @@ RunReader RunReader::open(const std::filesystem::path& path) {
     return run;
 }
 
+void RunReader::dropRank(size_t index, const StoreError& why) {
+    m_problems.push_back(why);
+    m_ranks.erase(m_ranks.begin() + std::ptrdiff_t(index));
+}
+
 int RunReader::worldSize() const {
     int size = m_manifest ? m_manifest->worldSize : 0;
     for (const auto& r : m_ranks)

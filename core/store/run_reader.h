@@ -45,6 +45,9 @@ class RunReader {
     const std::vector<RankReader>& ranks() const { return m_ranks; }
     // What could not be read, one StoreError per file or missing rank.
     const std::vector<StoreError>& problems() const { return m_problems; }
+    // Drops a rank found damaged after it opened (RankReader::verify): it
+    // becomes a problem, as if it had not opened.
+    void dropRank(size_t index, const StoreError& why);
     // World size from the manifest, or the largest seen in a rank file.
     int worldSize() const;
     // How each rank ended, as `meshscope record` wrote it in launch.json

@@ -21,9 +21,11 @@
 #include "core/analysis/run_analysis.h"
 #include "core/export/trace_json.h"
 #include "core/model/run_clock.h"
+#include "core/store/op_chunk.h"
 #include "core/store/run_directory.h"
 #include "core/store/run_reader.h"
 #include "core/synth/synthetic_run.h"
+#include "core/util/terminal_text.h"
 #include "tests/core/test_support.h"
 
 namespace meshscope {
@@ -279,6 +281,67 @@ TEST_F(ExtremeValues, UnreadableRankFileSaysPermissionDenied) {
     ASSERT_EQ(::chmod(rankFile(0).c_str(), 0), 0);
     std::string message = openAsUnprivileged(rankFile(0));
     EXPECT_EQ(message, rankFile(0).string() + ": permission denied (cannot read it)");
+}
+
+TEST(TerminalSafe, EscapesControlsAndKeepsText) {
+    EXPECT_EQ(terminalSafe("aten::mm at train.py:3 \\ ü"), "aten::mm at train.py:3 \\ ü");
+    EXPECT_EQ(terminalSafe("red\x1b[31m\nnext\r\t\x07\x7f"), "red\\x1b[31m\\nnext\\r\\t\\x07\\x7f");
+    EXPECT_EQ(terminalSafe(std::string("nul\0x", 5)), "nul\\x00x");
+    EXPECT_EQ(terminalSafe("csi\xc2\x9b"
+                           "31m"),
+              "csi\\u009b31m");  // C1 control
+    EXPECT_EQ(terminalSafe("bad\xff"), "bad\xef\xbf\xbd");
+}
+
+TEST(OpChunkBounds, ColumnsThatDoNotDescribeTheOpsAreDamage) {
+    OpChunkEncoder enc;
+    for (int64_t s = 1; s <= 5; ++s) {
+        OpRecord op;
+        op.seq = OpSeq{s};
+        op.startNs = s * 10;
+        op.endNs = s * 10 + 5;
+        op.step = s / 2;
+        ASSERT_TRUE(enc.add(op));
+    }
+    EXPECT_EQ(decodeOpChunk(enc.bounds(), enc.bytes()).size(), 5u);
+    auto refused = [&](OpChunkBounds b, std::string bytes, const char* what) {
+        try {
+            decodeOpChunk(b, bytes);
+            ADD_FAILURE() << "accepted: " << what;
+        } catch (const ChunkError& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    OpChunkBounds fewer = enc.bounds();
+    fewer.count = 4;  // the seqs 1..5 hold five ops
+    refused(fewer, enc.bytes(), "claims 4 ops for seqs 1..5");
+    fewer.lastSeq = OpSeq{4};
+    refused(fewer, enc.bytes(), "bytes after its last op");
+    OpChunkBounds later = enc.bounds();
+    later.minStartNs = 11;
+    refused(later, enc.bytes(), "time bounds");
+    OpChunkBounds steps = enc.bounds();
+    steps.maxStep = 99;
+    refused(steps, enc.bytes(), "step bounds");
+}
+
+TEST_F(ExtremeValues, VerifyFindsWhatOnlyAFullReadFinds) {
+    sql(rankFile(0), "UPDATE op_chunks SET count=count-1");
+    RankReader reader = RankReader::open(rankFile(0));
+    EXPECT_GT(reader.summary().ops, 0);  // the headers alone look fine
+    EXPECT_THROW(reader.verify(RankReader::VerifyDepth::Ops), StoreError);
+    RunReader opened = RunReader::open(run());
+    ASSERT_EQ(opened.ranks().size(), 2u);
+    try {
+        opened.ranks()[0].verify(RankReader::VerifyDepth::Everything);
+        ADD_FAILURE() << "accepted";
+    } catch (const StoreError& e) {
+        opened.dropRank(0, e);
+    }
+    EXPECT_EQ(opened.ranks().size(), 1u);
+    EXPECT_NE(std::string(opened.problems().back().what()).find("corrupt op chunk"),
+              std::string::npos);
+    opened.ranks()[0].verify(RankReader::VerifyDepth::Everything);  // the other rank is clean
 }
 
 }  // namespace
