@@ -8,6 +8,8 @@
 #include <mutex>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "core/store/record_inserter.h"
 #include "core/store/schema.h"
 #include "core/store/store_error.h"
@@ -46,6 +48,8 @@ std::unique_ptr<RankWriter> RankWriter::create(const std::filesystem::path& file
                                                const RankIdentity& identity,
                                                WriterOptions options) {
     installForkHandler();
+    if (!options.warn)
+        options.warn = [](const std::string& msg) { std::cerr << "meshscope: " << msg << "\n"; };
     std::error_code ec;
     if (std::filesystem::exists(file, ec))
         throw StoreError(file.string(), "already exists; a rank file is never overwritten");
@@ -56,8 +60,21 @@ std::unique_ptr<RankWriter> RankWriter::create(const std::filesystem::path& file
         db.exec("PRAGMA synchronous=NORMAL");
         db.exec("PRAGMA busy_timeout=100");
         db.exec("PRAGMA cache_size=-16384");
-        if (options.maxFileBytes > 0)
-            db.exec("PRAGMA max_page_count=" + std::to_string(options.maxFileBytes / 8192 + 1));
+        if (options.maxFileBytes > 0) {
+            // SQLite keeps a limit below the pages the file already has at
+            // that size: a smaller limit would be ignored without a word.
+            int64_t pageSize = db.pragmaInt("page_size");
+            int64_t floor = (db.pragmaInt("page_count") + 1) * pageSize;
+            if (options.maxFileBytes < floor) {
+                options.warn(fmt::format(
+                    "{}: a file limit of {} bytes (MESHSCOPE_MAX_FILE_BYTES) is below the {} "
+                    "bytes an empty rank file takes; the limit is {} bytes",
+                    file.string(), options.maxFileBytes, floor, floor));
+                options.maxFileBytes = floor;
+            }
+            db.exec("PRAGMA max_page_count=" +
+                    std::to_string((options.maxFileBytes + pageSize - 1) / pageSize));
+        }
     } catch (const sql::Error& e) {
         throw StoreError(file.string(), std::string("cannot create rank file: ") + e.what());
     }

@@ -153,6 +153,32 @@ TEST(RankWriter, FullFileDropsBatchesAndStoresTheCount) {
     EXPECT_EQ(uint64_t(s.ops) + dropped(s, "write_error"), uint64_t(total));
 }
 
+// A limit below what an empty rank file takes (its schema) is raised to
+// that size with one warning, and then holds: SQLite alone would keep the
+// file's own size as the limit without a word.
+TEST(RankWriter, FileLimitBelowTheEmptyFileIsRaisedToItAndSaidOnce) {
+    test::TempDir dir;
+    WriterOptions options;
+    options.maxFileBytes = 20'000;
+    std::vector<std::string> warnings;
+    options.warn = [&](const std::string& msg) { warnings.push_back(msg); };
+    auto w = RankWriter::create(dir / "r.msdb", {}, options);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find("r.msdb"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find("20000 bytes"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find("below"), std::string::npos) << warnings[0];
+    const int total = 20'000;
+    for (int i = 0; i < total; ++i) {
+        w->submit(makeOp(*w, i));
+        if (i % 1000 == 999) w->flushNow();
+    }
+    w->close();
+    RankSummary s = RankReader::open(dir / "r.msdb").summary();
+    EXPECT_GT(dropped(s, "write_error"), 0u);
+    EXPECT_EQ(uint64_t(s.ops) + dropped(s, "write_error"), uint64_t(total));
+    EXPECT_LE(std::filesystem::file_size(dir / "r.msdb"), 256u * 1024u);
+}
+
 TEST(RankWriter, LockedFileLosesBatchesThenRecovers) {
     test::TempDir dir;
     WriterOptions options;
