@@ -90,9 +90,10 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
         return;
     }
     const int left = 70, laneHeight = 46, top = 22;
-    const double span = double(t1 - t0);
+    // in double: recorded times may span the whole int64 range
+    const double span = double(t1) - double(t0);
     auto x = [&](int64_t wall) {
-        return left + std::clamp(double(wall - t0) / span, 0.0, 1.0) * (width - 1);
+        return left + std::clamp((double(wall) - double(t0)) / span, 0.0, 1.0) * (width - 1);
     };
     int height = top + laneHeight * int(lanes.size()) + 10;
     out << fmt::format(
@@ -138,7 +139,7 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
         for (const CollectiveRecord& c : r.collectivesInTimeRange(INT64_MIN, INT64_MAX)) {
             auto& col = columns[int(x(clock.wall(lanes[i].rank, c.startNs)))];
             ++col.first;
-            col.second += c.bytes;
+            col.second = saturatingAdd(col.second, c.bytes);
         }
         for (const auto& [col, cb] : columns)
             out << fmt::format(

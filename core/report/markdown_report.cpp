@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "core/analysis/incident_explanation.h"
+#include "core/model/run_clock.h"
 #include "core/report/report.h"
 #include "core/report/report_text.h"
 #include "core/util/utf8.h"
@@ -179,7 +180,7 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
     for (const RankSummaryRow& r : s.ranks) {
         int64_t dropped = 0;
         for (const auto& [reason, n] : r.summary.drops)
-            dropped += int64_t(n);
+            dropped = saturatingAdd(dropped, int64_t(n));  // recorded counts may be anything
         out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", r.rank, r.summary.ops,
                            r.summary.steps, r.summary.collectives, r.summary.collectiveBytes,
                            r.summary.incidents, dropped,
