@@ -275,7 +275,13 @@ void RankReader::loadStrings() const {
         s.bind(1, m_stringsReadTo);
         while (s.step()) {
             int64_t id = s.int64(0);
-            m_strings.insert_or_assign(id, s.text(1));
+            std::string text = s.text(1);
+            if (text.size() > kMaxStringBytes) {
+                size_t recorded = text.size();
+                text.resize(kMaxStringBytes);
+                text += "... (cut: " + std::to_string(recorded) + " bytes recorded)";
+            }
+            m_strings.insert_or_assign(id, std::move(text));
             m_stringsReadTo = std::max(m_stringsReadTo, id);
         }
         return 0;

@@ -68,7 +68,11 @@ class RankReader {
     // Re-reads meta (e.g. to see that a live writer has closed).
     void refreshInfo();
 
+    // An interned string; one longer than kMaxStringBytes is cut there and
+    // says so: every report repeats recorded text, and a damaged file's
+    // megabyte-long names would make them gigabytes.
     std::string string(StringId id) const;
+    static constexpr size_t kMaxStringBytes = size_t(256) << 10;
     std::vector<Frame> stack(StackId id) const;
 
     // Op queries return ops with their operands.

@@ -1,11 +1,11 @@
 #include "core/store/run_reader.h"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "core/store/regular_file.h"
 #include "core/store/run_directory.h"
 #include "core/store/schema.h"
 
@@ -17,18 +17,21 @@ namespace {
 // file of that shape is ignored.
 std::map<int, std::string> readLaunchEnds(const std::filesystem::path& dir) {
     std::map<int, std::string> ends;
-    std::error_code ec;
-    auto file = dir / "launch.json";
-    if (!std::filesystem::is_regular_file(file, ec) ||
-        std::filesystem::file_size(file, ec) > (size_t(1) << 20) || ec)
+    std::string text;
+    try {
+        text = readRegularFile(dir / "launch.json", size_t(1) << 20);  // never a FIFO's read
+    } catch (const StoreError&) {
         return ends;
-    std::ifstream in(file);
-    nlohmann::json doc = nlohmann::json::parse(in, nullptr, false);
+    }
+    nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
     if (!doc.is_object() || !doc.contains("ranks") || !doc["ranks"].is_array()) return ends;
-    for (const nlohmann::json& r : doc["ranks"])
-        if (r.is_object() && r.value("rank", nlohmann::json()).is_number_integer() &&
-            r.value("ended", nlohmann::json()).is_string())
-            ends[r["rank"].get<int>()] = r["ended"].get<std::string>();
+    for (const nlohmann::json& r : doc["ranks"]) {
+        if (!r.is_object() || !r.value("ended", nlohmann::json()).is_string()) continue;
+        nlohmann::json rank = r.value("rank", nlohmann::json());
+        // a rank number that does not fit is not one (not wrapped into one)
+        if (rank.is_number_unsigned() && rank.get<uint64_t>() < uint64_t(kMaxWorldSize))
+            ends[int(rank.get<uint64_t>())] = r["ended"].get<std::string>();
+    }
     return ends;
 }
 

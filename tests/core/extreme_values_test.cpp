@@ -203,6 +203,14 @@ TEST_F(ExtremeValues, SparseHugeStringIdsAreReadByRow) {
     EXPECT_TRUE(named);
 }
 
+TEST_F(ExtremeValues, LongStringsAreCut) {
+    sql(rankFile(0), "UPDATE strings SET text=printf('%.*c', 1048576, 'x')");
+    RankReader reader = RankReader::open(rankFile(0));
+    std::string text = reader.string(StringId{1});
+    EXPECT_EQ(text,
+              std::string(RankReader::kMaxStringBytes, 'x') + "... (cut: 1048576 bytes recorded)");
+}
+
 TEST_F(ExtremeValues, DirectoryNamedManifestIsNamed) {
     std::filesystem::remove(run() / "manifest.json");
     std::filesystem::create_directory(run() / "manifest.json");
