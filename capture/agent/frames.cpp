@@ -16,20 +16,6 @@
 #include "core/store/rank_writer.h"
 
 namespace meshscope::capture {
-namespace {
-
-std::string utf8(PyObject* text) {
-    Py_ssize_t size = 0;
-    const char* data =
-        text && PyUnicode_Check(text) ? PyUnicode_AsUTF8AndSize(text, &size) : nullptr;
-    if (!data) {
-        PyErr_Clear();
-        return "?";
-    }
-    return std::string(data, size);
-}
-
-}  // namespace
 
 void FrameCache::setInternalPrefixes(std::vector<std::string> prefixes,
                                      std::vector<std::string> own) {
@@ -71,8 +57,8 @@ FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
         PyErr_Clear();
         name = PyObject_GetAttrString(info.code, "co_name");
     }
-    info.fileText = utf8(filename);
-    std::string function = utf8(name);
+    info.fileText = pyText(filename);
+    std::string function = pyText(name);
     Py_XDECREF(filename);
     Py_XDECREF(name);
     info.internal = info.fileText.empty() || info.fileText[0] == '<';
@@ -220,7 +206,7 @@ std::string keyHolding(PyObject* mapping, PyObject* obj) {
     for (Py_ssize_t i = 0; name.empty() && i < PyList_GET_SIZE(items); ++i) {
         PyObject* item = PyList_GET_ITEM(items, i);
         if (PyTuple_GET_ITEM(item, 1) == obj && PyUnicode_Check(PyTuple_GET_ITEM(item, 0)))
-            name = utf8(PyTuple_GET_ITEM(item, 0));
+            name = pyText(PyTuple_GET_ITEM(item, 0));
     }
     Py_DECREF(items);
     return name;
@@ -249,7 +235,7 @@ std::string attributeHolding(PyObject* self, PyObject* obj) {
         PyRef grad =
             PyRef::steal(param != Py_None ? PyObject_GetAttrString(param, "grad") : nullptr);
         PyErr_Clear();
-        if (grad.get() == obj && PyUnicode_Check(key)) name = utf8(key) + ".grad";
+        if (grad.get() == obj && PyUnicode_Check(key)) name = pyText(key) + ".grad";
     }
     Py_DECREF(dict);
     return name;
@@ -283,7 +269,7 @@ std::string moduleHolding(const std::string& name, PyObject* module, PyObject* o
         std::string attr = attributeHolding(PyTuple_GET_ITEM(item.get(), 1), obj);
         if (attr.empty()) continue;
         std::string path = PyUnicode_Check(PyTuple_GET_ITEM(item.get(), 0))
-                               ? utf8(PyTuple_GET_ITEM(item.get(), 0))
+                               ? pyText(PyTuple_GET_ITEM(item.get(), 0))
                                : std::string();
         found = kerasVariable(name, module, path, attr);
         if (found.empty()) found = name + "." + (path.empty() ? "" : path + ".") + attr;
@@ -332,7 +318,7 @@ std::string localHolding(PyObject* locals, PyObject* obj, bool withSelf) {
             PyObject* item = PyList_GET_ITEM(items, i);
             PyObject* key = PyTuple_GET_ITEM(item, 0);
             if (!PyUnicode_Check(key)) continue;
-            std::string local = utf8(key);
+            std::string local = pyText(key);
             if (local == "self" && !withSelf) continue;
             name = holding(local, PyTuple_GET_ITEM(item, 1));
         }
@@ -384,7 +370,7 @@ UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
         out.stack = one.stack;
         if (withModule && globals) {
             PyObject* name = PyDict_GetItemString(globals, "__name__");
-            out.module = name ? utf8(name) : "";
+            out.module = name ? pyText(name) : "";
         }
     });
     return out;

@@ -30,13 +30,7 @@ std::string toUtf8(PyObject* obj) {
         PyErr_Clear();
         return "?";
     }
-    Py_ssize_t size = 0;
-    const char* data = PyUnicode_AsUTF8AndSize(text.get(), &size);
-    if (!data) {
-        PyErr_Clear();
-        return "?";
-    }
-    return std::string(data, size);
+    return pyText(text.get());
 }
 
 std::vector<int64_t> intList(PyObject* seq) {
@@ -53,6 +47,25 @@ std::vector<int64_t> intList(PyObject* seq) {
 }
 
 }  // namespace
+
+std::string pyText(PyObject* text) {
+    if (!text || !PyUnicode_Check(text)) return "?";
+    Py_ssize_t size = 0;
+    if (const char* data = PyUnicode_AsUTF8AndSize(text, &size)) return std::string(data, size);
+    PyErr_Clear();
+    // the bytes the surrogates stand for (as os.fsencode), shown as \xNN
+    PyRef raw = PyRef::steal(PyUnicode_AsEncodedString(text, "utf-8", "surrogateescape"));
+    PyRef shown =
+        raw ? PyRef::steal(PyUnicode_DecodeUTF8(PyBytes_AS_STRING(raw.get()),
+                                                PyBytes_GET_SIZE(raw.get()), "backslashreplace"))
+            : PyRef{};
+    const char* data = shown ? PyUnicode_AsUTF8AndSize(shown.get(), &size) : nullptr;
+    if (!data) {
+        PyErr_Clear();
+        return "?";
+    }
+    return std::string(data, size);
+}
 
 bool isFactoryName(std::string_view name) {
     static constexpr std::string_view kFactories[] = {

@@ -240,4 +240,9 @@ std::string dtypeName(c10::ScalarType type);
 // Shape as "[4, 8]".
 std::string shapeText(const int64_t* sizes, size_t count);
 
+// UTF-8 of a Python str; what UTF-8 cannot hold (the surrogates that stand
+// for undecodable bytes of a file name or argument) as \xNN; "?" for
+// anything but a str. Requires the GIL.
+std::string pyText(PyObject* text);
+
 }  // namespace meshscope::capture

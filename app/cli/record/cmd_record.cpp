@@ -93,6 +93,17 @@ std::jthread startGuiWhenRunAppears(const std::filesystem::path& runDir) {
     });
 }
 
+// A run directory record() made that holds nothing but how the ranks
+// ended: removed, so no empty run is left to open.
+void removeIfOnlyLaunchFile(const RecordResult& result) {
+    if (!result.createdDir) return;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(result.runDir, ec))
+        if (entry.path().filename() != "launch.json") return;
+    std::filesystem::remove(result.runDir / "launch.json", ec);
+    std::filesystem::remove(result.runDir, ec);
+}
+
 }  // namespace
 
 Command addRecord(CLI::App& app) {
@@ -142,7 +153,22 @@ Command addRecord(CLI::App& app) {
                     if (options.runDir.empty()) options.runDir = defaultRunDir();
                     gui = startGuiWhenRunAppears(options.runDir);
                 }
-                RecordResult result = record(options, std::cerr);
+                RecordResult result;
+                try {
+                    result = record(options, std::cerr);
+                } catch (const CommandNotFound& e) {
+                    std::cerr << "meshscope: " << e.what() << "\n";
+                    return kExitCommandNotFound;
+                }
+                if (result.rankFiles == 0) {
+                    // the ranks said why ("meshscope: not recording pid ...")
+                    std::cerr << "meshscope: nothing was recorded: no process of the job "
+                                 "attached the capture agent (it attaches in each Python process "
+                                 "with torch; one that could not said why above, as 'meshscope: "
+                                 "not recording')\n";
+                    removeIfOnlyLaunchFile(result);
+                    return result.exitCode ? result.exitCode : kExitUnreadable;
+                }
                 std::cerr << "meshscope: run recorded in " << result.runDir.string() << "\n";
                 try {
                     RunReader run = RunReader::open(result.runDir);

@@ -11,9 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -22,6 +25,7 @@
 #include "core/policy/policy.h"
 #include "core/store/manifest.h"
 #include "core/store/run_directory.h"
+#include "core/store/schema.h"
 
 extern char** environ;
 
@@ -88,6 +92,53 @@ Env currentEnvironment() {
         if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
     }
     return env;
+}
+
+// The file posix_spawnp would run for `name` (PATH searched when it has no
+// '/'); empty when there is none.
+std::string findExecutable(const std::string& name) {
+    if (name.empty()) return {};
+    if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
+    const char* path = std::getenv("PATH");
+    std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+    size_t begin = 0;
+    while (begin <= dirs.size()) {
+        size_t end = dirs.find(':', begin);
+        if (end == std::string::npos) end = dirs.size();
+        std::string dir = dirs.substr(begin, end - begin);
+        std::filesystem::path candidate = std::filesystem::path(dir.empty() ? "." : dir) / name;
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(candidate, ec) && access(candidate.c_str(), X_OK) == 0)
+            return candidate.string();
+        begin = end + 1;
+    }
+    return {};
+}
+
+int countRankFiles(const std::filesystem::path& dir) {
+    int n = 0;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+        if (entry.path().extension() == ".msdb") ++n;
+    return n;
+}
+
+// A run directory that holds a run already is never recorded into: its
+// ranks would refuse their files and the job would run unrecorded.
+void refuseExistingRun(const std::filesystem::path& dir) {
+    std::error_code ec;
+    if (!std::filesystem::exists(dir, ec)) return;
+    if (!std::filesystem::is_directory(dir, ec))
+        throw std::runtime_error(
+            fmt::format("run directory {} exists and is not a directory", dir.string()));
+    int ranks = countRankFiles(dir);
+    bool manifest = std::filesystem::exists(dir / schema::kManifestName, ec);
+    if (ranks == 0 && !manifest) return;
+    std::string holds = manifest ? std::string(schema::kManifestName) : "";
+    if (ranks) holds += fmt::format("{}{} rank file(s)", manifest ? ", " : "", ranks);
+    throw std::runtime_error(fmt::format(
+        "{} already holds a run ({}); record into a new directory (-o) or remove that one",
+        dir.string(), holds));
 }
 
 pid_t spawn(const std::vector<std::string>& command, const Env& env) {
@@ -234,11 +285,24 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
     }
     if (options.level != "dtensor" && options.level != "all")
         throw std::runtime_error("--level must be dtensor or all (got '" + options.level + "')");
+    std::string executable = findExecutable(options.command.front());
+    if (executable.empty())
+        throw CommandNotFound(fmt::format(
+            "cannot start '{}': command not found{}", options.command.front(),
+            options.command.front().find('/') == std::string::npos ? " (not on PATH)" : ""));
+    refuseExistingRun(result.runDir);
     std::error_code ec;
+    result.createdDir = !std::filesystem::exists(result.runDir, ec);
     std::filesystem::create_directories(result.runDir, ec);
     if (ec)
         throw std::runtime_error(fmt::format("cannot create run directory {}: {}",
                                              result.runDir.string(), ec.message()));
+    if (access(result.runDir.c_str(), W_OK | X_OK) != 0) {
+        std::string why = std::strerror(errno);
+        if (result.createdDir) std::filesystem::remove(result.runDir, ec);
+        throw std::runtime_error(
+            fmt::format("cannot write into run directory {}: {}", result.runDir.string(), why));
+    }
 
     Env env = currentEnvironment();
     env["PYTHONPATH"] = joinPath(options.pythonPath, env["PYTHONPATH"]);
@@ -286,6 +350,7 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
         for (size_t i = 0; i < ends.size(); ++i)
             log << fmt::format("meshscope: rank {} {}\n", i, ends[i]);
     writeEnds(result.runDir, pids, ends, stop);
+    result.rankFiles = countRankFiles(result.runDir);
     return result;
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,21 @@ struct RecordOptions {
 struct RecordResult {
     int exitCode = 0;  // the job's: first failing rank's code, 128+signal if killed
     std::filesystem::path runDir;
+    int rankFiles = 0;        // rank files the job left in runDir
+    bool createdDir = false;  // runDir did not exist before
 };
 
+// The command to record cannot be found (not on PATH, or not executable):
+// nothing was started and no run directory made. Shells exit 127 for it.
+struct CommandNotFound : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+inline constexpr int kExitCommandNotFound = 127;
+
 // Throws std::runtime_error with a one-line message for a bad policy file,
-// an unusable run directory or a command that cannot start.
+// a run directory that holds a run already or cannot be written, and
+// CommandNotFound for a command that is not there; in each case before
+// anything starts.
 RecordResult record(const RecordOptions& options, std::ostream& log);
 
 // The run directory record() uses when none is given.

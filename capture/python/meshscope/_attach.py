@@ -119,9 +119,16 @@ def _default_run_dir(rank: int, world: int) -> str:
     return _capture.default_run_dir(os.getcwd(), name[0])
 
 
+def _shown(text: str) -> str:
+    """`text` as UTF-8 can hold it: the bytes of a file name or argument
+    that are not UTF-8 (str keeps them as surrogates) written \\xNN, as the
+    agent writes the file names of frames."""
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
+
+
 def _prefixes(paths: set[str]) -> list[str]:
-    return sorted(os.path.join(os.path.realpath(p), "") for p in paths) + sorted(
-        os.path.join(p, "") for p in paths)
+    return [_shown(p) for p in sorted(os.path.join(os.path.realpath(p), "") for p in paths) +
+            sorted(os.path.join(p, "") for p in paths)]
 
 
 def _internal_prefixes() -> list[str]:
@@ -230,12 +237,13 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         info = _capture.attach({
             **limits,
             "device_timing_every": device_timing, "watchdog_s": watchdog_s,
-            "run_dir": run_dir, "policy": policy, "level": level, "rank": rank,
+            "run_dir": os.fsencode(run_dir), "policy": os.fsencode(policy), "level": level,
+            "rank": rank,
             "world_size": world, "local_rank": local_rank,
             "run_id": run_id or os.environ.get("MESHSCOPE_RUN_ID", ""),
             "backend": backend, "device_type": device, "torch_version": torch.__version__,
-            "command": list(sys.argv), "internal_prefixes": _internal_prefixes(),
-            "attached_at": _caller_site(),
+            "command": [_shown(a) for a in sys.argv], "internal_prefixes": _internal_prefixes(),
+            "attached_at": _shown(_caller_site()),
             "own_prefixes": _prefixes({os.path.dirname(__file__)}),
         })
         try:

@@ -1,0 +1,96 @@
+"""`meshscope record` as a user meets it at the edges: a training script
+whose name is not UTF-8, a run directory that holds a run already, a
+command that is not there, and a job in which nothing attached the agent.
+In none of these may `record` say "run recorded" about a directory that
+holds nothing from the job it ran."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import meshscope
+from conftest import HANG_GUARD_S, PYTHON, SCENARIOS, cli
+
+
+def run_record(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([cli(), "record", *args], capture_output=True, text=True,
+                          errors="replace", timeout=HANG_GUARD_S, cwd=cwd)
+
+
+def test_a_script_name_that_is_not_utf8_is_recorded_and_shown_escaped(tmp_path):
+    # bytes of a file name no UTF-8 decoder accepts: Python keeps them as
+    # surrogates in sys.argv, which the agent could not hand to C++
+    name = os.fsdecode(b"inv\xff.py")
+    shutil.copy(SCENARIOS / "s0_clean.py", tmp_path / name)
+    shutil.copy(SCENARIOS / "common.py", tmp_path / "common.py")
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([cli(), "record", "-o", str(run_dir), "-n", "2", "--", PYTHON,
+                           os.fsencode(tmp_path / name)],
+                          capture_output=True, timeout=HANG_GUARD_S, cwd=tmp_path)
+    err = proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0, err[-3000:]
+    assert "not recording" not in err, err[-3000:]
+    assert "run recorded in" in err
+    run = meshscope.load_run(run_dir)
+    assert [r["rank"] for r in run["rank_details"]] == [0, 1]
+    assert all(r["ops"] > 0 for r in run["ranks"])
+    info = subprocess.run([cli(), "info", str(run_dir)], capture_output=True, text=True)
+    assert info.returncode == 0, info.stderr
+    assert "inv\\xff.py" in info.stdout, info.stdout
+
+
+def test_recording_into_a_directory_that_holds_a_run_refuses_before_starting(tmp_path):
+    run_dir = tmp_path / "run"
+    first = run_record("-o", str(run_dir), "-n", "1", "--", PYTHON, "-c",
+                       "import torch; print('first')", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = sorted(p.name for p in run_dir.iterdir())
+    assert "rank-00000.msdb" in before
+    marker = tmp_path / "ran"
+    again = run_record("-o", str(run_dir), "-n", "1", "--", PYTHON, "-c",
+                       f"open({str(marker)!r}, 'w').close()", cwd=tmp_path)
+    assert again.returncode == 2, again.stderr
+    assert f"{run_dir} already holds a run (manifest.json, 1 rank file(s))" in again.stderr
+    assert "run recorded" not in again.stderr
+    assert not marker.exists(), "the job started"
+    assert sorted(p.name for p in run_dir.iterdir()) == before
+
+
+def test_a_command_that_is_not_there_exits_127_and_leaves_no_directory(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = run_record("-o", str(run_dir), "-n", "1", "--", "meshscope-no-such-command",
+                      cwd=tmp_path)
+    assert proc.returncode == 127, proc.stderr
+    assert "cannot start 'meshscope-no-such-command': command not found" in proc.stderr
+    assert not run_dir.exists()
+
+
+def test_a_job_that_attached_nothing_is_not_called_recorded(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = run_record("-o", str(run_dir), "-n", "2", "--", "true", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    assert "nothing was recorded" in proc.stderr
+    assert "run recorded" not in proc.stderr and "not a meshscope run" not in proc.stderr
+    assert not run_dir.exists(), "an empty run directory was left behind"
+    failing = run_record("-o", str(run_dir), "-n", "1", "--", "false", cwd=tmp_path)
+    assert failing.returncode == 1, failing.stderr  # the job's own code comes first
+    assert "nothing was recorded" in failing.stderr
+
+
+def test_a_python_without_torch_says_why_each_rank_did_not_record(tmp_path):
+    system = shutil.which("python3", path="/usr/bin:/bin")
+    if not system or subprocess.run([system, "-c", "import torch"],
+                                    capture_output=True).returncode == 0:
+        pytest.skip("needs a python3 without torch")
+    run_dir = tmp_path / "run"
+    proc = run_record("-o", str(run_dir), "-n", "1", "--", system, "-c", "print('trained')",
+                      cwd=tmp_path)
+    assert "trained" in proc.stdout
+    assert proc.returncode == 3, proc.stderr
+    assert "meshscope: not recording pid" in proc.stderr and "torch" in proc.stderr
+    assert "nothing was recorded" in proc.stderr and "run recorded" not in proc.stderr
