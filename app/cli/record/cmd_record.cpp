@@ -140,6 +140,11 @@ Command addRecord(CLI::App& app) {
                     "stacks of its threads into its rank file and prints them (0: off; default "
                     "480, PyTorch's NCCL heartbeat timeout); env MESHSCOPE_WATCHDOG_S")
         ->check(CLI::Range(0.0, 86400.0));
+    sub->add_option("--run-id", o->rec.runId,
+                    "The run id every rank records (default: a new one). Give each node of a "
+                    "multi-node job the same id, then `meshscope merge` their folders; env "
+                    "MESHSCOPE_RUN_ID")
+        ->envname("MESHSCOPE_RUN_ID");
     sub->add_flag("--gui", o->gui, "Open the run in meshscope-gui and follow it live");
     sub->add_option("command", o->rec.command, "Training command, after --")
         ->required()

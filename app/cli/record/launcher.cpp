@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -273,8 +274,19 @@ bool isTorchrunCommand(const std::vector<std::string>& command) {
     return false;
 }
 
+std::string runIdProblem(std::string_view id) {
+    if (id.empty() || id.size() > 64) return "must be 1 to 64 characters";
+    for (char c : id)
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-')
+            return "may hold only letters, digits, '.', '_' and '-'";
+    return {};
+}
+
 RecordResult record(const RecordOptions& options, std::ostream& log) {
     if (options.command.empty()) throw std::runtime_error("no command to record (after --)");
+    if (!options.runId.empty())
+        if (std::string why = runIdProblem(options.runId); !why.empty())
+            throw std::runtime_error(fmt::format("run id '{}' {}", options.runId, why));
     RecordResult result;
     result.runDir =
         std::filesystem::absolute(options.runDir.empty() ? defaultRunDir() : options.runDir);
@@ -307,7 +319,7 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
     Env env = currentEnvironment();
     env["PYTHONPATH"] = joinPath(options.pythonPath, env["PYTHONPATH"]);
     env["MESHSCOPE_RUN_DIR"] = result.runDir.string();
-    env["MESHSCOPE_RUN_ID"] = newRunId();
+    env["MESHSCOPE_RUN_ID"] = options.runId.empty() ? newRunId() : options.runId;
     env["MESHSCOPE_POLICY"] = policy;
     env["MESHSCOPE_LEVEL"] = options.level;
     if (options.watchdogSeconds)

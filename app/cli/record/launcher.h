@@ -28,6 +28,9 @@ struct RecordOptions {
     // Seconds a collective may stay pending before a rank writes its Python
     // stacks (MESHSCOPE_WATCHDOG_S for the ranks); unset: the agent's default.
     std::optional<double> watchdogSeconds;
+    // The run id every rank records (one per job; the same on each node of a
+    // multi-node job, so `merge` takes their folders); empty: a new one.
+    std::string runId;
 };
 
 struct RecordResult {
@@ -49,6 +52,10 @@ inline constexpr int kExitCommandNotFound = 127;
 // CommandNotFound for a command that is not there; in each case before
 // anything starts.
 RecordResult record(const RecordOptions& options, std::ostream& log);
+
+// Why `id` cannot be a run id (it names files and goes into reports), or
+// empty when it can: 1-64 of A-Z a-z 0-9 . _ -.
+std::string runIdProblem(std::string_view id);
 
 // The run directory record() uses when none is given.
 std::filesystem::path defaultRunDir();

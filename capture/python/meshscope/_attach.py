@@ -103,6 +103,25 @@ def _dist_info() -> tuple[int, int, str, str]:
     return _env_int("RANK", 0), _env_int("WORLD_SIZE", 1), "", "cpu"
 
 
+def _unused_run_dir(run_dir: str, rank: int) -> str:
+    """`run_dir`, unless it holds this rank's file of an earlier run (a
+    script run again, an elastic restart): then a fresh folder beside it,
+    said on stderr. A rank file is never overwritten, and an existing folder
+    never stops the training. The ranks of one job share a parent process
+    (torchrun, mp.spawn, `meshscope record`), so they pick the same one."""
+    def taken(folder: str) -> bool:
+        return os.path.exists(os.path.join(folder, f"rank-{rank:05d}.msdb"))
+
+    if not taken(run_dir):
+        return run_dir
+    fresh = f"{run_dir}-job{os.getppid()}"
+    if taken(fresh):
+        fresh = f"{run_dir}-{time.strftime('%H%M%S')}-pid{os.getpid()}"
+    print(f"meshscope: {run_dir} holds rank {rank}'s file of an earlier run; recording into "
+          f"{fresh}", file=sys.stderr)
+    return fresh
+
+
 def _default_run_dir(rank: int, world: int) -> str:
     """./meshscope-runs/<time>; named in C++ (core/store/run_directory.h) like
     the runs of `meshscope record` and the pytest plugin."""
@@ -113,6 +132,8 @@ def _default_run_dir(rank: int, world: int) -> str:
     if world > 1 and not group:  # no process group to agree on a time with: the job names the run
         job = _capture.default_run_job(os.environ.get("TORCHELASTIC_RUN_ID"),
                                        os.environ.get("MASTER_PORT"))
+        if os.environ.get("TORCHELASTIC_RUN_ID", "none") == "none":
+            job += f"-job{os.getppid()}"  # the port alone repeats from one run to the next
     name = [_capture.default_run_name(int(time.time()), job=job)]
     if group:
         dist.broadcast_object_list(name, src=0)  # every rank records into one run
@@ -221,7 +242,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         local_rank = _env_int("LOCAL_RANK", rank)
         if run_dir is None:
             run_dir = os.environ.get("MESHSCOPE_RUN_DIR") or _default_run_dir(rank, world)
-        run_dir = os.path.abspath(os.fspath(run_dir))
+        run_dir = _unused_run_dir(os.path.abspath(os.fspath(run_dir)), rank)
         names = _capture.policy_names()
         if policy not in names:
             policy = os.path.abspath(policy)
