@@ -94,3 +94,24 @@ def test_a_python_without_torch_says_why_each_rank_did_not_record(tmp_path):
     assert proc.returncode == 3, proc.stderr
     assert "meshscope: not recording pid" in proc.stderr and "torch" in proc.stderr
     assert "nothing was recorded" in proc.stderr and "run recorded" not in proc.stderr
+
+
+def test_the_end_of_record_lists_each_call_site_and_what_to_run_next(tmp_path):
+    """`auto` repairs every incident of s1; the end of `record` still names
+    each call site with its op, origin, what the policy did and the fix, and
+    the commands to go on with."""
+    run_dir = tmp_path / "run"
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.run([cli(), "record", "-o", str(run_dir), "--policy", "auto", "-n", "2",
+                           "--", PYTHON, "s1_input_batch.py"], capture_output=True, text=True,
+                          timeout=HANG_GUARD_S, cwd=SCENARIOS,
+                          env={**os.environ, "SCENARIO_OUT": str(out)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    end = proc.stderr[proc.stderr.index("run recorded in"):]
+    groups = end[end.index("incidents by call site"):end.index("next:")]
+    lines = [line for line in groups.splitlines()[1:] if not line.lstrip().startswith("fix:")]
+    assert lines and all("s1_input_batch.py:" in line for line in lines), groups
+    assert any("origin D" in line and "sharded_from_local" in line for line in lines), groups
+    assert "fix: distribute each batch" in groups
+    assert f"meshscope check {run_dir}" in end and f"meshscope report {run_dir}" in end

@@ -1,6 +1,7 @@
 #include <spawn.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 
 #include "app/cli/cli.h"
 #include "app/cli/record/launcher.h"
+#include "core/analysis/run_analysis.h"
 #include "core/analysis/run_summary.h"
 #include "core/policy/policy.h"
 #include "core/store/schema.h"
@@ -91,6 +93,53 @@ std::jthread startGuiWhenRunAppears(const std::filesystem::path& runDir) {
             std::cerr << "meshscope: --gui: cannot start " << exe << "\n";
         posix_spawnattr_destroy(&attr);
     });
+}
+
+// `location` relative to the working directory when it lies below it.
+std::string shownPath(const std::string& location) {
+    std::error_code ec;
+    auto cwd = std::filesystem::current_path(ec);
+    if (ec || location.empty() || location.front() != '/') return location;
+    std::string prefix = cwd.string() + "/";
+    return location.starts_with(prefix) ? location.substr(prefix.size()) : location;
+}
+
+// The incident groups of the run, one line each (call site, op, kind or
+// origin, what the policy did, how often), whatever the policy: `auto` and
+// `replicate` repair what they find, and the call sites still need a fix.
+void printIncidentGroups(const RunAnalysis& analysis, std::ostream& out) {
+    if (analysis.groups.empty()) return;
+    constexpr size_t kListed = 12;
+    out << fmt::format("incidents by call site ({} group(s)):\n", analysis.groups.size());
+    for (size_t i = 0; i < analysis.groups.size() && i < kListed; ++i) {
+        const IncidentGroup& g = analysis.groups[i];
+        std::string what = g.kind == IncidentKind::MixedTensor
+                               ? fmt::format("origin {}", char(g.origin))
+                               : std::string(incidentKindInfo(g.kind).tag);
+        std::string actions;
+        for (const auto& [action, n] : g.actions)
+            actions += fmt::format("{}{} {}", actions.empty() ? "" : ", ", toString(action), n);
+        out << fmt::format("  {}  {}  {}  x{}{}{}\n", shownPath(formatLocation(g.site)), g.op, what,
+                           g.count, actions.empty() ? "" : "  (" + actions + ")",
+                           g.unreconciled ? fmt::format("  {} unreconciled", g.unreconciled) : "");
+        if (!g.fix.summary.empty()) out << "      fix: " << g.fix.summary << "\n";
+    }
+    if (analysis.groups.size() > kListed)
+        out << fmt::format("  ... and {} more group(s): see the report\n",
+                           analysis.groups.size() - kListed);
+}
+
+// What to run next on the recorded run.
+void printNextSteps(const std::filesystem::path& runDir, std::ostream& out) {
+    std::string dir = runDir.string();
+    out << "next:\n"
+        << "  meshscope check " << dir << "    # findings, one a line; exit 1 on any\n"
+        << "  meshscope report " << dir << " -o " << (runDir / "report.html").string()
+        << "    # incidents, fixes, placements\n";
+    std::error_code ec;
+    auto gui = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "meshscope-gui";
+    if (!ec && std::filesystem::exists(gui))
+        out << "  " << gui.string() << " " << dir << "    # the timeline of every rank\n";
 }
 
 // A run directory record() made that holds nothing but how the ranks
@@ -177,10 +226,16 @@ Command addRecord(CLI::App& app) {
                 std::cerr << "meshscope: run recorded in " << result.runDir.string() << "\n";
                 try {
                     RunReader run = RunReader::open(result.runDir);
-                    if (!run.ranks().empty()) std::cerr << formatSummaryText(summarize(run));
+                    if (!run.ranks().empty()) {
+                        std::cerr << formatSummaryText(summarize(run));
+                        AnalysisOptions analysisOptions;
+                        analysisOptions.compareOps = false;  // `check` does that
+                        printIncidentGroups(analyze(run, analysisOptions), std::cerr);
+                    }
                 } catch (const StoreError& e) {
                     std::cerr << "meshscope: " << e.what() << "\n";
                 }
+                printNextSteps(result.runDir, std::cerr);
                 return result.exitCode;
             }};
 }
