@@ -3,9 +3,13 @@
 #include <fnmatch.h>
 
 #include <toml++/toml.h>
+#include <algorithm>
 #include <array>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+#include <vector>
 
 namespace meshscope {
 namespace {
@@ -160,7 +164,48 @@ Policy Policy::named(std::string_view name) {
     return p;
 }
 
+namespace {
+
+size_t editDistance(std::string_view a, std::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j)
+        row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            size_t up = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+            diagonal = up;
+        }
+    }
+    return row[b.size()];
+}
+
+// "'autoo' is neither a policy name (observe, ...) nor a policy file; did
+// you mean auto?"
+std::string notAPolicy(const std::filesystem::path& file, const std::string& why) {
+    std::string names, closest;
+    size_t best = 3;  // a name this close or closer is suggested
+    std::string given = file.filename().string();
+    for (std::string_view name : policyModeNames()) {
+        names += (names.empty() ? "" : ", ") + std::string(name);
+        if (size_t d = editDistance(given, name); d < best) {
+            best = d;
+            closest = name;
+        }
+    }
+    return file.string() + ": neither a policy name (" + names + ") nor a policy file (" + why +
+           ")" + (closest.empty() ? "" : "; did you mean " + closest + "?");
+}
+
+}  // namespace
+
 Policy Policy::fromFile(const std::filesystem::path& file) {
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) throw PolicyError(notAPolicy(file, "no such file"));
+    if (!std::filesystem::is_regular_file(file, ec))
+        throw PolicyError(notAPolicy(file, "not a regular file"));
     std::ifstream in(file, std::ios::binary);
     if (!in) throw PolicyError(file.string() + ": cannot open the policy file");
     std::string text((std::istreambuf_iterator<char>(in)), {});

@@ -41,7 +41,9 @@ def test_a_script_name_that_is_not_utf8_is_recorded_and_shown_escaped(tmp_path):
     assert all(r["ops"] > 0 for r in run["ranks"])
     info = subprocess.run([cli(), "info", str(run_dir)], capture_output=True, text=True)
     assert info.returncode == 0, info.stderr
-    assert "inv\\xff.py" in info.stdout, info.stdout
+    command = next(line for line in info.stdout.splitlines() if line.startswith("command"))
+    # the job as typed: the interpreter too, the name's byte escaped
+    assert command.split(None, 1)[1] == f"{PYTHON} {tmp_path}/inv\\xff.py", command
 
 
 def test_recording_into_a_directory_that_holds_a_run_refuses_before_starting(tmp_path):
@@ -80,6 +82,14 @@ def test_a_job_that_attached_nothing_is_not_called_recorded(tmp_path):
     failing = run_record("-o", str(run_dir), "-n", "1", "--", "false", cwd=tmp_path)
     assert failing.returncode == 1, failing.stderr  # the job's own code comes first
     assert "nothing was recorded" in failing.stderr
+
+
+def test_a_mistyped_policy_name_lists_the_names_and_suggests_one(tmp_path):
+    proc = run_record("--policy", "autoo", "-n", "1", "--", "true", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "neither a policy name (observe, replicate, shard, scalar, strict, auto)" in proc.stderr
+    assert proc.stderr.rstrip().endswith("did you mean auto?"), proc.stderr
+    assert not (tmp_path / "meshscope-runs").exists()
 
 
 def test_a_python_without_torch_says_why_each_rank_did_not_record(tmp_path):

@@ -4,6 +4,7 @@ with `meshscope record -n 2` exactly as a user would."""
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 
 import pytest
@@ -80,6 +81,10 @@ def test_strict_fails_with_enriched_message(tmp_path, scenario):
     assert rec.proc.returncode != 0
     # (under torch.compile Dynamo reports it as `got MixedTensorError("...")`)
     assert "MixedTensorError" in rec.stderr
+    if scenario != "s4_compile":  # the traceback names it as users import it
+        assert re.search(r"^(\[rank\d\]: )?meshscope\.MixedTensorError: ", rec.stderr,
+                         re.MULTILINE), rec.stderr[-2000:]
+        assert "_attach.MixedTensorError" not in rec.stderr
     assert "meshscope strict: mixed torch.Tensor and DTensor" in rec.stderr
     assert f"origin {EXPECTED[scenario]['origin']}" in rec.stderr
     assert "fix:" in rec.stderr and "op called at" in rec.stderr

@@ -122,8 +122,29 @@ TEST(Policy, FromFile) {
         FAIL();
     } catch (const PolicyError& e) {
         EXPECT_EQ(std::string(e.what()),
-                  (dir / "absent.toml").string() + ": cannot open the policy file");
+                  (dir / "absent.toml").string() +
+                      ": neither a policy name (observe, replicate, shard, scalar, strict, auto) "
+                      "nor a policy file (no such file)");
     }
+}
+
+// A mistyped policy name reads as a file that is not there: the error lists
+// the names and suggests the closest; a directory is no policy file.
+TEST(Policy, MistypedNameSuggestsTheClosest) {
+    test::TempDir dir;
+    auto message = [](const std::filesystem::path& file) {
+        try {
+            Policy::fromFile(file);
+        } catch (const PolicyError& e) {
+            return std::string(e.what());
+        }
+        return std::string("no error");
+    };
+    EXPECT_TRUE(message(dir / "autoo").ends_with("did you mean auto?")) << message(dir / "autoo");
+    EXPECT_TRUE(message(dir / "obsrve").ends_with("did you mean observe?"));
+    EXPECT_TRUE(message(dir / "x.toml").ends_with("(no such file)"));
+    std::filesystem::create_directory(dir / "strict.d");
+    EXPECT_NE(message(dir / "strict.d").find("(not a regular file)"), std::string::npos);
 }
 
 }  // namespace

@@ -95,6 +95,32 @@ Env currentEnvironment() {
     return env;
 }
 
+// `text` with each byte that is not part of valid UTF-8 written \\xNN, as the
+// agent writes such bytes of file names and arguments.
+std::string shownText(const std::string& text) {
+    std::string out;
+    size_t i = 0;
+    while (i < text.size()) {
+        auto byte = static_cast<unsigned char>(text[i]);
+        size_t length = byte < 0x80           ? 1
+                        : (byte >> 5) == 0x6  ? 2
+                        : (byte >> 4) == 0xE  ? 3
+                        : (byte >> 3) == 0x1E ? 4
+                                              : 0;
+        bool valid = length > 0 && i + length <= text.size() && (length == 1 || byte >= 0xC2);
+        for (size_t k = 1; valid && k < length; ++k)
+            valid = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+        if (valid) {
+            out.append(text, i, length);
+            i += length;
+        } else {
+            out += fmt::format("\\x{:02x}", byte);
+            ++i;
+        }
+    }
+    return out;
+}
+
 // The file posix_spawnp would run for `name` (PATH searched when it has no
 // '/'); empty when there is none.
 std::string findExecutable(const std::string& name) {
@@ -320,6 +346,10 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
     env["PYTHONPATH"] = joinPath(options.pythonPath, env["PYTHONPATH"]);
     env["MESHSCOPE_RUN_DIR"] = result.runDir.string();
     env["MESHSCOPE_RUN_ID"] = options.runId.empty() ? newRunId() : options.runId;
+    std::vector<std::string> shown;  // the manifest's command: as typed, torchrun included
+    for (const std::string& argument : options.command)
+        shown.push_back(shownText(argument));
+    env["MESHSCOPE_COMMAND"] = nlohmann::json(shown).dump();
     env["MESHSCOPE_POLICY"] = policy;
     env["MESHSCOPE_LEVEL"] = options.level;
     if (options.watchdogSeconds)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -30,6 +31,24 @@ from meshscope import _adapters, _capture, _nccl
 class MixedTensorError(RuntimeError):
     """Raised by the `strict` policy: names the plain operand, its origin,
     the frame that created it and the fix."""
+
+
+MixedTensorError.__module__ = "meshscope"  # as tracebacks name it: meshscope.MixedTensorError
+
+
+def _job_command() -> list[str]:
+    """The job's command line as typed: `meshscope record` passes it (with
+    torchrun and the interpreter); otherwise this process's own, the
+    interpreter and its options included."""
+    given = os.environ.get("MESHSCOPE_COMMAND")
+    if given:
+        try:
+            command = json.loads(given)
+            if isinstance(command, list) and all(isinstance(a, str) for a in command):
+                return command
+        except ValueError:
+            pass
+    return list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
 
 
 class _MeshscopeMode(TorchDispatchMode):
@@ -263,7 +282,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
             "world_size": world, "local_rank": local_rank,
             "run_id": run_id or os.environ.get("MESHSCOPE_RUN_ID", ""),
             "backend": backend, "device_type": device, "torch_version": torch.__version__,
-            "command": [_shown(a) for a in sys.argv], "internal_prefixes": _internal_prefixes(),
+            "command": [_shown(a) for a in _job_command()], "internal_prefixes": _internal_prefixes(),
             "attached_at": _shown(_caller_site()),
             "own_prefixes": _prefixes({os.path.dirname(__file__)}),
         })
