@@ -115,13 +115,19 @@ Classification classify(const ClassifyInput& in) {
     }
     out.origin = OriginClass::Unknown;
     std::string phase = " (phase " + std::string(toString(in.phase)) + ")";
-    if (!in.attachedAt.empty())
+    if (!in.attachedAt.empty() && !in.madeBeforeAttach)
+        out.evidence = "no birth recorded: made after meshscope.attach() at " +
+                       std::string(in.attachedAt) +
+                       " by code whose ops meshscope does not see: another thread than the one "
+                       "that attached (meshscope follows that one and autograd), or no op at all "
+                       "(torch.frombuffer, a DLPack import, a C++ extension)" +
+                       phase;
+    else if (!in.attachedAt.empty())
         out.evidence = "no birth recorded: made before meshscope.attach() at " +
                        std::string(in.attachedAt) +
                        " (attach before the model and data are built, or run the script under "
                        "`meshscope record`, which attaches as the interpreter starts, to see "
-                       "where it was made), or by code that dispatches no op (torch.frombuffer, "
-                       "a C++ extension)" +
+                       "where it was made)" +
                        phase;
     else
         out.evidence =

@@ -42,6 +42,8 @@ struct ClassifyInput {
     // Where the Python API attached the agent ("train.py:40"); empty when
     // `meshscope record` attached it as the interpreter started.
     std::string_view attachedAt;
+    // It was alive when attach() was called (TensorTable::preexisting).
+    bool madeBeforeAttach = false;
     TensorTable* tensors = nullptr;  // for the birth of a tensor the lookup names
 };
 

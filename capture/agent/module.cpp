@@ -328,6 +328,18 @@ PYBIND11_MODULE(_capture, m) {
     m.def("install_term_guard", &installTermGuard);
     m.def("term_handled", [] { g_termHandled.store(true); });
     m.def("tag_birth", &tagBirth, py::arg("tensor"), py::arg("what"), py::arg("loaded") = false);
+    m.def(
+        "mark_preexisting",
+        [](py::iterable tensors) {
+            Agent* agent = Agent::current();
+            if (!agent) return;
+            for (py::handle t : tensors)
+                if (THPVariable_Check(t.ptr()) && !agent->torch().isDTensor(t.ptr()))
+                    agent->tensors().markPreexisting(THPVariable_Unpack(t.ptr()));
+        },
+        py::arg("tensors"),
+        "Marks the plain tensors alive as attach() is called (a birthless tensor is then known to "
+        "be older than the agent, or not)");
     m.def("tag", &tag, py::arg("tensor"), py::arg("origin"), py::arg("evidence"),
           py::arg("with_location") = false);
     m.def("record_meta", [](const std::string& key, const std::string& value) {

@@ -463,6 +463,7 @@ Classification OpHandler::classifyOperand(const Operand& op) {
         lastStep = last->evidence + m_agent.frames().whereOf(last->createdAt);
     ci.lastStep = lastStep;
     ci.attachedAt = m_agent.config().attachedAt;
+    ci.madeBeforeAttach = m_agent.tensors().preexisting(t);
     ci.tensors = &m_agent.tensors();
     ci.opName = m_info->text;
     ci.copyIntoDTensor = m_info->isCopy && m_inputs.front().dtensor;

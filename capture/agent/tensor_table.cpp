@@ -130,6 +130,7 @@ void TensorTable::clear() {
     m_pool.release();
     m_interned.clear();
     m_byPlace.clear();
+    m_preexisting.clear();
     m_withProvenance = 0;
     m_subclassEntries = 0;
     rebuildFilter();

@@ -112,6 +112,20 @@ class TensorTable {
             tensor.unsafeGetTensorImpl());
     }
 
+    // The tensors alive when the Python API attached the agent: a plain
+    // tensor with no birth was made before attach() only if it is one of
+    // them. Each is held weakly, so its address is not reused meanwhile.
+    static constexpr size_t kMaxPreexisting = size_t(1) << 20;
+    void markPreexisting(const at::Tensor& tensor) {
+        if (tensor.defined() && m_preexisting.size() < kMaxPreexisting)
+            m_preexisting.emplace(
+                tensor.unsafeGetTensorImpl(),
+                c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr()));
+    }
+    bool preexisting(const at::Tensor& tensor) const {
+        return m_preexisting.contains(tensor.unsafeGetTensorImpl());
+    }
+
     size_t size() const { return m_entries.size(); }
     uint64_t clearedEntries() const { return m_cleared; }
     // Provenance records made so far (intern() hands out existing ones).
@@ -182,6 +196,8 @@ class TensorTable {
         }
     };
     std::unordered_map<PlaceKey, ProvenancePtr, PlaceKeyHash> m_byPlace;
+    std::unordered_map<const c10::TensorImpl*, c10::weak_intrusive_ptr<c10::TensorImpl>>
+        m_preexisting;
     size_t m_sweepAt = kSweepFloor;
     std::atomic<size_t> m_withProvenance{0};
     // Entries of tensor subclasses (DTensors): none in a usual run (only

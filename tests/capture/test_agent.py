@@ -234,6 +234,28 @@ def test_origin_g_unknown_says_where_attach_was_called(mesh, run_dir):
         "before the model and data are built, or run the script under `meshscope record`"), evidence
 
 
+def test_origin_g_made_after_attach_is_not_called_older_than_it(mesh, run_dir):
+    """A tensor made after attach() on another thread (whose ops the agent
+    does not follow) has no birth either; it is not described as made
+    before attach()."""
+    import threading
+
+    made = []
+
+    def elsewhere(w):
+        thread = threading.Thread(target=lambda: made.append(torch.full((4, 4), 3.0)))
+        thread.start()
+        thread.join()
+        return made[0]
+
+    origin, evidence = _classify(mesh, run_dir, elsewhere)
+    assert origin == "G"
+    assert evidence.startswith(
+        f"no birth recorded: made after meshscope.attach() at {__file__}:"), evidence
+    assert "another thread than the one that attached" in evidence
+    assert "before meshscope" not in evidence
+
+
 def test_births_without_a_factory_op_of_their_own(mesh, run_dir, tmp_path):
     """torch.from_numpy and torch.tensor lift their tensor (aten::lift_fresh);
     torch.frombuffer dispatches nothing; torch.load reads weights (F)."""

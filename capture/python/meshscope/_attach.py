@@ -274,6 +274,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         device_timing = _device_timing_every(os.environ.get("MESHSCOPE_DEVICE_TIMING", ""))
         watchdog_s = _watchdog_seconds(watchdog)
         nccl_profiler = _nccl.point_nccl_at_plugin()
+        attached_at = _shown(_caller_site())
         info = _capture.attach({
             **limits,
             "device_timing_every": device_timing, "watchdog_s": watchdog_s,
@@ -283,7 +284,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
             "run_id": run_id or os.environ.get("MESHSCOPE_RUN_ID", ""),
             "backend": backend, "device_type": device, "torch_version": torch.__version__,
             "command": [_shown(a) for a in _job_command()], "internal_prefixes": _internal_prefixes(),
-            "attached_at": _shown(_caller_site()),
+            "attached_at": attached_at,
             "own_prefixes": _prefixes({os.path.dirname(__file__)}),
         })
         try:
@@ -300,6 +301,15 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
             _capture.detach()
             _nccl.restore()
             raise
+        if attached_at:  # the program ran before this call: which tensors are older than it
+            import gc
+            try:
+                tensor = torch.Tensor  # type(): no object's __class__ property runs
+                _capture.mark_preexisting(
+                    o for o in gc.get_objects() if issubclass(type(o), tensor))
+            except Exception as error:  # noqa: BLE001 - the agent's trouble stays its own
+                print(f"meshscope: cannot list the tensors older than attach(): {error}",
+                      file=sys.stderr)
         _session = Session(run_dir, info["rank_file"], policy, level, rank, world)
         if not _atexit_registered:
             atexit.register(detach)
