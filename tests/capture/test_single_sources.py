@@ -9,6 +9,7 @@ import datetime
 import os
 import re
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -87,9 +88,11 @@ def test_attach_names_its_default_run_in_cpp(tmp_path, monkeypatch):
     # several ranks without a process group: the job names the run
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
     monkeypatch.setenv("MASTER_PORT", "29511")
-    assert re.fullmatch(runs + r"\d{8}-port29511", _attach._default_run_dir(0, 2))
+    # ... and its launcher (the parent of every rank), as the port repeats run after run
+    job = rf"\d{{8}}-port29511-job{os.getppid()}"
+    assert re.fullmatch(runs + job, _attach._default_run_dir(0, 2))
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
-    assert re.fullmatch(runs + r"\d{8}-port29511", _attach._default_run_dir(1, 2))
+    assert re.fullmatch(runs + job, _attach._default_run_dir(1, 2))
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "d7c1")
     assert re.fullmatch(runs + r"\d{8}-d7c1", _attach._default_run_dir(1, 2))
 
@@ -106,7 +109,8 @@ def test_pytest_plugin_names_its_runs_in_cpp(tmp_path, monkeypatch):
 
 def test_record_names_its_default_run_in_cpp(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MESHSCOPE_RUN")}
-    proc = subprocess.run([cli(), "record", "--", "true"], cwd=tmp_path, env=env,
+    proc = subprocess.run([cli(), "record", "--", sys.executable, "-c", "pass"], cwd=tmp_path,
+                          env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     made = list((tmp_path / "meshscope-runs").iterdir())
