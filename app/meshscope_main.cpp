@@ -22,6 +22,21 @@ int main(int argc, char** argv) {
         cli::addSynth(app),  cli::addCheck(app),  cli::addReport(app),
         cli::addDiff(app),   cli::addExport(app), cli::addMerge(app),
     };
+    // A word that names no command: say so, with the commands (CLI11 would
+    // only say that a subcommand is required).
+    if (argc > 1 && argv[1][0] != '-') {
+        std::string names;
+        bool known = false;
+        for (const cli::Command& command : commands) {
+            names += (names.empty() ? "" : ", ") + command.app->get_name();
+            known = known || command.app->get_name() == argv[1];
+        }
+        if (!known) {
+            std::cerr << "meshscope: unknown command '" << meshscope::terminalSafe(argv[1])
+                      << "'; commands: " << names << " (meshscope COMMAND --help)\n";
+            return cli::kExitUsage;
+        }
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -12,7 +12,7 @@ want_venv=1
 
 apt_packages=(
   build-essential cmake ninja-build pkg-config git
-  libsqlite3-dev sqlite3
+  libsqlite3-dev sqlite3 zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
   qt6-base-dev qt6-base-dev-tools libqt6opengl6-dev libgl-dev

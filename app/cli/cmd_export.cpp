@@ -1,19 +1,55 @@
+#include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "app/cli/cli.h"
+#include "app/cli/gzip_output.h"
 #include "core/export/trace_json.h"
 
 namespace meshscope::cli {
+namespace {
+
+constexpr int64_t kMaxRank = (int64_t(1) << 20) - 1;
+
+// "A-B", "A-", "-B" or "A" (integers; A may be -1 in "-1-3") -> [A, B].
+std::optional<std::pair<int64_t, int64_t>> parseRange(const std::string& text) {
+    auto number = [](std::string_view t, int64_t& out) {
+        if (t.empty()) return false;
+        auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), out);
+        return ec == std::errc() && end == t.data() + t.size();
+    };
+    int64_t a = INT64_MIN, b = INT64_MAX;
+    size_t dash = text.find('-', 1);  // a leading '-' is a sign or "-B"
+    if (text.starts_with('-') && text.size() > 1 && text.find('-', 1) == std::string::npos) {
+        if (!number(std::string_view(text).substr(1), b)) return std::nullopt;  // "-B"
+    } else if (dash == std::string::npos) {
+        if (!number(text, a)) return std::nullopt;
+        b = a;
+    } else {
+        if (!number(std::string_view(text).substr(0, dash), a)) return std::nullopt;
+        std::string_view rest = std::string_view(text).substr(dash + 1);
+        if (!rest.empty() && !number(rest, b)) return std::nullopt;
+    }
+    if (a > b) return std::nullopt;
+    return std::pair{a, b};
+}
+
+}  // namespace
 
 Command addExport(CLI::App& app) {
     struct Options {
         std::string path;
         std::string format = "chrome-trace";
         std::string out;
+        std::string steps, ranks;
         bool partial = false;
     };
     auto o = std::make_shared<Options>();
@@ -24,9 +60,44 @@ Command addExport(CLI::App& app) {
     sub->add_option("--format", o->format, "chrome-trace")
         ->check(CLI::IsMember({"chrome-trace"}))
         ->capture_default_str();
-    sub->add_option("-o,--output", o->out, "File to write ('-' for stdout)")->required();
+    sub->add_option(
+           "-o,--output", o->out,
+           "File to write ('-' for stdout); a name ending in .gz is written gzip-compressed")
+        ->required();
+    sub->add_option("--steps", o->steps,
+                    "Only the optimizer steps A-B (inclusive; A-, -B, or one step A; records "
+                    "before the first step are step -1)");
+    sub->add_option("--ranks", o->ranks, "Only these ranks: 0,2,4-7");
     sub->add_flag("--partial", o->partial, "Export the readable ranks of a damaged run");
     return {sub, [o] {
+                TraceWindow window;
+                if (!o->steps.empty()) {
+                    auto range = parseRange(o->steps);
+                    if (!range) {
+                        std::cerr << "meshscope: --steps " << o->steps
+                                  << ": not a step range (A-B, A-, -B or A)\n";
+                        return kExitUsage;
+                    }
+                    std::tie(window.firstStep, window.lastStep) = *range;
+                }
+                for (size_t begin = 0; begin < o->ranks.size();) {
+                    size_t end = std::min(o->ranks.find(',', begin), o->ranks.size());
+                    auto range = parseRange(o->ranks.substr(begin, end - begin));
+                    if (!range || range->first < 0 || range->second > kMaxRank ||
+                        range->first > range->second) {
+                        std::cerr << "meshscope: --ranks " << o->ranks
+                                  << ": not a list of ranks (0,2,4-7)\n";
+                        return kExitUsage;
+                    }
+                    for (int64_t r = range->first; r <= range->second; ++r)
+                        window.ranks.insert(int(r));
+                    begin = end + 1;
+                }
+                if (isGzipPath(o->out) && !gzipAvailable()) {
+                    std::cerr << "meshscope: " << o->out
+                              << ": this meshscope was built without zlib and cannot write gzip\n";
+                    return kExitUsage;
+                }
                 auto opened =
                     openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
                 if (!opened) return kExitUnreadable;
@@ -47,7 +118,13 @@ Command addExport(CLI::App& app) {
                 };
                 TraceExportStats stats;
                 bool written = writeOutput(o->out, [&](std::ostream& out) {
-                    stats = writeChromeTrace(*opened, out, progress);
+                    if (!isGzipPath(o->out)) {
+                        stats = writeChromeTrace(*opened, out, progress, window);
+                        return;
+                    }
+                    GzipOutput gz(out);
+                    stats = writeChromeTrace(*opened, gz, progress, window);
+                    if (!gz.finish()) out.setstate(std::ios::badbit);
                 });
                 if (!written) return kExitUsage;
                 finish(stats);

@@ -12,7 +12,8 @@ Command addInfo(CLI::App& app) {
     auto* sub = app.add_subcommand("info", "Manifest and rank files of a run");
     sub->add_option("run", *path, "Run directory or rank file")->required();
     return {sub, [path] {
-                // info describes damaged runs too: problems are part of its output.
+                // info describes damaged runs too: what it could read on stdout,
+                // each problem on stderr as every command writes them.
                 RunReader run = RunReader::open(*path);
                 if (const auto& m = run.manifest()) {
                     fmt::print(
@@ -42,7 +43,7 @@ Command addInfo(CLI::App& app) {
                         problems.emplace_back(e.what());
                     }
                 for (const std::string& p : problems)
-                    fmt::print("problem      {}\n", terminalSafe(p));
+                    fmt::print(stderr, "meshscope: {}\n", terminalSafe(p));
                 return problems.empty() ? kExitOk : kExitUnreadable;
             }};
 }

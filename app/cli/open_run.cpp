@@ -1,6 +1,8 @@
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -61,8 +63,9 @@ bool writeOutput(const std::string& path, const std::function<void(std::ostream&
     std::filesystem::path temp = path + ".partial";
     {
         std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-        if (!file) {
-            std::cerr << "meshscope: " << temp.string() << ": cannot write\n";
+        if (!file) {  // named as the user gave it, with why (the temporary is ours)
+            std::string why = std::strerror(errno);
+            std::cerr << "meshscope: " << path << ": cannot write (" << why << ")\n";
             return false;
         }
         try {
@@ -75,7 +78,8 @@ bool writeOutput(const std::string& path, const std::function<void(std::ostream&
         }
         file.flush();
         if (!file) {
-            std::cerr << "meshscope: " << temp.string() << ": write failed\n";
+            std::cerr << "meshscope: " << path << ": write failed (" << std::strerror(errno)
+                      << ")\n";
             std::error_code ec;
             std::filesystem::remove(temp, ec);
             return false;

@@ -635,6 +635,26 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     return a;
 }
 
+std::vector<Finding> reconciledFindings(const RunAnalysis& analysis) {
+    std::vector<Finding> out;
+    for (const IncidentGroup& g : analysis.groups) {
+        if (g.kind != IncidentKind::MixedTensor) continue;
+        auto reconciled = g.outcomes.find(Outcome::Reconciled);
+        if (reconciled == g.outcomes.end() || reconciled->second == 0) continue;
+        std::string how;
+        for (const auto& [action, n] : g.actions)
+            how += fmt::format("{}{} {}", how.empty() ? "" : ", ", toString(action), n);
+        out.push_back({FindingKind::Reconciled,
+                       fmt::format("{}: {} mixed a plain tensor from {} ({}) with DTensors; {} "
+                                   "reconciled by the policy ({}) on rank(s) {}; fix: {}",
+                                   formatLocation(g.site), g.op, originText(g.origin),
+                                   describeOrigin(g.origin), reconciled->second, how,
+                                   joinRanks(g.perRank), g.fix.summary),
+                       g.id, -1});
+    }
+    return out;
+}
+
 std::vector<const Finding*> findingsOf(const RunAnalysis& analysis,
                                        const std::vector<FindingKind>& kinds) {
     std::vector<const Finding*> out;

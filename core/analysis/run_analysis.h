@@ -205,4 +205,10 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options = {});
 std::vector<const Finding*> findingsOf(const RunAnalysis& analysis,
                                        const std::vector<FindingKind>& kinds);
 
+// One `reconciled` finding per group of mixed-tensor incidents a policy
+// repaired (call site, op, origin, what the policy did, ranks, fix): what a
+// CI gate forbids when code may not rely on meshscope's repairs. Not among
+// `findings`: reports show these incidents as reconciled, not as problems.
+std::vector<Finding> reconciledFindings(const RunAnalysis& analysis);
+
 }  // namespace meshscope

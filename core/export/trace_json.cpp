@@ -54,8 +54,10 @@ class Writer {
 
 class RankExporter {
   public:
-    RankExporter(const RankReader& rank, const RunClock& clock, Writer& w, TraceExportStats& stats)
-        : m_rank(rank),
+    RankExporter(const RankReader& rank, const RunClock& clock, Writer& w, TraceExportStats& stats,
+                 const TraceWindow& window)
+        : m_window(window),
+          m_rank(rank),
           m_pid(rank.info().rank),
           m_w(w),
           m_stats(stats),
@@ -70,6 +72,8 @@ class RankExporter {
                 last, kOpPage,
                 [&](const OpRecord& op) {
                     ++count;
+                    if (!m_window.hasStep(op.step)) return;
+                    ++m_stats.ops;
                     m_threads.insert(op.thread);
                     Span s{op.startNs, std::max(op.startNs, op.endNs), op.depth, op};
                     std::vector<Span>& buffer = buffers[op.thread];
@@ -88,7 +92,6 @@ class RankExporter {
                     buffer.push_back(std::move(s));
                 },
                 false);
-            m_stats.ops += count;
             if (progress) progress(count);
             if (count < kOpPage) break;
         }
@@ -100,6 +103,7 @@ class RankExporter {
         std::map<uint32_t, std::vector<Span>> perThread;
         std::map<int64_t, std::pair<int64_t, int64_t>> bytesPerStep;  // step -> (first ts, bytes)
         for (const CollectiveRecord& c : m_rank.collectivesInTimeRange(INT64_MIN, INT64_MAX)) {
+            if (!m_window.hasStep(c.step)) continue;
             OpRecord carrier;
             carrier.name = c.kind;
             carrier.seq = OpSeq{c.seq.value()};
@@ -121,6 +125,7 @@ class RankExporter {
                 m_pid, micros(saturatingAdd(m_offset, tb.first)), tb.second));
         std::vector<Span> steps;
         for (const OptimizerStepRecord& s : m_rank.optimizerSteps()) {
+            if (!m_window.hasStep(s.step)) continue;
             OpRecord carrier;
             carrier.name = s.optimizer;
             carrier.step = s.step;
@@ -136,6 +141,7 @@ class RankExporter {
         for (IncidentSeq after;;) {
             std::vector<IncidentRecord> page = m_rank.incidentsAfter(after, 20000, false);
             for (const IncidentRecord& inc : page) {
+                if (!m_window.hasStep(inc.step)) continue;
                 m_threads.insert(inc.thread);
                 const bool mixed = inc.kind == IncidentKind::MixedTensor;
                 nlohmann::json args = {{"seq", inc.seq.value()},
@@ -277,6 +283,7 @@ class RankExporter {
         uint32_t thread = 0;
     };
 
+    const TraceWindow& m_window;
     const RankReader& m_rank;
     int m_pid;
     Writer& m_w;
@@ -293,13 +300,14 @@ class RankExporter {
 }  // namespace
 
 TraceExportStats writeChromeTrace(const RunReader& run, std::ostream& out,
-                                  const std::function<void(int64_t, int64_t)>& progress) {
+                                  const std::function<void(int64_t, int64_t)>& progress,
+                                  const TraceWindow& window) {
     TraceExportStats stats;
     RunClock clock;
     int64_t total = 0;
     for (const RankReader& r : run.ranks()) {
         clock.addRank(r.info().rank, r.info().clockOriginWallNs);
-        if (progress) total += r.summary().ops;
+        if (progress && window.hasRank(r.info().rank)) total += r.summary().ops;
     }
     std::string runId = run.manifest()        ? run.manifest()->runId
                         : run.ranks().empty() ? ""
@@ -309,7 +317,8 @@ TraceExportStats writeChromeTrace(const RunReader& run, std::ostream& out,
     Writer w(out);
     int64_t done = 0;
     for (const RankReader& r : run.ranks()) {
-        RankExporter e(r, clock, w, stats);
+        if (!window.hasRank(r.info().rank)) continue;
+        RankExporter e(r, clock, w, stats, window);
         e.ops([&](int64_t n) {
             done += n;
             if (progress) progress(done, total);

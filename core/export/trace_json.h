@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
+#include <set>
 
 #include "core/store/run_reader.h"
 
@@ -20,8 +21,19 @@ struct TraceExportStats {
     int64_t ops = 0, collectives = 0, incidents = 0, flows = 0, clamped = 0;
 };
 
+// What of a run goes into the trace: a window of optimizer steps (records
+// of the steps firstStep..lastStep, inclusive; a record before the first
+// step has step -1) and a set of ranks (empty: every rank).
+struct TraceWindow {
+    int64_t firstStep = INT64_MIN, lastStep = INT64_MAX;
+    std::set<int> ranks;
+    bool hasStep(int64_t step) const { return step >= firstStep && step <= lastStep; }
+    bool hasRank(int rank) const { return ranks.empty() || ranks.contains(rank); }
+};
+
 TraceExportStats writeChromeTrace(
     const RunReader& run, std::ostream& out,
-    const std::function<void(int64_t done, int64_t total)>& progress = {});
+    const std::function<void(int64_t done, int64_t total)>& progress = {},
+    const TraceWindow& window = {});
 
 }  // namespace meshscope

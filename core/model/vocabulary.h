@@ -224,6 +224,7 @@ enum class FindingKind : uint8_t {
     DTensorError,
     CollectiveError,
     Hang,
+    Reconciled,
     End,
 };
 
@@ -235,6 +236,9 @@ struct FindingKindInfo {
     // Its SARIF rule, when it has one of its own (unreconciled incidents are
     // reported per origin class instead): id, name, brief, help, level.
     std::string_view sarifRule, sarifName, sarifBrief, sarifHelp, sarifLevel;
+    // `--fail-on any` covers it; false for what only a gate that asks for it
+    // wants (incidents a policy repaired).
+    bool inAny = true;
 };
 
 // The SARIF rule missing and unreadable ranks share.
@@ -286,6 +290,10 @@ inline constexpr std::array kFindingKinds = std::to_array<FindingKindInfo>({
      "a collective still pending after the watchdog's time, or when its rank ended", 0,
      "meshscope/collective-hang", "CollectiveHang", "A collective did not complete",
      "Make every rank issue the same collectives in the same order, on the same group", "error"},
+    {FindingKind::Reconciled, "reconciled",
+     "mixed-tensor incidents a policy repaired: the code runs only under meshscope (only when "
+     "asked for: --fail-on reconciled)",
+     3, "", "", "", "", "", false},
 });
 
 static_assert(kindTableIsComplete(kFindingKinds, FindingKind::End),

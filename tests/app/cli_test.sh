@@ -17,6 +17,8 @@ expect summary-json-steps '"steps": 3'
 expect summary-json-incidents '"incidents": 3'
 check info 0 "$cli" info "$dir/run"
 expect info-ranks "rank 1 .*rank-00001.msdb"
+check unknown-command 2 "$cli" bogus
+expect unknown-command-names-it "^meshscope: unknown command 'bogus'; commands: record, info, summary, "
 check missing-path 3 "$cli" summary "$dir/absent"
 expect missing-path-message "^meshscope: $dir/absent: no such file or directory$"
 check usage 2 "$cli" summary
@@ -29,6 +31,8 @@ expect damaged-rank-names-file "^meshscope: $dir/damaged/rank-00001.msdb: not a 
 check damaged-partial 0 "$cli" summary --partial "$dir/damaged"
 expect damaged-partial-table "ranks readable 1"
 check damaged-info 3 "$cli" info "$dir/damaged"
+check damaged-info-problem-on-stderr 0 bash -c '"$1" info "$2" 2>&1 >/dev/null | grep -q "^meshscope: .*rank-00001.msdb: not a meshscope rank file"' _ "$cli" "$dir/damaged"
+check damaged-info-stdout-has-no-problem 1 bash -c '"$1" info "$2" 2>/dev/null | grep -q "rank-00001.msdb: not"' _ "$cli" "$dir/damaged"
 
 rm "$dir/run/rank-00000.msdb"
 check missing-rank 3 "$cli" summary "$dir/run"
@@ -42,6 +46,10 @@ check check-findings 1 "$cli" check "$dir/a"
 expect check-invalid "^invalid: model.py:44: aten::mm: .* differs across ranks"
 expect check-unreconciled "^unreconciled: .*aten::mul.Tensor"
 check check-fail-on-divergent 0 "$cli" check "$dir/a" --fail-on divergent
+check check-fail-on-reconciled 1 "$cli" check "$dir/a" --fail-on reconciled
+expect check-reconciled-line "^reconciled: .*reconciled by the policy \(.*\) on rank\(s\) .*; fix: "
+check check-any-leaves-reconciled-out 1 "$cli" check "$dir/a"
+check check-any-has-no-reconciled-line 1 grep -q '^reconciled: ' <<<"$out"
 check check-bad-kind 2 "$cli" check "$dir/a" --fail-on everything
 check check-missing 3 "$cli" check "$dir/absent"
 expect check-missing-message "^meshscope: $dir/absent: no such file or directory$"
@@ -52,12 +60,25 @@ done
 check report-json-parses 0 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["groups"] and d["findings"]' "$dir/report.json"
 check sarif-parses 0 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["version"]=="2.1.0" and d["runs"][0]["results"]' "$dir/report.sarif"
 check report-bad-format 2 "$cli" report "$dir/a" --format pdf -o "$dir/x"
+check report-unwritable 2 "$cli" report "$dir/a" -o "$dir/no/such/dir/x.md"
+expect report-unwritable-names-it "^meshscope: $dir/no/such/dir/x.md: cannot write \(No such file or directory\)$"
 check report-format-from-extension 0 "$cli" report "$dir/a" -o "$dir/by-name.md"
 check report-is-markdown 0 grep -q '^# meshscope report' "$dir/by-name.md"
 check report-format-flag-wins 0 "$cli" report "$dir/a" --format json -o "$dir/flag.md"
 check report-flag-json-parses 0 python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$dir/flag.md"
 check export 0 "$cli" export "$dir/a" -o "$dir/trace.json"
 check export-parses 0 python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["traceEvents"]; assert {x["ph"] for x in e} >= {"X","M","i","C"}' "$dir/trace.json"
+check export-window 0 "$cli" export "$dir/a" -o "$dir/window.json" --steps 1-2 --ranks 1
+check export-window-holds-only-it 0 python3 -c 'import json,sys
+e = json.load(open(sys.argv[1]))["traceEvents"]
+steps = {x["args"]["step"] for x in e if x["ph"] in "Xi" and "step" in x.get("args", {})}
+assert steps == {1, 2}, steps
+assert {x["pid"] for x in e} == {1}, {x["pid"] for x in e}' "$dir/window.json"
+check export-gzip 0 "$cli" export "$dir/a" -o "$dir/trace.json.gz"
+check export-gzip-is-the-trace 0 python3 -c 'import gzip,json,sys; assert json.load(gzip.open(sys.argv[1])) == json.load(open(sys.argv[2]))' "$dir/trace.json.gz" "$dir/trace.json"
+check export-bad-steps 2 "$cli" export "$dir/a" -o "$dir/x.json" --steps 3-1
+expect export-bad-steps-message "^meshscope: --steps 3-1: not a step range"
+check export-bad-ranks 2 "$cli" export "$dir/a" -o "$dir/x.json" --ranks 0,x
 check export-missing 3 "$cli" export "$dir/absent" -o "$dir/t.json"
 "$cli" synth -o "$dir/b" --ranks 2 --steps 4 --layers 2 --incidents-per-step 4 >/dev/null
 check diff-same 0 "$cli" diff "$dir/a" "$dir/a"

@@ -125,3 +125,14 @@ def test_the_end_of_record_lists_each_call_site_and_what_to_run_next(tmp_path):
     assert any("origin D" in line and "sharded_from_local" in line for line in lines), groups
     assert "fix: distribute each batch" in groups
     assert f"meshscope check {run_dir}" in end and f"meshscope report {run_dir}" in end
+    assert "--fail-on reconciled" in end
+    # a CI gate can forbid code that runs only because the policy repaired it
+    gate = subprocess.run([cli(), "check", str(run_dir)], capture_output=True, text=True)
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    gate = subprocess.run([cli(), "check", str(run_dir), "--fail-on", "reconciled"],
+                          capture_output=True, text=True)
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    found = gate.stdout.splitlines()
+    assert found and all(line.startswith("reconciled: ") for line in found), gate.stdout
+    assert any("s1_input_batch.py:" in line and "reconciled by the policy (sharded_from_local"
+               in line and "; fix: distribute each batch" in line for line in found), gate.stdout

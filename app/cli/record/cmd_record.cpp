@@ -133,7 +133,9 @@ void printIncidentGroups(const RunAnalysis& analysis, std::ostream& out) {
 void printNextSteps(const std::filesystem::path& runDir, std::ostream& out) {
     std::string dir = runDir.string();
     out << "next:\n"
-        << "  meshscope check " << dir << "    # findings, one a line; exit 1 on any\n"
+        << "  meshscope check " << dir
+        << "    # findings, one a line; exit 1 on any (--fail-on reconciled: also what "
+           "the policy repaired)\n"
         << "  meshscope report " << dir << " -o " << (runDir / "report.html").string()
         << "    # incidents, fixes, placements\n";
     std::error_code ec;
