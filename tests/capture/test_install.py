@@ -39,3 +39,19 @@ def test_pip_install_builds_the_agent_and_the_cli(tmp_path):
                            env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
     path, incidents = check.stdout.split()
     assert path.startswith(str(target)) and int(incidents) > 0
+
+
+def test_the_project_venv_imports_the_build_and_runs_its_cli(tmp_path):
+    """scripts/build.sh (which the README's commands run) puts the build into
+    the project's virtualenv: `import meshscope` without PYTHONPATH, and
+    `meshscope` on the venv's PATH."""
+    venv_bin = ROOT / ".venv" / "bin"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MESHSCOPE_CLI")}
+    found = subprocess.run([str(venv_bin / "python"), "-c",
+                            "import meshscope; print(meshscope.__file__)"],
+                           env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert found.returncode == 0, found.stderr[-2000:]
+    assert found.stdout.startswith(str(ROOT / "build")), found.stdout
+    version = subprocess.run([str(venv_bin / "meshscope"), "--version"], env=env,
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("meshscope"), version.stderr
