@@ -50,10 +50,7 @@ class FailuresTest : public QObject {
 
     void showsKindsStopsAndTheHangsStacks() {
         MainWindow w;
-        w.resize(1600, 1000);
-        w.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&w));
-        QVERIFY(openAndWait(w, m_dir / "run"));
+        QVERIFY(showAndOpen(w, m_dir / "run", {1600, 1000}));
         auto analysis = w.session().analysis();
         QVERIFY(analysis);
 

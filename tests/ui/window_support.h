@@ -36,6 +36,14 @@ inline bool openAndWait(MainWindow& w, const std::filesystem::path& run) {
     return ready.wait(kWaitMs) || ready.count() > 0;
 }
 
+// Shows `w` at `size`, waits until it is on screen and opens `run`; false
+// when either does not happen.
+inline bool showAndOpen(MainWindow& w, const std::filesystem::path& run, QSize size) {
+    w.resize(size);
+    w.show();
+    return QTest::qWaitForWindowExposed(&w) && openAndWait(w, run);
+}
+
 // QSettings in a scratch location, cleared; an empty directory for the runs.
 inline std::filesystem::path scratch(const std::string& name) {
     QStandardPaths::setTestModeEnabled(true);

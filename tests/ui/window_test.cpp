@@ -9,6 +9,7 @@
 #include <QJsonDocument>
 #include <QSignalSpy>
 #include <QStandardPaths>
+#include <QTabWidget>
 #include <QTableView>
 #include <QtTest>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "ui/app/shortcuts_dialog.h"
 #include "ui/inspector/inspector_widget.h"
 #include "ui/models/incident_filter_model.h"
+#include "ui/models/incident_group_model.h"
 #include "ui/models/incident_table_model.h"
 #include "ui/timeline/timeline_canvas.h"
 
@@ -43,10 +45,7 @@ class WindowTest : public QObject {
 
     void tableAndTimelineSelectEachOther() {
         MainWindow w;
-        w.resize(1400, 900);
-        w.show();
-        QVERIFY(QTest::qWaitForWindowExposed(&w));
-        QVERIFY(openAndWait(w, m_dir / "run"));
+        QVERIFY(showAndOpen(w, m_dir / "run", {1400, 900}));
         auto analysis = w.session().analysis();
         QVERIFY(analysis);
         QCOMPARE(w.incidentModel().rowCount(), int(analysis->incidents.size()));
@@ -170,6 +169,46 @@ class WindowTest : public QObject {
         QVERIFY2(colours.size() > 8, "the timeline image looks blank");
         ShortcutsDialog help(w.actions(), &w);
         QVERIFY(help.rowCount() > 20);
+    }
+
+    // The incidents dock opens on the groups, as the report lists them: one
+    // row per call site with its count, origin, what the policy did and the
+    // fix; a row shows its first incident, the fix first in the inspector.
+    void incidentGroupsByCallSiteAndTheFixFirst() {
+        MainWindow w;
+        QVERIFY(showAndOpen(w, m_dir / "run", {1400, 900}));
+        auto analysis = w.session().analysis();
+        QVERIFY(analysis && !analysis->groups.empty());
+        QCOMPARE(w.incidentTabs().currentWidget(), &w.groupsTable());
+        QCOMPARE(w.incidentTabs().tabText(0), QString("By call site"));
+        IncidentGroupModel& groups = w.groupsModel();
+        QCOMPARE(groups.rowCount(), int(analysis->groups.size()));
+        QVERIFY(groups.rowCount() < int(analysis->incidents.size()));
+        int64_t total = 0;
+        for (int r = 0; r < groups.rowCount(); ++r) {
+            const IncidentGroup& g = analysis->groups[size_t(r)];
+            QCOMPARE(groups.index(r, IncidentGroupModel::Count).data().toLongLong(), g.count);
+            QCOMPARE(groups.index(r, IncidentGroupModel::Site).data().toString(),
+                     QString::fromStdString(formatLocation(g.site)));
+            QCOMPARE(groups.index(r, IncidentGroupModel::Fix).data().toString(),
+                     QString::fromStdString(g.fix.summary));
+            total += g.count;
+        }
+        QCOMPARE(total, int64_t(analysis->incidents.size()));
+
+        const int row = groups.rowCount() - 1;
+        const IncidentGroup& g = analysis->groups[size_t(row)];
+        w.groupsTable().selectRow(row);
+        emit w.groupsTable().activated(groups.index(row, IncidentGroupModel::Site));
+        TimelineSelection picked = w.canvas().selection();
+        QCOMPARE(picked.kind, TimelineSelection::Kind::Incident);
+        QCOMPARE(picked.rank, g.example.rank);
+        QCOMPARE(qint64(picked.seq), qint64(g.example.seq.value()));
+        QString text = w.inspector().plainText();
+        QVERIFY2(text.contains(QString::fromStdString(g.fix.summary)), qPrintable(text));
+        qsizetype fix = text.indexOf("\nFix\n"), operands = text.indexOf("\nOperands\n");
+        QVERIFY2(fix >= 0 && (operands < 0 || fix < operands), qPrintable(text));
+        QVERIFY(w.grab().save(shot("window-groups.png")));
     }
 
     void damagedRankOpensWhatIsReadable() {

@@ -17,6 +17,7 @@
 #include <QProgressDialog>
 #include <QSettings>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTableView>
 #include <QToolBar>
 #include <QVBoxLayout>
@@ -29,6 +30,7 @@
 #include "ui/inspector/op_detail.h"
 #include "ui/models/incident_filter_bar.h"
 #include "ui/models/incident_filter_model.h"
+#include "ui/models/incident_group_model.h"
 #include "ui/models/incident_table_model.h"
 #include "ui/models/rank_stop_model.h"
 #include "ui/timeline/timeline_canvas.h"
@@ -153,6 +155,22 @@ void MainWindow::buildMenus() {
     rebuildRecentMenu();
 }
 
+namespace {
+
+// A table of whole rows, one selected at a time, for the docks.
+QTableView* rowTable(QAbstractItemModel* model, const char* name, QWidget* parent) {
+    auto* table = new QTableView(parent);
+    table->setObjectName(name);
+    table->setModel(model);
+    table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    table->setSelectionMode(QAbstractItemView::SingleSelection);
+    table->verticalHeader()->hide();
+    table->horizontalHeader()->setStretchLastSection(true);
+    return table;
+}
+
+}  // namespace
+
 void MainWindow::buildDocks() {
     m_model = new IncidentTableModel(this);
     m_filter = new IncidentFilterModel(this);
@@ -161,20 +179,30 @@ void MainWindow::buildDocks() {
     auto* layout = new QVBoxLayout(panel);
     layout->setContentsMargins(2, 2, 2, 2);
     m_filterBar = new IncidentFilterBar(m_filter, panel);
-    m_table = new QTableView(panel);
-    m_table->setObjectName("incidentTable");
-    m_table->setModel(m_filter);
+    m_table = rowTable(m_filter, "incidentTable", panel);
     m_table->setSortingEnabled(true);
     m_table->sortByColumn(IncidentTableModel::Rank, Qt::AscendingOrder);
-    m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_table->setSelectionMode(QAbstractItemView::SingleSelection);
-    m_table->verticalHeader()->hide();
-    m_table->horizontalHeader()->setStretchLastSection(true);
     layout->addWidget(m_filterBar);
     layout->addWidget(m_table);
+    // By call site first, as the reports group them: the places to change.
+    m_groups = new IncidentGroupModel(this);
+    m_groupsTable = rowTable(m_groups, "groupsTable", this);
+    m_incidentTabs = new QTabWidget(this);
+    m_incidentTabs->setObjectName("incidentTabs");
+    m_incidentTabs->addTab(m_groupsTable, "By call site");
+    m_incidentTabs->addTab(panel, "Each incident");
     auto* incidents = new QDockWidget("Incidents", this);
     incidents->setObjectName("incidentsDock");
-    incidents->setWidget(panel);
+    incidents->setWidget(m_incidentTabs);
+    // A group shows its first incident everywhere (timeline, inspector).
+    auto showGroup = [this](const QModelIndex& index) {
+        if (!index.isValid()) return;
+        select({TimelineSelection::Kind::Incident, index.data(IncidentGroupModel::RankRole).toInt(),
+                index.data(IncidentGroupModel::SeqRole).toLongLong()},
+               true);
+    };
+    connect(m_groupsTable, &QTableView::activated, this, showGroup);
+    connect(m_groupsTable, &QTableView::clicked, this, showGroup);
     addDockWidget(Qt::BottomDockWidgetArea, incidents);
     connect(m_table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
             [this] { onTableRowChanged(); });
@@ -196,13 +224,7 @@ void MainWindow::buildDocks() {
 // incident (a hang's stacks in the inspector) or its last collective.
 void MainWindow::buildStopsDock() {
     m_stops = new RankStopModel(this);
-    m_stopsTable = new QTableView(this);
-    m_stopsTable->setObjectName("stopsTable");
-    m_stopsTable->setModel(m_stops);
-    m_stopsTable->setSelectionBehavior(QAbstractItemView::SelectRows);
-    m_stopsTable->setSelectionMode(QAbstractItemView::SingleSelection);
-    m_stopsTable->verticalHeader()->hide();
-    m_stopsTable->horizontalHeader()->setStretchLastSection(true);
+    m_stopsTable = rowTable(m_stops, "stopsTable", this);
     m_stopsTable->setWordWrap(true);  // a state line is a sentence; rows grow to show it
     auto* dock = new QDockWidget("Where it stopped", this);
     dock->setObjectName("stopsDock");
@@ -305,6 +327,7 @@ void MainWindow::openRun(const QString& path) {
     m_canvas->setData(nullptr);
     m_model->setAnalysis(nullptr);
     m_stops->setAnalysis(nullptr);
+    m_groups->setAnalysis(nullptr);
     m_inspector->clear();
     setWindowTitle(QStringLiteral("meshscope - %1").arg(QFileInfo(path).fileName()));
     m_progress = new QProgressDialog(QStringLiteral("Opening %1").arg(path), "Cancel", 0, 0, this);
@@ -356,6 +379,10 @@ void MainWindow::onAnalysisReady() {
     m_model->setAnalysis(m_session->analysis());
     m_table->resizeColumnsToContents();
     m_stops->setAnalysis(m_session->analysis());
+    m_groups->setAnalysis(m_session->analysis());
+    for (int c : {IncidentGroupModel::Count, IncidentGroupModel::Site, IncidentGroupModel::Op,
+                  IncidentGroupModel::What, IncidentGroupModel::Ranks})
+        m_groupsTable->resizeColumnToContents(c);
     m_stopsTable->resizeColumnToContents(RankStopModel::Rank);
     m_stopsTable->resizeRowsToContents();
     m_canvas->dataChanged();

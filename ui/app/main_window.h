@@ -1,8 +1,8 @@
 #pragma once
 
 // The meshscope-gui window: the timeline canvas in the centre, the
-// incidents table, the inspector and where each rank stopped in docks, a replay toolbar, menus for
-// opening, exporting and views. It wires the pieces together: the session
+// incidents by call site and one by one, the inspector and where each rank stopped in docks, a
+// replay toolbar, menus for opening, exporting and views. It wires the pieces together: the session
 // loads and follows the run; selection flows both ways between table and
 // timeline and into the inspector; the replay cursor drives all three.
 // Window layout, recent runs and view settings persist in QSettings.
@@ -21,6 +21,7 @@ class QMenu;
 class QProgressDialog;
 class QTableView;
 class QComboBox;
+class QTabWidget;
 
 namespace meshscope::ui {
 
@@ -30,6 +31,7 @@ class IncidentFilterModel;
 class IncidentFilterBar;
 class InspectorWidget;
 class RankStopModel;
+class IncidentGroupModel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -48,6 +50,9 @@ class MainWindow : public QMainWindow {
     InspectorWidget& inspector() { return *m_inspector; }
     QTableView& stopsTable() { return *m_stopsTable; }
     RankStopModel& stopsModel() { return *m_stops; }
+    QTableView& groupsTable() { return *m_groupsTable; }
+    IncidentGroupModel& groupsModel() { return *m_groups; }
+    QTabWidget& incidentTabs() { return *m_incidentTabs; }
     ReplayController& replay() { return *m_replay; }
     QString statusText() const;
     // Shows an item everywhere: timeline, table row and inspector.
@@ -101,6 +106,9 @@ class MainWindow : public QMainWindow {
     InspectorWidget* m_inspector = nullptr;
     RankStopModel* m_stops = nullptr;
     QTableView* m_stopsTable = nullptr;
+    IncidentGroupModel* m_groups = nullptr;
+    QTableView* m_groupsTable = nullptr;
+    QTabWidget* m_incidentTabs = nullptr;
     QLabel* m_statusRun = nullptr;
     QLabel* m_statusProblems = nullptr;
     QLabel* m_statusLive = nullptr;

@@ -333,12 +333,12 @@ void InspectorWidget::showIncident(const IncidentDetail& d, const IncidentRef* r
     if (d.kind != IncidentKind::MixedTensor) return showFailure(d, e);
     Doc doc;
     incidentHeader(doc, d, e);
+    fixSection(doc, e);  // first: what to change, without scrolling
     operandsSection(doc, d.operands);
     reconciliationSection(doc, d, e);
     crossRankSection(doc, d, e, check);
     originSection(doc, e);
     stackSection(doc, d.stack);
-    fixSection(doc, e);
     doc.plainOnly("Device mesh", m_mesh->describe());
     setContent(QStringLiteral("Incident #%1, rank %2").arg(d.seq.value()).arg(d.rank), doc.html(),
                doc.plain());
@@ -348,9 +348,9 @@ void InspectorWidget::showFailure(const IncidentDetail& d, const IncidentExplana
     if (isCollectiveKind(d.kind)) m_mesh->clear();  // no operands to draw
     Doc doc;
     failureHeader(doc, d, e);
+    fixSection(doc, e);  // first: what to change, without scrolling
     failureSection(doc, e);
     if (!d.operands.empty()) operandsSection(doc, d.operands);
-    fixSection(doc, e);
     stackSection(doc, d.stack);
     threadStacksSection(doc, e);
     doc.plainOnly("Device mesh", m_mesh->describe());
