@@ -147,7 +147,9 @@ void RunSession::open(const QString& path) {
 
 void RunSession::finishTimeline(std::shared_ptr<LoadResult> result, uint64_t generation) {
     if (generation != m_generation) return;
-    if (result->cancelled) {
+    // cancel() may come after the loader's last look at the flag, while its
+    // result waits in the event queue: a cancelled load is never shown.
+    if (result->cancelled || (m_cancel && m_cancel->load())) {
         m_loading = false;
         emit cancelled();
         return;
