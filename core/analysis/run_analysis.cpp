@@ -635,15 +635,20 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     return a;
 }
 
+std::string formatActions(const IncidentGroup& group) {
+    std::string text;
+    for (const auto& [action, n] : group.actions)
+        text += fmt::format("{}{} {}", text.empty() ? "" : ", ", toString(action), n);
+    return text;
+}
+
 std::vector<Finding> reconciledFindings(const RunAnalysis& analysis) {
     std::vector<Finding> out;
     for (const IncidentGroup& g : analysis.groups) {
         if (g.kind != IncidentKind::MixedTensor) continue;
         auto reconciled = g.outcomes.find(Outcome::Reconciled);
         if (reconciled == g.outcomes.end() || reconciled->second == 0) continue;
-        std::string how;
-        for (const auto& [action, n] : g.actions)
-            how += fmt::format("{}{} {}", how.empty() ? "" : ", ", toString(action), n);
+        std::string how = formatActions(g);
         out.push_back({FindingKind::Reconciled,
                        fmt::format("{}: {} mixed a plain tensor from {} ({}) with DTensors; {} "
                                    "reconciled by the policy ({}) on rank(s) {}; fix: {}",

@@ -205,6 +205,9 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options = {});
 std::vector<const Finding*> findingsOf(const RunAnalysis& analysis,
                                        const std::vector<FindingKind>& kinds);
 
+// What the policy did with a group's incidents: "replicated 24, observed 4".
+std::string formatActions(const IncidentGroup& group);
+
 // One `reconciled` finding per group of mixed-tensor incidents a policy
 // repaired (call site, op, origin, what the policy did, ranks, fix): what a
 // CI gate forbids when code may not rely on meshscope's repairs. Not among

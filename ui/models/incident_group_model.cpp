@@ -21,10 +21,7 @@ QString what(const IncidentGroup& g) {
 
 // "replicated 24, 2 unreconciled"
 QString handled(const IncidentGroup& g) {
-    QString text;
-    for (const auto& [action, n] : g.actions)
-        text += (text.isEmpty() ? "" : ", ") + qs(std::string(toString(action))) +
-                QStringLiteral(" %1").arg(n);
+    QString text = qs(formatActions(g));
     if (g.unreconciled)
         text +=
             (text.isEmpty() ? "" : ", ") + QStringLiteral("%1 unreconciled").arg(g.unreconciled);

@@ -116,9 +116,7 @@ void printIncidentGroups(const RunAnalysis& analysis, std::ostream& out) {
         std::string what = g.kind == IncidentKind::MixedTensor
                                ? fmt::format("origin {}", char(g.origin))
                                : std::string(incidentKindInfo(g.kind).tag);
-        std::string actions;
-        for (const auto& [action, n] : g.actions)
-            actions += fmt::format("{}{} {}", actions.empty() ? "" : ", ", toString(action), n);
+        std::string actions = formatActions(g);
         out << fmt::format("  {}  {}  {}  x{}{}{}\n", shownPath(formatLocation(g.site)), g.op, what,
                            g.count, actions.empty() ? "" : "  (" + actions + ")",
                            g.unreconciled ? fmt::format("  {} unreconciled", g.unreconciled) : "");
