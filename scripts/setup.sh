@@ -50,4 +50,13 @@ if [[ ! -f "$venv/.complete" ]]; then
   "$venv/bin/python" -m pip install -q -r "$root/requirements.txt"
   touch "$venv/.complete"
 fi
+# HTA for the torch-profiler export test, without the JupyterLab its own
+# requirements pull (requirements-hta.txt); keyed by that file's hash.
+hta=$(sha256sum "$root/requirements-hta.txt" | cut -c1-16)
+if [[ ! -f "$venv/.hta-$hta" ]]; then
+  echo "setup: installing HTA into $venv (requirements-hta.txt)" >&2
+  "$venv/bin/python" -m pip install -q --no-deps -r "$root/requirements-hta.txt"
+  rm -f "$venv"/.hta-*
+  touch "$venv/.hta-$hta"
+fi
 ln -sfn "$venv" "$root/.venv"

@@ -2,6 +2,7 @@
 #include <charconv>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -42,6 +43,39 @@ std::optional<std::pair<int64_t, int64_t>> parseRange(const std::string& text) {
     return std::pair{a, b};
 }
 
+// The folder torch-profiler files go into: made if missing; refused when it
+// holds trace files already, which HTA would read as ranks of the same job.
+bool usableTraceFolder(const std::string& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+        std::cerr << "meshscope: " << dir
+                  << ": not a folder (--format torch-profiler writes one file per rank into a "
+                     "folder)\n";
+        return false;
+    }
+    if (!fs::create_directories(dir, ec) && ec) {
+        std::cerr << "meshscope: " << dir << ": cannot make the folder (" << ec.message() << ")\n";
+        return false;
+    }
+    int traces = 0;
+    std::string example;
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+        std::string name = entry.path().filename().string();
+        if (name.ends_with(".json") || name.ends_with(".json.gz")) {
+            if (traces++ == 0) example = name;
+        }
+    }
+    if (traces > 0) {
+        std::cerr << "meshscope: " << dir << ": holds " << traces << " trace file"
+                  << (traces == 1 ? "" : "s") << " already (" << example
+                  << "); HTA and TensorBoard would read them as ranks of this run: export into an "
+                     "empty folder\n";
+        return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 Command addExport(CLI::App& app) {
@@ -50,20 +84,26 @@ Command addExport(CLI::App& app) {
         std::string format = "chrome-trace";
         std::string out;
         std::string steps, ranks;
-        bool partial = false;
+        bool partial = false, gzip = false;
     };
     auto o = std::make_shared<Options>();
     auto* sub = app.add_subcommand(
         "export",
-        "Export a run as Chrome trace event JSON (open it in Perfetto or chrome://tracing)");
+        "Export a run as Chrome trace event JSON (open it in Perfetto or chrome://tracing), or "
+        "as one torch.profiler trace file per rank (HTA, TensorBoard's profiler plugin)");
     sub->add_option("run", o->path, "Run directory or rank file")->required();
-    sub->add_option("--format", o->format, "chrome-trace")
-        ->check(CLI::IsMember({"chrome-trace"}))
+    sub->add_option("--format", o->format,
+                    "chrome-trace: one file for the run; torch-profiler: a folder of "
+                    "HOST_PID.TIME.pt.trace.json files, one per rank")
+        ->check(CLI::IsMember({"chrome-trace", "torch-profiler"}))
         ->capture_default_str();
-    sub->add_option(
-           "-o,--output", o->out,
-           "File to write ('-' for stdout); a name ending in .gz is written gzip-compressed")
+    sub->add_option("-o,--output", o->out,
+                    "File to write ('-' for stdout; a name ending in .gz is written "
+                    "gzip-compressed); with --format torch-profiler the folder to write into")
         ->required();
+    sub->add_flag("--gzip", o->gzip,
+                  "torch-profiler: write .pt.trace.json.gz files (what the profiler's use_gzip "
+                  "writes)");
     sub->add_option("--steps", o->steps,
                     "Only the optimizer steps A-B (inclusive; A-, -B, or one step A; records "
                     "before the first step are step -1)");
@@ -93,11 +133,18 @@ Command addExport(CLI::App& app) {
                         window.ranks.insert(int(r));
                     begin = end + 1;
                 }
-                if (isGzipPath(o->out) && !gzipAvailable()) {
+                const bool perRank = o->format == "torch-profiler";
+                if ((perRank ? o->gzip : isGzipPath(o->out)) && !gzipAvailable()) {
                     std::cerr << "meshscope: " << o->out
                               << ": this meshscope was built without zlib and cannot write gzip\n";
                     return kExitUsage;
                 }
+                if (o->gzip && !perRank) {
+                    std::cerr << "meshscope: --gzip is for --format torch-profiler; a chrome-trace "
+                                 "file is compressed when its name ends in .gz\n";
+                    return kExitUsage;
+                }
+                if (perRank && !usableTraceFolder(o->out)) return kExitUsage;
                 auto opened =
                     openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
                 if (!opened) return kExitUnreadable;
@@ -117,6 +164,45 @@ Command addExport(CLI::App& app) {
                                   : "");
                 };
                 TraceExportStats stats;
+                if (perRank) {
+                    int files = 0;
+                    std::map<std::string, int> sameName;  // ranks written by one process
+                    for (const RankReader& rank : opened->ranks())
+                        ++sameName[profilerTraceFileName(rank.info(), o->gzip)];
+                    for (const RankReader& rank : opened->ranks()) {
+                        if (!window.hasRank(rank.info().rank)) continue;
+                        std::string name = profilerTraceFileName(rank.info(), o->gzip);
+                        if (sameName[name] > 1)
+                            name = profilerTraceFileName(rank.info(), o->gzip, true);
+                        std::string file = (std::filesystem::path(o->out) / name).string();
+                        bool written = writeOutput(file, [&](std::ostream& out) {
+                            auto add = [&](const TraceExportStats& s) {
+                                stats.ops += s.ops;
+                                stats.collectives += s.collectives;
+                                stats.incidents += s.incidents;
+                                stats.flows += s.flows;
+                                stats.clamped += s.clamped;
+                            };
+                            if (!o->gzip) {
+                                add(writeProfilerTrace(*opened, rank, out, {}, window));
+                                return;
+                            }
+                            GzipOutput gz(out);
+                            add(writeProfilerTrace(*opened, rank, gz, {}, window));
+                            if (!gz.finish()) out.setstate(std::ios::badbit);
+                        });
+                        if (!written) return kExitUsage;
+                        std::cout << file << "\n";
+                        ++files;
+                    }
+                    finish(stats);
+                    if (files == 0) {
+                        std::cerr << "meshscope: --ranks " << o->ranks << ": no such rank in "
+                                  << o->path << "\n";
+                        return kExitUsage;
+                    }
+                    return kExitOk;
+                }
                 bool written = writeOutput(o->out, [&](std::ostream& out) {
                     if (!isGzipPath(o->out)) {
                         stats = writeChromeTrace(*opened, out, progress, window);

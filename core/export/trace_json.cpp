@@ -3,6 +3,7 @@
 #include "core/model/run_clock.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <ostream>
 #include <set>
@@ -52,16 +53,30 @@ class Writer {
     bool m_first = true;
 };
 
+// Chrome: one trace for the run, a process per rank. Profiler: one rank's
+// file in torch.profiler's shape (cpu_op, user_annotation, ProfilerStep#N).
+enum class Flavor { Chrome, Profiler };
+
 class RankExporter {
   public:
     RankExporter(const RankReader& rank, const RunClock& clock, Writer& w, TraceExportStats& stats,
-                 const TraceWindow& window)
+                 const TraceWindow& window, Flavor flavor = Flavor::Chrome)
         : m_window(window),
+          m_flavor(flavor),
           m_rank(rank),
-          m_pid(rank.info().rank),
+          m_pid(flavor == Flavor::Profiler ? int(rank.info().pid) : rank.info().rank),
           m_w(w),
           m_stats(stats),
           m_offset(clock.offset(rank.info().rank)) {}
+
+    // The rank's events, in the order a reader needs them: ops first (the
+    // incidents' flows point at the ops that reconciled them).
+    void everything(const std::function<void(int64_t)>& pageDone) {
+        ops(pageDone);
+        collectivesAndSteps();
+        incidents();
+        metadata();
+    }
 
     void ops(const std::function<void(int64_t)>& progress) {
         std::map<uint32_t, std::vector<Span>> buffers;
@@ -75,6 +90,7 @@ class RankExporter {
                     if (!m_window.hasStep(op.step)) return;
                     ++m_stats.ops;
                     m_threads.insert(op.thread);
+                    widenIteration(op.step, op.startNs, std::max(op.startNs, op.endNs), op.thread);
                     Span s{op.startNs, std::max(op.startNs, op.endNs), op.depth, op};
                     std::vector<Span>& buffer = buffers[op.thread];
                     // A depth-0 op closes its tree when children precede it
@@ -111,6 +127,7 @@ class RankExporter {
             carrier.thread = c.thread;
             perThread[c.thread].push_back({c.startNs, std::max(c.startNs, c.endNs), 0, carrier});
             m_collectives[c.seq.value()] = c;
+            widenIteration(c.step, c.startNs, std::max(c.startNs, c.endNs), c.thread);
             auto [it, fresh] = bytesPerStep.try_emplace(c.step, c.startNs, 0);
             it->second.first = std::min(it->second.first, c.startNs);
             it->second.second = saturatingAdd(it->second.second, c.bytes);
@@ -123,6 +140,10 @@ class RankExporter {
             m_w.event(fmt::format(
                 R"({{"ph":"C","pid":{},"tid":0,"ts":{},"name":"collective bytes","args":{{"bytes":{}}}}})",
                 m_pid, micros(saturatingAdd(m_offset, tb.first)), tb.second));
+        if (m_flavor == Flavor::Profiler) {
+            profilerSteps();
+            return;
+        }
         std::vector<Span> steps;
         for (const OptimizerStepRecord& s : m_rank.optimizerSteps()) {
             if (!m_window.hasStep(s.step)) continue;
@@ -184,7 +205,9 @@ class RankExporter {
         const RankInfo& info = m_rank.info();
         m_w.event(fmt::format(
             R"({{"ph":"M","pid":{},"tid":0,"name":"process_name","args":{{"name":{}}}}})", m_pid,
-            jsonString(fmt::format("rank {} ({})", info.rank, info.hostname))));
+            jsonString(m_flavor == Flavor::Profiler
+                           ? fmt::format("rank {} (pid {}, {})", info.rank, info.pid, info.hostname)
+                           : fmt::format("rank {} ({})", info.rank, info.hostname))));
         m_w.event(fmt::format(
             R"({{"ph":"M","pid":{},"tid":0,"name":"process_sort_index","args":{{"sort_index":{}}}}})",
             m_pid, info.rank));
@@ -204,9 +227,55 @@ class RankExporter {
         for (uint32_t t : m_collectiveThreads)
             thread(int(kCollectiveTidBase + t), fmt::format("collectives (thread {})", t));
         if (m_hasSteps) thread(kStepsTid, "optimizer steps");
+        if (m_flavor == Flavor::Profiler)  // what torch.profiler writes beside its events
+            m_w.event(fmt::format(
+                R"({{"ph":"M","pid":{},"tid":0,"name":"process_labels","args":{{"labels":{}}}}})",
+                m_pid, jsonString(fmt::format("rank {}", info.rank))));
     }
 
   private:
+    struct Iteration {
+        int64_t start = INT64_MAX, end = INT64_MIN;
+        uint32_t thread = 0;  // of its first record
+    };
+
+    void widenIteration(int64_t step, int64_t start, int64_t end, uint32_t thread) {
+        if (m_flavor != Flavor::Profiler || step < 0) return;
+        auto [it, fresh] = m_iterations.try_emplace(step);
+        if (fresh || start < it->second.start) it->second.thread = thread;
+        it->second.start = std::min(it->second.start, start);
+        it->second.end = std::max(it->second.end, end);
+    }
+
+    // torch.profiler's annotations: "ProfilerStep#N" around the records of
+    // step N (HTA assigns iterations by them) and "Optimizer.step#Adam.step"
+    // around each optimizer step, on the thread the iteration started on.
+    // They enclose that thread's ops, so they are written as recorded.
+    void profilerSteps() {
+        auto annotation = [&](uint32_t thread, int64_t start, int64_t end, const std::string& name,
+                              int64_t step) {
+            m_w.event(fmt::format(
+                R"({{"ph":"X","cat":"user_annotation","pid":{},"tid":{},"ts":{},"dur":{},"name":{},"args":{{"step":{}}}}})",
+                m_pid, thread, micros(saturatingAdd(m_offset, start)),
+                micros(saturatingSub(end, start)), jsonString(name), step));
+        };
+        std::vector<OptimizerStepRecord> optimizerSteps = m_rank.optimizerSteps();
+        for (const OptimizerStepRecord& s : optimizerSteps)  // an iteration ends after its step()
+            if (m_window.hasStep(s.step))
+                widenIteration(s.step, s.startNs, std::max(s.startNs, s.endNs), 0);
+        for (const auto& [step, it] : m_iterations)
+            annotation(it.thread, it.start, it.end, fmt::format("ProfilerStep#{}", step), step);
+        for (const OptimizerStepRecord& s : optimizerSteps) {
+            if (!m_window.hasStep(s.step)) continue;
+            auto it = m_iterations.find(s.step);
+            std::string optimizer = m_rank.string(s.optimizer);  // "torch.optim.adam.Adam"
+            std::string_view cls = std::string_view(optimizer).substr(optimizer.rfind('.') + 1);
+            annotation(it != m_iterations.end() ? it->second.thread : 0, s.startNs,
+                       std::max(s.startNs, s.endNs), fmt::format("Optimizer.step#{}.step", cls),
+                       s.step);
+        }
+    }
+
     int64_t flowId(IncidentSeq seq) const { return (int64_t(m_pid) << 40) | seq.value(); }
 
     std::string frame(StackId id) {
@@ -253,6 +322,8 @@ class RankExporter {
             } else if (collective) {
                 const CollectiveRecord& c = m_collectives[s.op.seq.value()];
                 nlohmann::json a = {{"bytes", c.bytes},
+                                    {"Collective name", m_rank.string(c.kind)},
+                                    {"Process Group Description", m_rank.string(c.group)},
                                     {"group", m_rank.string(c.group)},
                                     {"src_placements", m_rank.string(c.srcPlacements)},
                                     {"dst_placements", m_rank.string(c.dstPlacements)},
@@ -261,7 +332,10 @@ class RankExporter {
                 args = a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
             } else {
                 if (s.op.incident) m_reconciledBy[s.op.incident.value()] = {s.start, s.op.thread};
-                args = fmt::format(R"({{"seq":{},"step":{},"phase":"{}","frame":{}}})",
+                args = fmt::format(R"({{{}"seq":{},"step":{},"phase":"{}","frame":{}}})",
+                                   m_flavor == Flavor::Profiler
+                                       ? fmt::format(R"("External id":{},)", s.op.seq.value())
+                                       : std::string(),
                                    s.op.seq.value(), s.op.step, toString(s.op.phase),
                                    jsonString(frame(s.op.stack)));
             }
@@ -271,9 +345,10 @@ class RankExporter {
                 micros(saturatingSub(s.end, s.start)),
                 steps ? jsonString(fmt::format("step {} ({})", s.op.step, m_rank.string(s.op.name)))
                       : name(s.op.name),
-                steps        ? "step"
-                : collective ? "collective"
-                             : toString(s.op.phase),
+                steps                          ? "step"
+                : m_flavor == Flavor::Profiler ? "cpu_op"
+                : collective                   ? "collective"
+                                               : toString(s.op.phase),
                 args));
         }
     }
@@ -284,6 +359,7 @@ class RankExporter {
     };
 
     const TraceWindow& m_window;
+    Flavor m_flavor;
     const RankReader& m_rank;
     int m_pid;
     Writer& m_w;
@@ -291,6 +367,7 @@ class RankExporter {
     int64_t m_offset;  // rank-local ns -> ns since the run's earliest origin
     std::set<uint32_t> m_threads, m_collectiveThreads;
     bool m_hasSteps = false;
+    std::map<int64_t, Iteration> m_iterations;   // step -> its records' span (profiler flavor)
     std::map<int, std::vector<int64_t>> m_open;  // tid -> ends of the open spans
     std::unordered_map<int64_t, std::string> m_names, m_frames;
     std::unordered_map<int64_t, CollectiveRecord> m_collectives;
@@ -318,15 +395,52 @@ TraceExportStats writeChromeTrace(const RunReader& run, std::ostream& out,
     int64_t done = 0;
     for (const RankReader& r : run.ranks()) {
         if (!window.hasRank(r.info().rank)) continue;
-        RankExporter e(r, clock, w, stats, window);
-        e.ops([&](int64_t n) {
+        RankExporter(r, clock, w, stats, window).everything([&](int64_t n) {
             done += n;
             if (progress) progress(done, total);
         });
-        e.collectivesAndSteps();
-        e.incidents();
-        e.metadata();
     }
+    out << "\n]}\n";
+    return stats;
+}
+
+std::string profilerTraceFileName(const RankInfo& info, bool gzip, bool withRank) {
+    std::string worker = fmt::format("{}_{}{}", info.hostname.empty() ? "host" : info.hostname,
+                                     info.pid, withRank ? fmt::format("_rank{}", info.rank) : "");
+    for (char& c : worker)  // a recorded host name is untrusted: no '/' or spaces in a file name
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+            c = '_';
+    return fmt::format("{}.{}.pt.trace.json{}", worker, info.clockOriginWallNs, gzip ? ".gz" : "");
+}
+
+TraceExportStats writeProfilerTrace(const RunReader& run, const RankReader& rank, std::ostream& out,
+                                    const std::function<void(int64_t, int64_t)>& progress,
+                                    const TraceWindow& window) {
+    TraceExportStats stats;
+    RunClock clock;
+    for (const RankReader& r : run.ranks())
+        clock.addRank(r.info().rank, r.info().clockOriginWallNs);
+    const RankInfo& info = rank.info();
+    std::string runId = run.manifest() ? run.manifest()->runId : info.runId;
+    auto backend = info.meta.find("backend");
+    // The header is one line, with "rank": and a space, as torch writes it:
+    // HTA finds a file's rank with the pattern "rank":\s+(\d+) on the first
+    // line that has it. Times are microseconds after baseTimeNanoseconds,
+    // the run's earliest clock origin, so every rank's file shares one axis.
+    std::string backendField =  // left out when the agent attached before the process group
+        backend != info.meta.end() && !backend->second.empty()
+            ? fmt::format(R"("backend": {}, )", jsonString(backend->second))
+            : std::string();
+    out << fmt::format(
+        R"({{"schemaVersion": 1, "distributedInfo": {{{}"rank": {}, "world_size": {}}}, "baseTimeNanoseconds": {}, "displayTimeUnit": "ms", "traceName": {}, "traceEvents": [)",
+        backendField, info.rank, info.worldSize, clock.base(),
+        jsonString(fmt::format("meshscope run {} rank {}", runId, info.rank)));
+    Writer w(out);
+    int64_t total = rank.summary().ops, done = 0;
+    RankExporter(rank, clock, w, stats, window, Flavor::Profiler).everything([&](int64_t n) {
+        done += n;
+        if (progress) progress(done, total);
+    });
     out << "\n]}\n";
     return stats;
 }

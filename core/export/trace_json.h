@@ -12,6 +12,7 @@
 #include <functional>
 #include <iosfwd>
 #include <set>
+#include <string>
 
 #include "core/store/run_reader.h"
 
@@ -35,5 +36,23 @@ TraceExportStats writeChromeTrace(
     const RunReader& run, std::ostream& out,
     const std::function<void(int64_t done, int64_t total)>& progress = {},
     const TraceWindow& window = {});
+
+// One rank as a torch.profiler trace file, the format HTA
+// (HolisticTraceAnalysis) and TensorBoard's profiler plugin read, and
+// Perfetto opens: "distributedInfo" names the rank, ops are "cpu_op" events
+// ("External id" is the op's seq), each optimizer step's records are inside a
+// "ProfilerStep#N" annotation, each optimizer.step() is an
+// "Optimizer.step#Adam.step" one, collectives carry "Collective name" and
+// "Process Group Description".
+TraceExportStats writeProfilerTrace(
+    const RunReader& run, const RankReader& rank, std::ostream& out,
+    const std::function<void(int64_t done, int64_t total)>& progress = {},
+    const TraceWindow& window = {});
+
+// "{host}_{pid}.{clock origin ns}.pt.trace.json[.gz]": torch.profiler's
+// tensorboard_trace_handler naming ("{worker}.{time ns}.pt.trace.json").
+// `withRank` makes the worker "{host}_{pid}_rank{rank}", for ranks written
+// by one process (synthetic runs) whose names would be equal.
+std::string profilerTraceFileName(const RankInfo& info, bool gzip, bool withRank = false);
 
 }  // namespace meshscope

@@ -80,6 +80,25 @@ check export-bad-steps 2 "$cli" export "$dir/a" -o "$dir/x.json" --steps 3-1
 expect export-bad-steps-message "^meshscope: --steps 3-1: not a step range"
 check export-bad-ranks 2 "$cli" export "$dir/a" -o "$dir/x.json" --ranks 0,x
 check export-missing 3 "$cli" export "$dir/absent" -o "$dir/t.json"
+# torch-profiler: a file per rank in a folder, named HOST_PID.NS.pt.trace.json
+# as torch.profiler names them; HTA itself: capture.profiler_export
+check export-per-rank 0 "$cli" export "$dir/a" --format torch-profiler -o "$dir/pt" --steps 1-2
+expect export-per-rank-names "^$dir/pt/[^/]+_[0-9]+\.[0-9]+\.pt\.trace\.json$"
+check export-per-rank-files 0 python3 -c 'import json,pathlib,sys
+files = sorted(pathlib.Path(sys.argv[1]).iterdir())
+assert len(files) == 2, files
+for f in files:
+    d = json.loads(f.read_text())
+    assert f.read_text().splitlines()[0].count("\"rank\": ") == 1
+    steps = {x["name"] for x in d["traceEvents"] if x["name"].startswith("ProfilerStep#")}
+    assert steps == {"ProfilerStep#1", "ProfilerStep#2"}, steps' "$dir/pt"
+check export-per-rank-refuses-full-folder 2 "$cli" export "$dir/a" --format torch-profiler -o "$dir/pt"
+expect export-per-rank-refusal-says-why "^meshscope: $dir/pt: holds 2 trace files already"
+check export-per-rank-gzip 0 "$cli" export "$dir/a" --format torch-profiler --gzip --ranks 0 -o "$dir/ptz"
+expect export-per-rank-gzip-name "^$dir/ptz/[^/]+_[0-9]+\.[0-9]+\.pt\.trace\.json\.gz$"
+check export-gzip-flag-needs-per-rank 2 "$cli" export "$dir/a" --gzip -o "$dir/x.json"
+check export-per-rank-into-a-file 2 "$cli" export "$dir/a" --format torch-profiler -o "$dir/trace.json"
+expect export-per-rank-into-a-file-says-why "^meshscope: $dir/trace.json: not a folder"
 "$cli" synth -o "$dir/b" --ranks 2 --steps 4 --layers 2 --incidents-per-step 4 >/dev/null
 check diff-same 0 "$cli" diff "$dir/a" "$dir/a"
 expect diff-same-text "no differences"

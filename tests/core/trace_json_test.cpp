@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -64,10 +65,10 @@ void writeFixture(const std::filesystem::path& dir) {
 }
 
 // Checks one exported trace against the format; returns the events.
-nlohmann::json validate(const std::string& text) {
+nlohmann::json validate(const std::string& text, const char* displayUnit = "ns") {
     nlohmann::json doc = nlohmann::json::parse(text);
     EXPECT_TRUE(doc["traceEvents"].is_array());
-    EXPECT_EQ(doc["displayTimeUnit"], "ns");
+    EXPECT_EQ(doc["displayTimeUnit"], displayUnit);
     const auto& events = doc["traceEvents"];
     // Spans in whole nanoseconds, as Perfetto reads them: the exporter writes
     // exact decimal microseconds, and adding two parsed doubles can round a
@@ -193,6 +194,74 @@ TEST(ChromeTrace, SyntheticRunFollowsTheFormat) {
     EXPECT_GT(stats.ops, 0);
     EXPECT_EQ(lastDone, stats.ops);
     validate(out.str());
+}
+
+// One rank's file in torch.profiler's shape, as HTA reads it: the rank on
+// the header line in the pattern HTA searches ("rank":\s+N), times after a
+// baseTimeNanoseconds shared by the ranks, ops as cpu_op with an External id,
+// the step's records inside ProfilerStep#N, the optimizer.step() inside it.
+TEST(ProfilerTrace, OneRankInTorchProfilersShape) {
+    test::TempDir dir;
+    writeFixture(dir.path());
+    RunReader run = RunReader::open(dir.path());
+    ASSERT_EQ(run.ranks().size(), 2u);
+    int64_t base =
+        std::min(run.ranks()[0].info().clockOriginWallNs, run.ranks()[1].info().clockOriginWallNs);
+    for (const RankReader& rank : run.ranks()) {
+        std::ostringstream out;
+        TraceExportStats stats = writeProfilerTrace(run, rank, out);
+        EXPECT_EQ(stats.ops, 4);
+        EXPECT_EQ(stats.collectives, 1);
+        std::string text = out.str();
+        std::string header = text.substr(0, text.find('\n'));
+        std::smatch rankMatch;
+        ASSERT_TRUE(std::regex_search(header, rankMatch, std::regex(R"("rank":\s+(\d+))")));
+        EXPECT_EQ(std::stoi(rankMatch[1]), rank.info().rank);
+        nlohmann::json doc = nlohmann::json::parse(text);
+        EXPECT_EQ(doc["distributedInfo"]["world_size"], 2);
+        EXPECT_EQ(doc["baseTimeNanoseconds"], base);
+        nlohmann::json events = validate(text, "ms");
+        const int64_t offset = rank.info().clockOriginWallNs - base;
+        auto ns = [](const nlohmann::json& us) { return std::llround(us.get<double>() * 1000.0); };
+        std::map<std::string, nlohmann::json> byName;
+        for (const auto& e : events) {
+            if (e["ph"] != "X") continue;
+            EXPECT_EQ(e["pid"], rank.info().pid) << e;
+            byName[e["name"]] = e;
+            if (e["cat"] == "cpu_op" && e["name"] != "all_reduce")
+                EXPECT_TRUE(e["args"]["External id"].is_number_integer()) << e;
+        }
+        ASSERT_TRUE(byName.contains("aten::linear"));
+        EXPECT_EQ(byName["aten::linear"]["cat"], "cpu_op");
+        EXPECT_EQ(ns(byName["aten::linear"]["ts"]), offset + 1000);
+        const nlohmann::json& step = byName["ProfilerStep#0"];
+        EXPECT_EQ(step["cat"], "user_annotation");
+        EXPECT_EQ(ns(step["ts"]), offset + 1000);                    // aten::linear's start
+        EXPECT_EQ(ns(step["ts"]) + ns(step["dur"]), offset + 2900);  // optimizer.step()'s end
+        const nlohmann::json& optimizer = byName["Optimizer.step#Adam.step"];
+        EXPECT_EQ(optimizer["cat"], "user_annotation");
+        EXPECT_EQ(ns(optimizer["ts"]), offset + 2700);
+        const nlohmann::json& collective = byName["all_reduce"];
+        EXPECT_EQ(collective["args"]["Collective name"], "all_reduce");
+        EXPECT_EQ(collective["args"]["bytes"], 4096);
+    }
+}
+
+TEST(ProfilerTrace, FileNamesAsTensorboardTraceHandlerWritesThem) {
+    RankInfo info;
+    info.hostname = "node-3.cluster";
+    info.pid = 4242;
+    info.clockOriginWallNs = 1795710488476449499;
+    EXPECT_EQ(profilerTraceFileName(info, false),
+              "node-3.cluster_4242.1795710488476449499.pt.trace.json");
+    EXPECT_EQ(profilerTraceFileName(info, true),
+              "node-3.cluster_4242.1795710488476449499.pt.trace.json.gz");
+    info.rank = 3;
+    EXPECT_EQ(profilerTraceFileName(info, false, true),
+              "node-3.cluster_4242_rank3.1795710488476449499.pt.trace.json");
+    info.hostname = "../etc/pass wd";  // recorded text is untrusted
+    EXPECT_EQ(profilerTraceFileName(info, false),
+              ".._etc_pass_wd_4242.1795710488476449499.pt.trace.json");
 }
 
 }  // namespace
