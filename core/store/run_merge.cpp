@@ -37,8 +37,11 @@ MergeResult mergeRuns(const std::vector<std::filesystem::path>& inputs,
             runId = id;
             firstInput = input;
         } else if (id != runId) {
-            throw StoreError(input.string(), "belongs to run " + id + ", but " +
-                                                 firstInput.string() + " to run " + runId);
+            throw StoreError(input.string(),
+                             "belongs to run " + id + ", but " + firstInput.string() + " to run " +
+                                 runId +
+                                 " (record every node of a job with the same --run-id, or "
+                                 "MESHSCOPE_RUN_ID)");
         }
         if (run.manifest()) {
             worldSize = std::max(worldSize, run.manifest()->worldSize);

@@ -128,5 +128,11 @@ check merge-partial 0 "$cli" merge "$dir/node0" -o "$dir/half"
 expect merge-partial-warning "rank\(s\) 2,3 are in none of the inputs"
 cp -r "$dir/node1" "$dir/other" && python3 -c 'import json,sys; p=sys.argv[1]; m=json.load(open(p)); m["run_id"]="another"; json.dump(m,open(p,"w"))' "$dir/other/manifest.json"
 check merge-other-run 3 "$cli" merge "$dir/node0" "$dir/other" -o "$dir/mixed"
+# the second node recorded without the first one's run id: its own run
+"$cli" synth -o "$dir/second" --ranks 4 --steps 2 >/dev/null
+mkdir -p "$dir/node1b" && cp "$dir/second"/rank-0000[23].msdb "$dir/node1b/"
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["ranks"]=[2,3]; json.dump(m,open(sys.argv[2],"w"))' "$dir/second/manifest.json" "$dir/node1b/manifest.json"
+check merge-two-run-ids 3 "$cli" merge "$dir/node0" "$dir/node1b" -o "$dir/mixed"
+expect merge-two-run-ids-says-how "^meshscope: $dir/node1b: belongs to run .*, but $dir/node0 to run .* \(record every node of a job with the same --run-id"
 
 finish
