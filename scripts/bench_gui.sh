@@ -2,7 +2,7 @@
 # GUI benchmark under Xvfb (Mesa llvmpipe): time to first frame of a synthetic
 # 8-rank run of about 10 million ops (the same run scripts/bench_report.sh
 # uses, kept in build/bench-data) and frame times with about 1 million spans
-# in view. Targets (DESIGN.md): first frame <= 2 s, <= 16 ms per frame.
+# in view. Targets (docs/performance.md): first frame <= 2 s, <= 16 ms per frame.
 #   scripts/bench_gui.sh [--spans 1000000 --frames 60]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -1,6 +1,6 @@
 #pragma once
 
-// Decides the origin class (A-G, DESIGN.md §1) of the plain operand of a
+// Decides the origin class (A-H, core/model/vocabulary.h) of the plain operand of a
 // mixed-tensor incident, with the evidence that decided it. Evidence comes
 // from what the adapters and the dispatch hook recorded about the tensor
 // (provenance), from what the tensor is (an nn.Parameter or buffer), and

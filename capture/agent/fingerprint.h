@@ -1,6 +1,6 @@
 #pragma once
 
-// Content fingerprints of promoted tensors (DESIGN.md §4, verification
+// Content fingerprints of promoted tensors (docs/architecture.md, Promotions: verification
 // without hangs): offline analysis compares them across ranks to prove a
 // Replicate() promotion valid. The hash of the values runs as ATen ops on
 // the tensor's own device, so a GPU tensor is never copied to the host; only

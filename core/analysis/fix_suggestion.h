@@ -1,7 +1,7 @@
 #pragma once
 
 // The usual right fix for each origin class of a mixed-tensor incident
-// (DESIGN.md §1), worded for a person reading an error message or a report.
+// (core/model/vocabulary.h), worded for a person reading an error message or a report.
 // Shared by the capture agent's strict errors, the CLI reports and the GUI.
 
 #include <optional>

@@ -1,7 +1,7 @@
 #pragma once
 
 // meshscope's vocabulary, each kind of thing in one table: the origin
-// classes of a plain tensor in a mixed-tensor incident (DESIGN.md §1), the
+// classes of a plain tensor in a mixed-tensor incident, the
 // kinds of incident, and the kinds of finding `check` gates on. Everything
 // else (the store, the analyses, every report format, the GUI, the capture
 // agent) reads these tables: a new origin class or kind is one enum value

@@ -47,7 +47,7 @@ Action actionFor(PolicyMode mode) {
     return Action::Observed;
 }
 
-// DESIGN.md §4: per-rank data -> from_local(Shard(batch dim)); optimizer
+// The auto policy (README, Policies): per-rank data -> from_local(Shard(batch dim)); optimizer
 // scalars -> Python scalar; one-element tensors -> replicate; anything else
 // -> replicate, fingerprinted so offline analysis can prove it valid.
 PolicyDecision resolveAuto(const IncidentFacts& f, int shardDim) {

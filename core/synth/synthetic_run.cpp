@@ -28,7 +28,7 @@ struct Incident {
     bool rankDependent;  // plain tensor content differs across ranks
 };
 
-// One template per origin class, modelled on the seed notes and DESIGN.md §1.
+// One template per origin class, modelled on the developer notes the project started from.
 constexpr std::array<Incident, 7> kIncidents = {{
     {"aten::sub.Tensor", OriginClass::InputData, "created by DataLoader batch",
      Action::ShardedFromLocal, "auto: per-rank data -> Shard(0)", "train.py", 58, true},
