@@ -50,13 +50,14 @@ if [[ ! -f "$venv/.complete" ]]; then
   "$venv/bin/python" -m pip install -q -r "$root/requirements.txt"
   touch "$venv/.complete"
 fi
-# HTA for the torch-profiler export test, without the JupyterLab its own
-# requirements pull (requirements-hta.txt); keyed by that file's hash.
-hta=$(sha256sum "$root/requirements-hta.txt" | cut -c1-16)
-if [[ ! -f "$venv/.hta-$hta" ]]; then
-  echo "setup: installing HTA into $venv (requirements-hta.txt)" >&2
-  "$venv/bin/python" -m pip install -q --no-deps -r "$root/requirements-hta.txt"
-  rm -f "$venv"/.hta-*
-  touch "$venv/.hta-$hta"
+# HTA and TensorBoard's profiler plugin for the torch-profiler export test,
+# without the JupyterLab and TensorBoard their own requirements pull
+# (requirements-trace-tools.txt); keyed by that file's hash.
+tools=$(sha256sum "$root/requirements-trace-tools.txt" | cut -c1-16)
+if [[ ! -f "$venv/.trace-tools-$tools" ]]; then
+  echo "setup: installing HTA and torch-tb-profiler into $venv (requirements-trace-tools.txt)" >&2
+  "$venv/bin/python" -m pip install -q --no-deps -r "$root/requirements-trace-tools.txt"
+  rm -f "$venv"/.hta-* "$venv"/.trace-tools-*
+  touch "$venv/.trace-tools-$tools"
 fi
 ln -sfn "$venv" "$root/.venv"

@@ -1,9 +1,12 @@
 """`meshscope export --format torch-profiler` as a user takes it to HTA
-(HolisticTraceAnalysis, https://github.com/facebookresearch/HolisticTraceAnalysis):
-a recorded two-rank run becomes one torch.profiler trace file per rank, named
-as torch.profiler's tensorboard_trace_handler names its files, and HTA's
-TraceAnalysis loads the folder with the right rank per file, the optimizer
-steps as its iterations and the recorded ops as CPU ops."""
+(HolisticTraceAnalysis, https://github.com/facebookresearch/HolisticTraceAnalysis)
+and to TensorBoard's profiler plugin (torch-tb-profiler,
+https://github.com/pytorch/kineto/tree/main/tb_plugin): a recorded two-rank
+run becomes one torch.profiler trace file per rank, named as torch.profiler's
+tensorboard_trace_handler names its files; HTA's TraceAnalysis loads the
+folder with the right rank per file, the optimizer steps as its iterations
+and the recorded ops as CPU ops, and the plugin's loader makes a profile per
+rank with its overview (one row per step), operator and trace views."""
 
 from __future__ import annotations
 
@@ -33,6 +36,24 @@ def export(run_dir: Path, out: Path, *extra: str) -> subprocess.CompletedProcess
 
 def shape(name: str) -> str:
     return re.sub(r"\d+", "N", name)
+
+
+# The plugin's RunLoader parses each worker's file in a spawned process: run
+# it from `python -c`, which spawned children do not re-run.
+TB_PLUGIN_LOAD = """
+import json, sys, tempfile
+from torch_tb_profiler import io
+from torch_tb_profiler.profiler.loader import RunLoader
+run = RunLoader("meshscope", sys.argv[1], io.Cache(tempfile.mkdtemp())).load()
+out = {}
+for worker in run.workers:
+    for span in run.get_spans(worker) or [None]:
+        p = run.get_profile(worker, span)
+        out[worker] = {"views": [v.name for v in p.views],
+                       "steps": [row[0] for row in p.overview["steps"]["rows"]],
+                       "ops": [row["name"] for row in p.operation_table_by_name["data"]]}
+print(json.dumps(out))
+"""
 
 
 def hta_load(folder: Path):
@@ -86,6 +107,20 @@ def test_hta_loads_the_per_rank_export(tmp_path: Path) -> None:
         in_steps = cpu_ops[cpu_ops["iteration"] >= 0]
         assert len(in_steps) > 0.9 * len(cpu_ops)
         assert set(in_steps["iteration"]) <= set(steps)
+
+    # TensorBoard's profiler plugin: a profile per rank (worker HOST_PID)
+    loaded = subprocess.run([PYTHON, "-c", TB_PLUGIN_LOAD, str(out)], capture_output=True,
+                            text=True, timeout=600)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    profiles = json.loads(loaded.stdout.splitlines()[-1])
+    hosts = {r["rank"]: r["meta"]["hostname"] for r in rec.ranks()}
+    assert sorted(profiles) == sorted(f"{hosts[r]}_{pid}" for r, pid in pids.items())
+    for detail in rec.ranks():
+        profile = profiles[f"{hosts[detail['rank']]}_{pids[detail['rank']]}"]
+        assert {"overall", "operator", "trace"} <= set(profile["views"])
+        assert {str(s) for s in steps} <= set(profile["steps"])
+        assert "aten::_foreach_add_.List" in profile["ops"]
+        assert set(profile["ops"]) <= set(detail["op_names"]) | set(detail["collectives"])
 
     # --gzip: the files torch.profiler writes with use_gzip=True, same content
     zipped = tmp_path / "zipped"
