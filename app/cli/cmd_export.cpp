@@ -2,7 +2,6 @@
 #include <charconv>
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -43,39 +42,6 @@ std::optional<std::pair<int64_t, int64_t>> parseRange(const std::string& text) {
     return std::pair{a, b};
 }
 
-// The folder torch-profiler files go into: made if missing; refused when it
-// holds trace files already, which HTA would read as ranks of the same job.
-bool usableTraceFolder(const std::string& dir) {
-    namespace fs = std::filesystem;
-    std::error_code ec;
-    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
-        std::cerr << "meshscope: " << dir
-                  << ": not a folder (--format torch-profiler writes one file per rank into a "
-                     "folder)\n";
-        return false;
-    }
-    if (!fs::create_directories(dir, ec) && ec) {
-        std::cerr << "meshscope: " << dir << ": cannot make the folder (" << ec.message() << ")\n";
-        return false;
-    }
-    int traces = 0;
-    std::string example;
-    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
-        std::string name = entry.path().filename().string();
-        if (name.ends_with(".json") || name.ends_with(".json.gz")) {
-            if (traces++ == 0) example = name;
-        }
-    }
-    if (traces > 0) {
-        std::cerr << "meshscope: " << dir << ": holds " << traces << " trace file"
-                  << (traces == 1 ? "" : "s") << " already (" << example
-                  << "); HTA and TensorBoard would read them as ranks of this run: export into an "
-                     "empty folder\n";
-        return false;
-    }
-    return true;
-}
-
 }  // namespace
 
 Command addExport(CLI::App& app) {
@@ -109,113 +75,113 @@ Command addExport(CLI::App& app) {
                     "before the first step are step -1)");
     sub->add_option("--ranks", o->ranks, "Only these ranks: 0,2,4-7");
     sub->add_flag("--partial", o->partial, "Export the readable ranks of a damaged run");
-    return {sub, [o] {
-                TraceWindow window;
-                if (!o->steps.empty()) {
-                    auto range = parseRange(o->steps);
-                    if (!range) {
-                        std::cerr << "meshscope: --steps " << o->steps
-                                  << ": not a step range (A-B, A-, -B or A)\n";
-                        return kExitUsage;
-                    }
-                    std::tie(window.firstStep, window.lastStep) = *range;
-                }
-                for (size_t begin = 0; begin < o->ranks.size();) {
-                    size_t end = std::min(o->ranks.find(',', begin), o->ranks.size());
-                    auto range = parseRange(o->ranks.substr(begin, end - begin));
-                    if (!range || range->first < 0 || range->second > kMaxRank ||
-                        range->first > range->second) {
-                        std::cerr << "meshscope: --ranks " << o->ranks
-                                  << ": not a list of ranks (0,2,4-7)\n";
-                        return kExitUsage;
-                    }
-                    for (int64_t r = range->first; r <= range->second; ++r)
-                        window.ranks.insert(int(r));
-                    begin = end + 1;
-                }
-                const bool perRank = o->format == "torch-profiler";
-                if ((perRank ? o->gzip : isGzipPath(o->out)) && !gzipAvailable()) {
-                    std::cerr << "meshscope: " << o->out
-                              << ": this meshscope was built without zlib and cannot write gzip\n";
+    return {
+        sub, [o] {
+            TraceWindow window;
+            if (!o->steps.empty()) {
+                auto range = parseRange(o->steps);
+                if (!range) {
+                    std::cerr << "meshscope: --steps " << o->steps
+                              << ": not a step range (A-B, A-, -B or A)\n";
                     return kExitUsage;
                 }
-                if (o->gzip && !perRank) {
-                    std::cerr << "meshscope: --gzip is for --format torch-profiler; a chrome-trace "
-                                 "file is compressed when its name ends in .gz\n";
+                std::tie(window.firstStep, window.lastStep) = *range;
+            }
+            for (size_t begin = 0; begin < o->ranks.size();) {
+                size_t end = std::min(o->ranks.find(',', begin), o->ranks.size());
+                auto range = parseRange(o->ranks.substr(begin, end - begin));
+                if (!range || range->first < 0 || range->second > kMaxRank ||
+                    range->first > range->second) {
+                    std::cerr << "meshscope: --ranks " << o->ranks
+                              << ": not a list of ranks (0,2,4-7)\n";
                     return kExitUsage;
                 }
-                if (perRank && !usableTraceFolder(o->out)) return kExitUsage;
-                auto opened =
-                    openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
-                if (!opened) return kExitUnreadable;
-                std::function<void(int64_t, int64_t)> progress;
-                if (progressWanted())
-                    progress = [](int64_t done, int64_t total) {
-                        if (done % (1 << 20) < (1 << 16))
-                            std::cerr << fmt::format("\rmeshscope: exported {}/{} ops\x1b[K", done,
-                                                     total);
-                    };
-                auto finish = [&](const TraceExportStats& s) {
-                    if (progressWanted()) std::cerr << "\r\x1b[K";
-                    std::cerr << fmt::format(
-                        "meshscope: exported {} ops, {} collectives, {} incidents, {} flows{}\n",
-                        s.ops, s.collectives, s.incidents, s.flows,
-                        s.clamped ? fmt::format(" ({} spans clamped into their parent)", s.clamped)
-                                  : "");
+                for (int64_t r = range->first; r <= range->second; ++r)
+                    window.ranks.insert(int(r));
+                begin = end + 1;
+            }
+            const bool perRank = o->format == "torch-profiler";
+            if ((perRank ? o->gzip : isGzipPath(o->out)) && !gzipAvailable()) {
+                std::cerr << "meshscope: " << o->out
+                          << ": this meshscope was built without zlib and cannot write gzip\n";
+                return kExitUsage;
+            }
+            if (o->gzip && !perRank) {
+                std::cerr << "meshscope: --gzip is for --format torch-profiler; a chrome-trace "
+                             "file is compressed when its name ends in .gz\n";
+                return kExitUsage;
+            }
+            auto opened = openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
+            if (!opened) return kExitUnreadable;
+            if (perRank) {  // after the run opened: no folder made for a run that did not
+                std::string problem = prepareProfilerTraceFolder(o->out);
+                if (!problem.empty()) {
+                    std::cerr << "meshscope: " << problem << "\n";
+                    return kExitUsage;
+                }
+            }
+            std::function<void(int64_t, int64_t)> progress;
+            if (progressWanted())
+                progress = [](int64_t done, int64_t total) {
+                    if (done % (1 << 20) < (1 << 16))
+                        std::cerr << fmt::format("\rmeshscope: exported {}/{} ops\x1b[K", done,
+                                                 total);
                 };
-                TraceExportStats stats;
-                if (perRank) {
-                    int files = 0;
-                    std::map<std::string, int> sameName;  // ranks written by one process
-                    for (const RankReader& rank : opened->ranks())
-                        ++sameName[profilerTraceFileName(rank.info(), o->gzip)];
-                    for (const RankReader& rank : opened->ranks()) {
-                        if (!window.hasRank(rank.info().rank)) continue;
-                        std::string name = profilerTraceFileName(rank.info(), o->gzip);
-                        if (sameName[name] > 1)
-                            name = profilerTraceFileName(rank.info(), o->gzip, true);
-                        std::string file = (std::filesystem::path(o->out) / name).string();
-                        bool written = writeOutput(file, [&](std::ostream& out) {
-                            auto add = [&](const TraceExportStats& s) {
-                                stats.ops += s.ops;
-                                stats.collectives += s.collectives;
-                                stats.incidents += s.incidents;
-                                stats.flows += s.flows;
-                                stats.clamped += s.clamped;
-                            };
-                            if (!o->gzip) {
-                                add(writeProfilerTrace(*opened, rank, out, {}, window));
-                                return;
-                            }
-                            GzipOutput gz(out);
-                            add(writeProfilerTrace(*opened, rank, gz, {}, window));
-                            if (!gz.finish()) out.setstate(std::ios::badbit);
-                        });
-                        if (!written) return kExitUsage;
-                        std::cout << file << "\n";
-                        ++files;
-                    }
-                    finish(stats);
-                    if (files == 0) {
-                        std::cerr << "meshscope: --ranks " << o->ranks << ": no such rank in "
-                                  << o->path << "\n";
-                        return kExitUsage;
-                    }
-                    return kExitOk;
+            auto finish = [&](const TraceExportStats& s) {
+                if (progressWanted()) std::cerr << "\r\x1b[K";
+                std::cerr << fmt::format(
+                    "meshscope: exported {} ops, {} collectives, {} incidents, {} flows{}\n", s.ops,
+                    s.collectives, s.incidents, s.flows,
+                    s.clamped ? fmt::format(" ({} spans clamped into their parent)", s.clamped)
+                              : "");
+            };
+            TraceExportStats stats;
+            if (perRank) {
+                int files = 0;
+                for (const auto& [rankPtr, name] : profilerTraceFiles(*opened, o->gzip, window)) {
+                    const RankReader& rank = *rankPtr;
+                    std::string file = (std::filesystem::path(o->out) / name).string();
+                    bool written = writeOutput(file, [&](std::ostream& out) {
+                        auto add = [&](const TraceExportStats& s) {
+                            stats.ops += s.ops;
+                            stats.collectives += s.collectives;
+                            stats.incidents += s.incidents;
+                            stats.flows += s.flows;
+                            stats.clamped += s.clamped;
+                        };
+                        if (!o->gzip) {
+                            add(writeProfilerTrace(*opened, rank, out, {}, window));
+                            return;
+                        }
+                        GzipOutput gz(out);
+                        add(writeProfilerTrace(*opened, rank, gz, {}, window));
+                        if (!gz.finish()) out.setstate(std::ios::badbit);
+                    });
+                    if (!written) return kExitUsage;
+                    std::cout << file << "\n";
+                    ++files;
                 }
-                bool written = writeOutput(o->out, [&](std::ostream& out) {
-                    if (!isGzipPath(o->out)) {
-                        stats = writeChromeTrace(*opened, out, progress, window);
-                        return;
-                    }
-                    GzipOutput gz(out);
-                    stats = writeChromeTrace(*opened, gz, progress, window);
-                    if (!gz.finish()) out.setstate(std::ios::badbit);
-                });
-                if (!written) return kExitUsage;
                 finish(stats);
+                if (files == 0) {
+                    std::cerr << "meshscope: --ranks " << o->ranks << ": no such rank in "
+                              << o->path << "\n";
+                    return kExitUsage;
+                }
                 return kExitOk;
-            }};
+            }
+            bool written = writeOutput(o->out, [&](std::ostream& out) {
+                if (!isGzipPath(o->out)) {
+                    stats = writeChromeTrace(*opened, out, progress, window);
+                    return;
+                }
+                GzipOutput gz(out);
+                stats = writeChromeTrace(*opened, gz, progress, window);
+                if (!gz.finish()) out.setstate(std::ios::badbit);
+            });
+            if (!written) return kExitUsage;
+            finish(stats);
+            return kExitOk;
+        }};
 }
 
 }  // namespace meshscope::cli

@@ -413,6 +413,44 @@ std::string profilerTraceFileName(const RankInfo& info, bool gzip, bool withRank
     return fmt::format("{}.{}.pt.trace.json{}", worker, info.clockOriginWallNs, gzip ? ".gz" : "");
 }
 
+std::vector<std::pair<const RankReader*, std::string>> profilerTraceFiles(
+    const RunReader& run, bool gzip, const TraceWindow& window) {
+    std::map<std::string, int> sameName;  // ranks written by one process (synthetic runs)
+    for (const RankReader& rank : run.ranks())
+        ++sameName[profilerTraceFileName(rank.info(), gzip)];
+    std::vector<std::pair<const RankReader*, std::string>> files;
+    for (const RankReader& rank : run.ranks()) {
+        if (!window.hasRank(rank.info().rank)) continue;
+        std::string name = profilerTraceFileName(rank.info(), gzip);
+        if (sameName[name] > 1) name = profilerTraceFileName(rank.info(), gzip, true);
+        files.emplace_back(&rank, std::move(name));
+    }
+    return files;
+}
+
+std::string prepareProfilerTraceFolder(const std::filesystem::path& dir) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+        return dir.string() +
+               ": not a folder (a torch-profiler export writes one file per rank into a folder)";
+    if (!fs::create_directories(dir, ec) && ec)
+        return fmt::format("{}: cannot make the folder ({})", dir.string(), ec.message());
+    int traces = 0;
+    std::string example;
+    for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+        std::string name = entry.path().filename().string();
+        if ((name.ends_with(".json") || name.ends_with(".json.gz")) && traces++ == 0)
+            example = name;
+    }
+    if (ec) return fmt::format("{}: cannot list the folder ({})", dir.string(), ec.message());
+    if (traces == 0) return {};
+    return fmt::format(
+        "{}: holds {} trace file{} already ({}); HTA and TensorBoard would read them as ranks of "
+        "this run: export into an empty folder",
+        dir.string(), traces, traces == 1 ? "" : "s", example);
+}
+
 TraceExportStats writeProfilerTrace(const RunReader& run, const RankReader& rank, std::ostream& out,
                                     const std::function<void(int64_t, int64_t)>& progress,
                                     const TraceWindow& window) {

@@ -9,10 +9,13 @@
 // page by page. Ranks are aligned by wall clock.
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <iosfwd>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/store/run_reader.h"
 
@@ -54,5 +57,16 @@ TraceExportStats writeProfilerTrace(
 // `withRank` makes the worker "{host}_{pid}_rank{rank}", for ranks written
 // by one process (synthetic runs) whose names would be equal.
 std::string profilerTraceFileName(const RankInfo& info, bool gzip, bool withRank = false);
+
+// The file name of each rank of `run` that `window` keeps, in rank order:
+// profilerTraceFileName, with the rank where two ranks' names would be equal.
+std::vector<std::pair<const RankReader*, std::string>> profilerTraceFiles(
+    const RunReader& run, bool gzip, const TraceWindow& window = {});
+
+// Makes `dir` for a per-rank export if it is missing. Empty when it can be
+// written into, else why not, in a sentence that starts with the folder: not
+// a folder, cannot be made, or it holds trace files already, which HTA and
+// TensorBoard would read as more ranks of the same run.
+std::string prepareProfilerTraceFolder(const std::filesystem::path& dir);
 
 }  // namespace meshscope

@@ -6,7 +6,10 @@
 #include <QAction>
 #include <QDir>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
+#include <QRegularExpression>
+#include <QSet>
 #include <QSignalSpy>
 #include <QStandardPaths>
 #include <QTabWidget>
@@ -159,6 +162,31 @@ class WindowTest : public QObject {
             QCOMPARE(error.error, QJsonParseError::NoError);
         }
         QVERIFY(!w.exportReportBlocking("/proc/nowhere/r.md", "md").isEmpty());
+        // a torch.profiler trace per rank, each naming its rank where HTA looks
+        QString folder = QString::fromStdString((m_dir / "profiler").string());
+        QCOMPARE(w.exportProfilerTracesBlocking(folder), QString());
+        QStringList files = QDir(folder).entryList({"*.pt.trace.json"}, QDir::Files, QDir::Name);
+        QCOMPARE(files.size(), 2);
+        QSet<int> ranks;
+        for (const QString& name : files) {
+            QFile f(QDir(folder).filePath(name));
+            QVERIFY(f.open(QIODevice::ReadOnly));
+            QByteArray header = f.readLine();
+            QRegularExpressionMatch m =
+                QRegularExpression(R"("rank":\s+(\d+))").match(QString::fromUtf8(header));
+            QVERIFY2(m.hasMatch(), header.constData());
+            ranks.insert(m.captured(1).toInt());
+            f.seek(0);
+            QJsonParseError error;
+            QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &error);
+            QCOMPARE(error.error, QJsonParseError::NoError);
+            QVERIFY(doc["traceEvents"].toArray().size() > 10);
+        }
+        QCOMPARE(ranks, (QSet<int>{0, 1}));
+        // the same folder again: refused, nothing of it touched
+        QString again = w.exportProfilerTracesBlocking(folder);
+        QVERIFY2(again.contains("holds 2 trace files already"), qPrintable(again));
+        QCOMPARE(QDir(folder).entryList(QDir::Files).size(), 2);
         QString png = shot("timeline.png");
         QVERIFY(w.saveTimelinePng(png));
         QImage image(png);

@@ -1,9 +1,10 @@
 #pragma once
 
 // Exports the open run from the GUI through the same core writers the CLI
-// uses: a report (HTML, Markdown, JSON, CSV, SARIF) or a Chrome trace. Runs
-// on a worker thread with a reader of its own, writes FILE.partial and
-// renames it, so a cancelled or failed export leaves no half file.
+// uses: a report (HTML, Markdown, JSON, CSV, SARIF), a Chrome trace, or a
+// folder of torch.profiler traces, one per rank (HTA, TensorBoard). Runs on a
+// worker thread with a reader of its own, writes FILE.partial and renames
+// it, so a cancelled or failed export leaves no half file.
 
 #include <QString>
 #include <atomic>
@@ -15,10 +16,10 @@
 namespace meshscope::ui {
 
 struct ExportRequest {
-    enum class Kind { Report, ChromeTrace };
+    enum class Kind { Report, ChromeTrace, ProfilerTraces };
     Kind kind = Kind::Report;
     QString runPath;
-    QString file;
+    QString file;    // ProfilerTraces: the folder
     QString format;  // report: html, md, json, csv, sarif
     std::shared_ptr<const RunAnalysis> analysis;
 };

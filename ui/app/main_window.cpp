@@ -105,6 +105,8 @@ void MainWindow::buildActions() {
         make("Export &report...", QKeySequence("Ctrl+E"), [this] { exportReport(); });
     m_exportTraceAction =
         make("Export Chrome &trace...", QKeySequence("Ctrl+T"), [this] { exportTrace(); });
+    m_exportProfilerAction = make("Export torch.&profiler traces (HTA, TensorBoard)...",
+                                  QKeySequence(), [this] { exportProfilerTraces(); });
     m_savePngAction =
         make("Save timeline as &PNG...", QKeySequence("Ctrl+S"), [this] { saveTimelineAs(); });
     m_quitAction = make("&Quit", QKeySequence::Quit, [this] { close(); });
@@ -137,6 +139,7 @@ void MainWindow::buildMenus() {
     file->addSeparator();
     file->addAction(m_exportReportAction);
     file->addAction(m_exportTraceAction);
+    file->addAction(m_exportProfilerAction);
     file->addAction(m_savePngAction);
     file->addSeparator();
     file->addAction(m_quitAction);
@@ -630,6 +633,12 @@ QString MainWindow::exportTraceBlocking(const QString& file) {
     return runExportWithProgress(this, request, false);
 }
 
+QString MainWindow::exportProfilerTracesBlocking(const QString& folder) {
+    ExportRequest request{
+        ExportRequest::Kind::ProfilerTraces, m_session->path(), folder, {}, nullptr};
+    return runExportWithProgress(this, request, false);
+}
+
 void MainWindow::exportReport() {
     if (!m_session->analysis()) {
         QMessageBox::information(this, "meshscope", "Open a run and wait for its analysis first.");
@@ -666,6 +675,24 @@ void MainWindow::exportTrace() {
     else if (error.isEmpty())
         statusBar()->showMessage(QStringLiteral("Wrote %1 (open it in ui.perfetto.dev)").arg(file),
                                  5000);
+}
+
+void MainWindow::exportProfilerTraces() {
+    if (m_session->path().isEmpty()) return;
+    QString folder = QFileDialog::getExistingDirectory(
+        this, "Export torch.profiler traces into an empty folder");
+    if (folder.isEmpty()) return;
+    ExportRequest request{
+        ExportRequest::Kind::ProfilerTraces, m_session->path(), folder, {}, nullptr};
+    QString error = runExportWithProgress(this, request, true);
+    if (!error.isEmpty() && error != "cancelled")
+        QMessageBox::warning(this, "meshscope", error);
+    else if (error.isEmpty())
+        statusBar()->showMessage(
+            QStringLiteral("Wrote a trace per rank into %1 (HTA: TraceAnalysis(trace_dir=...); "
+                           "tensorboard --logdir ...)")
+                .arg(folder),
+            8000);
 }
 
 void MainWindow::showShortcuts() {

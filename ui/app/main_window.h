@@ -62,6 +62,8 @@ class MainWindow : public QMainWindow {
     // the error, empty on success.
     QString exportReportBlocking(const QString& file, const QString& format);
     QString exportTraceBlocking(const QString& file);
+    // One torch.profiler trace per rank into `folder` (HTA, TensorBoard).
+    QString exportProfilerTracesBlocking(const QString& folder);
 
   protected:
     void closeEvent(QCloseEvent* event) override;
@@ -89,6 +91,7 @@ class MainWindow : public QMainWindow {
     void chooseRankFile();
     void exportReport();
     void exportTrace();
+    void exportProfilerTraces();
     void saveTimelineAs();
     void showShortcuts();
     void setAlignMode(AlignMode mode);
@@ -115,11 +118,11 @@ class MainWindow : public QMainWindow {
     QMenu* m_recentMenu = nullptr;
     QPointer<QProgressDialog> m_progress;
     QAction *m_openAction = nullptr, *m_openFileAction = nullptr, *m_exportReportAction = nullptr,
-            *m_exportTraceAction = nullptr, *m_savePngAction = nullptr, *m_quitAction = nullptr,
-            *m_fitAction = nullptr, *m_followAction = nullptr, *m_alignStepAction = nullptr,
-            *m_playAction = nullptr, *m_nextOpAction = nullptr, *m_prevOpAction = nullptr,
-            *m_nextIncidentAction = nullptr, *m_prevIncidentAction = nullptr,
-            *m_copyAction = nullptr, *m_helpAction = nullptr;
+            *m_exportTraceAction = nullptr, *m_exportProfilerAction = nullptr,
+            *m_savePngAction = nullptr, *m_quitAction = nullptr, *m_fitAction = nullptr,
+            *m_followAction = nullptr, *m_alignStepAction = nullptr, *m_playAction = nullptr,
+            *m_nextOpAction = nullptr, *m_prevOpAction = nullptr, *m_nextIncidentAction = nullptr,
+            *m_prevIncidentAction = nullptr, *m_copyAction = nullptr, *m_helpAction = nullptr;
     QComboBox* m_speed = nullptr;
     bool m_syncing = false;  // guards table <-> timeline selection echo
 };
