@@ -7,6 +7,7 @@
 #include <string_view>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -75,113 +76,99 @@ Command addExport(CLI::App& app) {
                     "before the first step are step -1)");
     sub->add_option("--ranks", o->ranks, "Only these ranks: 0,2,4-7");
     sub->add_flag("--partial", o->partial, "Export the readable ranks of a damaged run");
-    return {
-        sub, [o] {
-            TraceWindow window;
-            if (!o->steps.empty()) {
-                auto range = parseRange(o->steps);
-                if (!range) {
-                    std::cerr << "meshscope: --steps " << o->steps
-                              << ": not a step range (A-B, A-, -B or A)\n";
+    return {sub, [o] {
+                TraceWindow window;
+                if (!o->steps.empty()) {
+                    auto range = parseRange(o->steps);
+                    if (!range) {
+                        std::cerr << "meshscope: --steps " << o->steps
+                                  << ": not a step range (A-B, A-, -B or A)\n";
+                        return kExitUsage;
+                    }
+                    std::tie(window.firstStep, window.lastStep) = *range;
+                }
+                for (size_t begin = 0; begin < o->ranks.size();) {
+                    size_t end = std::min(o->ranks.find(',', begin), o->ranks.size());
+                    auto range = parseRange(o->ranks.substr(begin, end - begin));
+                    if (!range || range->first < 0 || range->second > kMaxRank ||
+                        range->first > range->second) {
+                        std::cerr << "meshscope: --ranks " << o->ranks
+                                  << ": not a list of ranks (0,2,4-7)\n";
+                        return kExitUsage;
+                    }
+                    for (int64_t r = range->first; r <= range->second; ++r)
+                        window.ranks.insert(int(r));
+                    begin = end + 1;
+                }
+                const bool perRank = o->format == "torch-profiler";
+                if ((perRank ? o->gzip : isGzipPath(o->out)) && !gzipAvailable()) {
+                    std::cerr << "meshscope: " << o->out
+                              << ": this meshscope was built without zlib and cannot write gzip\n";
                     return kExitUsage;
                 }
-                std::tie(window.firstStep, window.lastStep) = *range;
-            }
-            for (size_t begin = 0; begin < o->ranks.size();) {
-                size_t end = std::min(o->ranks.find(',', begin), o->ranks.size());
-                auto range = parseRange(o->ranks.substr(begin, end - begin));
-                if (!range || range->first < 0 || range->second > kMaxRank ||
-                    range->first > range->second) {
-                    std::cerr << "meshscope: --ranks " << o->ranks
-                              << ": not a list of ranks (0,2,4-7)\n";
+                if (o->gzip && !perRank) {
+                    std::cerr << "meshscope: --gzip is for --format torch-profiler; a chrome-trace "
+                                 "file is compressed when its name ends in .gz\n";
                     return kExitUsage;
                 }
-                for (int64_t r = range->first; r <= range->second; ++r)
-                    window.ranks.insert(int(r));
-                begin = end + 1;
-            }
-            const bool perRank = o->format == "torch-profiler";
-            if ((perRank ? o->gzip : isGzipPath(o->out)) && !gzipAvailable()) {
-                std::cerr << "meshscope: " << o->out
-                          << ": this meshscope was built without zlib and cannot write gzip\n";
-                return kExitUsage;
-            }
-            if (o->gzip && !perRank) {
-                std::cerr << "meshscope: --gzip is for --format torch-profiler; a chrome-trace "
-                             "file is compressed when its name ends in .gz\n";
-                return kExitUsage;
-            }
-            auto opened = openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
-            if (!opened) return kExitUnreadable;
-            if (perRank) {  // after the run opened: no folder made for a run that did not
-                std::string problem = prepareProfilerTraceFolder(o->out);
-                if (!problem.empty()) {
-                    std::cerr << "meshscope: " << problem << "\n";
-                    return kExitUsage;
+                auto opened =
+                    openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
+                if (!opened) return kExitUnreadable;
+                // torch-profiler: the files, then their folder (none made for a run that did not
+                // open, or for ranks it does not have)
+                std::vector<std::pair<const RankReader*, std::string>> files;
+                if (perRank) {
+                    files = profilerTraceFiles(*opened, o->gzip, window);
+                    if (files.empty()) {
+                        std::cerr << "meshscope: --ranks " << o->ranks << ": no such rank in "
+                                  << o->path << "\n";
+                        return kExitUsage;
+                    }
+                    std::string problem = prepareProfilerTraceFolder(o->out);
+                    if (!problem.empty()) {
+                        std::cerr << "meshscope: " << problem << "\n";
+                        return kExitUsage;
+                    }
                 }
-            }
-            std::function<void(int64_t, int64_t)> progress;
-            if (progressWanted())
-                progress = [](int64_t done, int64_t total) {
-                    if (done % (1 << 20) < (1 << 16))
-                        std::cerr << fmt::format("\rmeshscope: exported {}/{} ops\x1b[K", done,
-                                                 total);
+                std::function<void(int64_t, int64_t)> progress;
+                if (progressWanted())
+                    progress = [](int64_t done, int64_t total) {
+                        if (done % (1 << 20) < (1 << 16))
+                            std::cerr << fmt::format("\rmeshscope: exported {}/{} ops\x1b[K", done,
+                                                     total);
+                    };
+                auto finish = [&](const TraceExportStats& s) {
+                    if (progressWanted()) std::cerr << "\r\x1b[K";
+                    std::cerr << fmt::format(
+                        "meshscope: exported {} ops, {} collectives, {} incidents, {} flows{}\n",
+                        s.ops, s.collectives, s.incidents, s.flows,
+                        s.clamped ? fmt::format(" ({} spans clamped into their parent)", s.clamped)
+                                  : "");
                 };
-            auto finish = [&](const TraceExportStats& s) {
-                if (progressWanted()) std::cerr << "\r\x1b[K";
-                std::cerr << fmt::format(
-                    "meshscope: exported {} ops, {} collectives, {} incidents, {} flows{}\n", s.ops,
-                    s.collectives, s.incidents, s.flows,
-                    s.clamped ? fmt::format(" ({} spans clamped into their parent)", s.clamped)
-                              : "");
-            };
-            TraceExportStats stats;
-            if (perRank) {
-                int files = 0;
-                for (const auto& [rankPtr, name] : profilerTraceFiles(*opened, o->gzip, window)) {
-                    const RankReader& rank = *rankPtr;
-                    std::string file = (std::filesystem::path(o->out) / name).string();
-                    bool written = writeOutput(file, [&](std::ostream& out) {
-                        auto add = [&](const TraceExportStats& s) {
-                            stats.ops += s.ops;
-                            stats.collectives += s.collectives;
-                            stats.incidents += s.incidents;
-                            stats.flows += s.flows;
-                            stats.clamped += s.clamped;
-                        };
-                        if (!o->gzip) {
-                            add(writeProfilerTrace(*opened, rank, out, {}, window));
-                            return;
-                        }
-                        GzipOutput gz(out);
-                        add(writeProfilerTrace(*opened, rank, gz, {}, window));
-                        if (!gz.finish()) out.setstate(std::ios::badbit);
+                TraceExportStats stats;
+                if (perRank) {
+                    for (const auto& [rank, name] : files) {
+                        std::string file = (std::filesystem::path(o->out) / name).string();
+                        bool written = writeOutput(file, [&](std::ostream& out) {
+                            writeMaybeGzip(out, o->gzip, [&](std::ostream& to) {
+                                stats += writeProfilerTrace(*opened, *rank, to, {}, window);
+                            });
+                        });
+                        if (!written) return kExitUsage;
+                        std::cout << file << "\n";
+                    }
+                    finish(stats);
+                    return kExitOk;
+                }
+                bool written = writeOutput(o->out, [&](std::ostream& out) {
+                    writeMaybeGzip(out, isGzipPath(o->out), [&](std::ostream& to) {
+                        stats = writeChromeTrace(*opened, to, progress, window);
                     });
-                    if (!written) return kExitUsage;
-                    std::cout << file << "\n";
-                    ++files;
-                }
+                });
+                if (!written) return kExitUsage;
                 finish(stats);
-                if (files == 0) {
-                    std::cerr << "meshscope: --ranks " << o->ranks << ": no such rank in "
-                              << o->path << "\n";
-                    return kExitUsage;
-                }
                 return kExitOk;
-            }
-            bool written = writeOutput(o->out, [&](std::ostream& out) {
-                if (!isGzipPath(o->out)) {
-                    stats = writeChromeTrace(*opened, out, progress, window);
-                    return;
-                }
-                GzipOutput gz(out);
-                stats = writeChromeTrace(*opened, gz, progress, window);
-                if (!gz.finish()) out.setstate(std::ios::badbit);
-            });
-            if (!written) return kExitUsage;
-            finish(stats);
-            return kExitOk;
-        }};
+            }};
 }
 
 }  // namespace meshscope::cli

@@ -19,6 +19,11 @@ inline bool isGzipPath(std::string_view path) {
 // Whether this build can write gzip.
 bool gzipAvailable();
 
+// Runs `write` on `out`, through a GzipOutput when `gzip`; a compressor
+// that fails to finish marks `out` bad, as a failed write would.
+template <typename Write>
+void writeMaybeGzip(std::ostream& out, bool gzip, Write&& write);
+
 class GzipOutput : public std::ostream {
   public:
     // Compresses into `sink` (level 6); finish() writes the trailer.
@@ -31,5 +36,16 @@ class GzipOutput : public std::ostream {
     class Buffer;
     std::unique_ptr<Buffer> m_buffer;
 };
+
+template <typename Write>
+void writeMaybeGzip(std::ostream& out, bool gzip, Write&& write) {
+    if (!gzip) {
+        write(out);
+        return;
+    }
+    GzipOutput gz(out);
+    write(gz);
+    if (!gz.finish()) out.setstate(std::ios::badbit);
+}
 
 }  // namespace meshscope::cli

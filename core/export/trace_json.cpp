@@ -374,23 +374,26 @@ class RankExporter {
     std::unordered_map<int64_t, Reconciling> m_reconciledBy;  // incident seq -> op
 };
 
+// Every rank of the run on one axis, so each export's times agree.
+RunClock clockOf(const RunReader& run) {
+    RunClock clock;
+    for (const RankReader& r : run.ranks())
+        clock.addRank(r.info().rank, r.info().clockOriginWallNs);
+    return clock;
+}
+
 }  // namespace
 
 TraceExportStats writeChromeTrace(const RunReader& run, std::ostream& out,
                                   const std::function<void(int64_t, int64_t)>& progress,
                                   const TraceWindow& window) {
     TraceExportStats stats;
-    RunClock clock;
+    RunClock clock = clockOf(run);
     int64_t total = 0;
-    for (const RankReader& r : run.ranks()) {
-        clock.addRank(r.info().rank, r.info().clockOriginWallNs);
+    for (const RankReader& r : run.ranks())
         if (progress && window.hasRank(r.info().rank)) total += r.summary().ops;
-    }
-    std::string runId = run.manifest()        ? run.manifest()->runId
-                        : run.ranks().empty() ? ""
-                                              : run.ranks().front().info().runId;
     out << R"({"displayTimeUnit":"ns","otherData":{"generator":"meshscope","run_id":)"
-        << jsonString(runId) << R"(,"clock":"wall clock, ranks aligned"},"traceEvents":[)";
+        << jsonString(run.runId()) << R"(,"clock":"wall clock, ranks aligned"},"traceEvents":[)";
     Writer w(out);
     int64_t done = 0;
     for (const RankReader& r : run.ranks()) {
@@ -455,11 +458,9 @@ TraceExportStats writeProfilerTrace(const RunReader& run, const RankReader& rank
                                     const std::function<void(int64_t, int64_t)>& progress,
                                     const TraceWindow& window) {
     TraceExportStats stats;
-    RunClock clock;
-    for (const RankReader& r : run.ranks())
-        clock.addRank(r.info().rank, r.info().clockOriginWallNs);
+    RunClock clock = clockOf(run);
     const RankInfo& info = rank.info();
-    std::string runId = run.manifest() ? run.manifest()->runId : info.runId;
+    std::string runId = run.runId();
     auto backend = info.meta.find("backend");
     // The header is one line, with "rank": and a space, as torch writes it:
     // HTA finds a file's rank with the pattern "rank":\s+(\d+) on the first

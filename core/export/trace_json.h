@@ -23,6 +23,11 @@ namespace meshscope {
 
 struct TraceExportStats {
     int64_t ops = 0, collectives = 0, incidents = 0, flows = 0, clamped = 0;
+    TraceExportStats& operator+=(const TraceExportStats& o) {
+        ops += o.ops, collectives += o.collectives, incidents += o.incidents, flows += o.flows,
+            clamped += o.clamped;
+        return *this;
+    }
 };
 
 // What of a run goes into the trace: a window of optimizer steps (records

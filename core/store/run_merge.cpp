@@ -30,9 +30,7 @@ MergeResult mergeRuns(const std::vector<std::filesystem::path>& inputs,
     for (const fs::path& input : inputs) {
         RunReader run = RunReader::open(input);
         if (!run.problems().empty()) throw run.problems().front();
-        std::string id = run.manifest()        ? run.manifest()->runId
-                         : run.ranks().empty() ? std::string()
-                                               : run.ranks().front().info().runId;
+        std::string id = run.runId();
         if (runId.empty()) {
             runId = id;
             firstInput = input;

@@ -40,6 +40,10 @@ class RunReader {
     const std::filesystem::path& directory() const { return m_dir; }
     // The manifest, when one was found and parsed.
     const std::optional<Manifest>& manifest() const { return m_manifest; }
+    // The manifest's run id, else the first readable rank's ("" for none).
+    std::string runId() const {
+        return m_manifest ? m_manifest->runId : m_ranks.empty() ? "" : m_ranks.front().info().runId;
+    }
     // Readable ranks, ascending by rank.
     std::vector<RankReader>& ranks() { return m_ranks; }
     const std::vector<RankReader>& ranks() const { return m_ranks; }
