@@ -654,13 +654,9 @@ void MainWindow::exportReport() {
                                  reportFileFilter().replace(";;", ", ") + ") to pick it.");
         return;
     }
-    ExportRequest request{ExportRequest::Kind::Report, m_session->path(), file, format,
-                          m_session->analysis()};
-    QString error = runExportWithProgress(this, request, true);
-    if (!error.isEmpty() && error != "cancelled")
-        QMessageBox::warning(this, "meshscope", error);
-    else if (error.isEmpty())
-        statusBar()->showMessage(QStringLiteral("Wrote %1").arg(file), 5000);
+    exportWithDialog(
+        {ExportRequest::Kind::Report, m_session->path(), file, format, m_session->analysis()},
+        QStringLiteral("Wrote %1").arg(file));
 }
 
 void MainWindow::exportTrace() {
@@ -668,13 +664,8 @@ void MainWindow::exportTrace() {
     QString file = QFileDialog::getSaveFileName(this, "Export Chrome trace", "meshscope-trace.json",
                                                 "Chrome trace JSON (*.json)");
     if (file.isEmpty()) return;
-    ExportRequest request{ExportRequest::Kind::ChromeTrace, m_session->path(), file, {}, nullptr};
-    QString error = runExportWithProgress(this, request, true);
-    if (!error.isEmpty() && error != "cancelled")
-        QMessageBox::warning(this, "meshscope", error);
-    else if (error.isEmpty())
-        statusBar()->showMessage(QStringLiteral("Wrote %1 (open it in ui.perfetto.dev)").arg(file),
-                                 5000);
+    exportWithDialog({ExportRequest::Kind::ChromeTrace, m_session->path(), file, {}, nullptr},
+                     QStringLiteral("Wrote %1 (open it in ui.perfetto.dev)").arg(file));
 }
 
 void MainWindow::exportProfilerTraces() {
@@ -682,17 +673,21 @@ void MainWindow::exportProfilerTraces() {
     QString folder = QFileDialog::getExistingDirectory(
         this, "Export torch.profiler traces into an empty folder");
     if (folder.isEmpty()) return;
-    ExportRequest request{
-        ExportRequest::Kind::ProfilerTraces, m_session->path(), folder, {}, nullptr};
+    exportWithDialog(
+        {ExportRequest::Kind::ProfilerTraces, m_session->path(), folder, {}, nullptr},
+        QStringLiteral("Wrote a trace per rank into %1 (HTA: TraceAnalysis(trace_dir=...); "
+                       "tensorboard --logdir ...)")
+            .arg(folder));
+}
+
+// An export the user asked for: a progress dialog with cancel, then a
+// warning on an error or `done` in the status bar (a cancel says nothing).
+void MainWindow::exportWithDialog(const ExportRequest& request, const QString& done) {
     QString error = runExportWithProgress(this, request, true);
-    if (!error.isEmpty() && error != "cancelled")
+    if (error.isEmpty())
+        statusBar()->showMessage(done, 5000);
+    else if (error != "cancelled")
         QMessageBox::warning(this, "meshscope", error);
-    else if (error.isEmpty())
-        statusBar()->showMessage(
-            QStringLiteral("Wrote a trace per rank into %1 (HTA: TraceAnalysis(trace_dir=...); "
-                           "tensorboard --logdir ...)")
-                .arg(folder),
-            8000);
 }
 
 void MainWindow::showShortcuts() {

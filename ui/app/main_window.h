@@ -26,6 +26,7 @@ class QTabWidget;
 namespace meshscope::ui {
 
 class TimelineCanvas;
+struct ExportRequest;
 class IncidentTableModel;
 class IncidentFilterModel;
 class IncidentFilterBar;
@@ -92,6 +93,7 @@ class MainWindow : public QMainWindow {
     void exportReport();
     void exportTrace();
     void exportProfilerTraces();
+    void exportWithDialog(const ExportRequest& request, const QString& done);
     void saveTimelineAs();
     void showShortcuts();
     void setAlignMode(AlignMode mode);
