@@ -18,7 +18,17 @@
 #            (scripts/gpu/c10d_late_attach.py)
 #   w2       the scenarios with 2 ranks: NCCL on two GPUs, else (NCCL
 #            refuses two ranks on one GPU) gloo for CPU tensors beside NCCL
-#   (w1, c10d and w2 run side by side; the benchmark alone after them)
+#   tp       tensor parallelism on NCCL at world size 1 (scenario
+#            h6_slow_training; with --examples DIR also pytorch/examples'
+#            tensor_parallel_example.py and sequence_parallel_example.py,
+#            their even-GPU assertion removed): `meshscope check` must
+#            report 0 findings (no false hang from collectives NCCL
+#            completes on the device after wait() returned)
+#   hang     an all_reduce that waits on the device behind a sleeping kernel
+#            (scripts/gpu/nccl_device_hang.py): the watchdog reports it at
+#            its line while wait() has long returned on the host, and its
+#            record spans the wait
+#   (w1, c10d, w2, tp and hang run side by side; the benchmark alone after them)
 #   bench    tests/bench/capture_overhead.py --device cuda: uninstrumented,
 #            torch.profiler, meshscope level dtensor (GPU op timing sampled,
 #            and off), side by side, --rounds rounds (--bench-only adds
@@ -26,6 +36,7 @@
 #
 #   scripts/gpu_check.sh LOG_DIR [--debs DIR] [--deb PKG.deb]... [--no-gpu]
 #                        [--parts LIST] [--rounds N] [--steps N] [--bench-only LIST]
+#                        [--examples DIR]
 #   scripts/gpu_check.sh --fetch-debs DIR     (on a Debian 12 machine, first)
 #
 # --fetch-debs: downloads (apt-get download) the Debian packages a GPU
@@ -35,7 +46,8 @@
 #        LOG_DIR/deps and builds against it; --deb one package, repeatable.
 # --no-gpu: configure, build and unit-test only (what a CPU machine can check).
 # --parts: the comma-separated parts to run after the build (default all:
-#        unit,w1,c10d,w2,bench).
+#        unit,w1,c10d,w2,tp,hang,bench).
+# --examples DIR: a checkout of pytorch/examples, for part tp.
 # --rounds, --steps: rounds of the overhead benchmark and steps per block
 #        (default 100 x 40: a 95 % interval of about +-3 % at 6 ms a step;
 #        60 rounds gave +-4 % on an H200).
@@ -48,7 +60,7 @@ set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 usage() {
-    sed -n '27,46p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '37,58p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -74,7 +86,8 @@ gpu=1
 rounds=100
 bench_only=2,3,6
 steps=40
-parts=unit,w1,c10d,w2,bench
+parts=unit,w1,c10d,w2,tp,hang,bench
+examples=
 while (($#)); do
     case "$1" in
         --deb) debs+=("$(realpath "$2")") && shift 2 ;;
@@ -84,6 +97,7 @@ while (($#)); do
         --bench-only) bench_only=$2 && shift 2 ;;
         --steps) steps=$2 && shift 2 ;;
         --parts) parts=$2 && shift 2 ;;
+        --examples) examples=$(realpath "$2") && shift 2 ;;
         *) usage ;;
     esac
 done
@@ -201,7 +215,7 @@ record() {
 # communicators, torch-level collectives were recorded (NCCL itself reports
 # nothing for a one-rank communicator), ops have GPU durations.
 check_run() {
-    PYTHONPATH="$build/python" "$python" - "$1" "$2" <<'EOF'
+    PYTHONPATH="$build/python" "$python" - "$1" "$2" <<'EOF' || return 1
 import sys
 import meshscope
 
@@ -233,6 +247,8 @@ for rank in run["rank_details"]:
 print("\n".join(problems) or "ok")
 sys.exit(1 if problems else 0)
 EOF
+    # and what `check` finds: nothing but what the policy reconciled
+    "$build/app/meshscope" check "$1"
 }
 
 # scenarios NAME NPROC BACKEND DEVICE NCCL: s1-s4 recorded side by side, checked.
@@ -315,6 +331,79 @@ EOF
     fi
 }
 
+# Tensor parallelism on NCCL, one rank: recorded, then `check` (0 findings).
+tp_part() {
+    local bad=() runs=(h6_slow_training) name script dir=$logs/runs/tp
+    mkdir -p "$dir" && cp "$scenarios/h6_slow_training.py" "$dir/"
+    if [[ -n $examples ]]; then
+        for name in tensor_parallel_example sequence_parallel_example; do
+            script=$examples/distributed/tensor_parallelism/$name.py
+            if [[ ! -f $script ]]; then
+                bad+=("$name (not in $examples)")
+                continue
+            fi
+            cp "$(dirname "$script")"/*.py "$dir/"  # the examples' shared helpers
+            sed -i 's/^assert _world_size % 2 == 0.*$/pass  # one GPU here/' "$dir/$name.py"
+            runs+=("$name")
+        done
+    fi
+    for name in "${runs[@]}"; do
+        rm -rf "$dir/$name.run"
+        if ! (cd "$dir" && env PYTHONPATH="$build/python:$scenarios" STEPS=10 STEP_S=0 \
+            MESHSCOPE_SCENARIO_BACKEND=nccl MESHSCOPE_SCENARIO_DEVICE=cuda timeout 300 \
+            "$build/app/meshscope" record -o "$dir/$name.run" -n 1 -- "$python" "$dir/$name.py") \
+            >"$dir/$name.log" 2>&1 ||
+            ! "$build/app/meshscope" check "$dir/$name.run" >>"$dir/$name.log" 2>&1; then
+            bad+=("$name")
+        fi
+    done
+    if ((${#bad[@]})); then
+        report tp FAILED "${bad[*]}: see runs/tp/*.log"
+    else
+        report tp passed "${runs[*]}: recorded on NCCL, check: 0 findings"
+    fi
+}
+
+# A collective that hangs on the device: the watchdog must see it.
+hang_part() {
+    local run=$logs/runs/hang script=$root/scripts/gpu/nccl_device_hang.py
+    rm -rf "$run" && mkdir -p "$logs/runs"
+    (cd "$logs" && PYTHONPATH="$build/python" timeout 300 "$build/app/meshscope" record -o "$run" \
+        -n 1 --watchdog 3 -- "$python" "$script") >"$logs/hang.log" 2>&1
+    if PYTHONPATH="$build/python" "$python" - "$run" "$logs/hang.log" "$script" \
+        >>"$logs/hang.log" 2>&1 <<'EOF'; then
+import json
+import sqlite3
+import sys
+
+run, log, script = sys.argv[1:]
+text = open(log, errors="replace").read()
+facts = [l for l in text.splitlines() if l.startswith('{"host_wait_s"')]
+if not facts:
+    sys.exit("the script printed no facts: it failed (see above)")
+facts = json.loads(facts[-1])
+line = next(i + 1 for i, l in enumerate(open(script)) if "HANG ON THE DEVICE" in l)
+problems = []
+if "meshscope watchdog: rank 0: all_reduce" not in text:
+    problems.append("the watchdog did not report the all_reduce pending on the device")
+if f"nccl_device_hang.py:{line}" not in text:
+    problems.append(f"the watchdog did not name line {line}")
+db = sqlite3.connect(f"file:{run}/rank-00000.msdb?mode=ro", uri=True)
+rows = db.execute("SELECT c.state, (c.end_ns - c.start_ns) / 1e9 FROM collectives c JOIN strings k "
+                  "ON k.id = c.kind_id WHERE k.text = 'all_reduce' ORDER BY c.seq").fetchall()
+if len(rows) < 2 or rows[-1][0] != 0 or rows[-1][1] < 0.5 * facts["device_s"]:
+    problems.append(f"the all_reduce is not recorded completed over its time on the device: {rows}")
+print(f"host wait {facts['host_wait_s']:.3f} s, on the device {facts['device_s']:.1f} s, "
+      f"recorded {rows[-1] if rows else None}")
+print("\n".join(problems) or "ok")
+sys.exit(1 if problems else 0)
+EOF
+        report hang passed "$(grep -E '^host wait' "$logs/hang.log")"
+    else
+        report hang FAILED "see hang.log"
+    fi
+}
+
 # Whether NCCL runs 2 ranks on this machine's one GPU (it refuses duplicate
 # GPUs in one communicator in most versions).
 two_ranks_on_one_gpu() {
@@ -355,7 +444,7 @@ report build passed "$build (plugin: $plugin)"
 wants() { [[ ",$parts," == *",$1,"* ]]; }
 if wants unit; then unit_tests; fi
 if ((!gpu)); then
-    for part in w1 c10d w2 bench; do report "$part" SKIPPED "--no-gpu"; done
+    for part in w1 c10d w2 tp hang bench; do report "$part" SKIPPED "--no-gpu"; done
     exit "$failed"
 fi
 # The recorded runs side by side (each reports its own line), then the
@@ -372,8 +461,10 @@ pids=()
 if wants w1; then scenario_part w1 1 nccl cuda 1 >"$logs/w1.line" & pids+=($!); fi
 if wants c10d; then c10d_part >"$logs/c10d.line" & pids+=($!); fi
 if wants w2; then scenario_part w2 "${w2[@]}" >"$logs/w2.line" & pids+=($!); fi
+if wants tp; then tp_part >"$logs/tp.line" & pids+=($!); fi
+if wants hang; then hang_part >"$logs/hang.line" & pids+=($!); fi
 ((${#pids[@]})) && wait "${pids[@]}"
-for part in w1 c10d w2; do
+for part in w1 c10d w2 tp hang; do
     wants $part && [[ -f $logs/$part.line ]] || continue
     cat "$logs/$part.line"
     grep -q ' FAILED ' "$logs/$part.line" && failed=$((failed + 1))

@@ -59,6 +59,10 @@ Command addCheck(CLI::App& app) {
                     findings.push_back(&f);
                 for (const Finding* f : findings)
                     fmt::print("{}: {}\n", toString(f->kind), terminalSafe(f->message));
+                // what was left out of the cross-rank comparisons, and why
+                for (const RecordingReach& r : analysis.reach)
+                    if (!r.note.empty())
+                        fmt::print(stderr, "meshscope check: note: {}\n", terminalSafe(r.note));
                 int64_t reconciled = 0;
                 for (const IncidentRef& r : analysis.incidents)
                     reconciled += r.outcome == Outcome::Reconciled;

@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "capture/agent/agent.h"
-#include "capture/agent/collective_bridge.h"
 #include "capture/agent/failures.h"
 #include "capture/agent/op_handler.h"
 #include "core/analysis/fix_suggestion.h"
@@ -27,12 +26,6 @@ Provenance atUserFrame(Agent& agent, OriginClass origin, std::string evidence, b
 }
 
 namespace {
-
-// A raw C function as a PyMethodDef's entry (fastcall signatures).
-template <auto F>
-PyCFunction fastcall() {
-    return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(F));
-}
 
 constexpr int kMaxNesting = 8;  // containers inside containers, as far as inputs go
 
@@ -110,13 +103,12 @@ PyObject* afterCall(PyObject* out, const char* what, Body&& body) {
     return out;
 }
 
-// A DTensor API call or a functional collective that raised (`name`:
-// "DTensor.full_tensor", "all_gather_tensor"): the error recorded as an
-// incident with the call's tensor arguments and meshscope's note added to
-// the exception, unless a hook nearer the error recorded it already.
-// `pending`: the collective the call was. The exception stays raised.
-void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_t nargs,
-                       const PendingCollective* pending) {
+// A DTensor API call that raised (`name`: "DTensor.full_tensor"): the error
+// recorded as an incident with the call's tensor arguments and meshscope's
+// note added to the exception, unless a hook nearer the error recorded it
+// already. A collective error is the tracker's: the collective this thread
+// still waits in. The exception stays raised.
+void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_t nargs) {
     Agent* agent = Agent::current();
     if (!agent || !PyErr_Occurred()) return;
     PyObject *type, *value, *trace;
@@ -126,12 +118,12 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
         if (value && !alreadyRecorded(value)) {
             std::string error = exceptionText(value);
             std::optional<IncidentKind> kind = classifyFailure(error);
-            if (kind && pending && *kind != IncidentKind::NoShardingStrategy)
-                kind = IncidentKind::CollectiveError;
-            // a collective failing inside the call: the one still pending
-            std::optional<PendingCollective> inner;
-            if (kind == IncidentKind::CollectiveError && !pending)
-                if ((inner = agent->pending().latestScoped())) pending = &*inner;
+            if (kind == IncidentKind::CollectiveError) {
+                std::optional<TrackedCollective> inner = agent->tracker().latestOnThisThread();
+                markRecorded(value, agent->tracker().failed(inner ? inner->seq : CollectiveSeq{},
+                                                            error, name));
+                kind.reset();
+            }
             Operands inputs;
             TorchTypes& types = agent->torch();
             int64_t ndim = -1;
@@ -165,9 +157,7 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
                 info.name = agent->writer().intern(name);
                 info.text = name;
                 std::string note =
-                    OpHandler(*agent, info, std::move(inputs))
-                        .recordFailure(*kind, error, pending ? pending->describe() : "",
-                                       pending ? pending->position : -1);
+                    OpHandler(*agent, info, std::move(inputs)).recordFailure(*kind, error);
                 markRecorded(value, note);
             }
         }
@@ -179,21 +169,12 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
     PyErr_Restore(type, value, trace);
 }
 
-// Calls a DTensor-level `original` (`name`: "DTensor.full_tensor") inside a
-// pending-collective scope (the functional collectives it runs are waited
-// for before it returns) and records what it raises as its failure.
-PyObject* callInScope(const char* name, PyObject* original, PyObject* const* args, Py_ssize_t nargs,
-                      PyObject* kwnames) {
-    Agent* agent = Agent::current();
-    PendingCollectives::enterScope();
+// Calls a DTensor-level `original` (`name`: "DTensor.full_tensor") and
+// records what it raises as its failure.
+PyObject* callRecordingFailure(const char* name, PyObject* original, PyObject* const* args,
+                               Py_ssize_t nargs, PyObject* kwnames) {
     PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
-    if (!agent || Agent::current() != agent) {
-        PendingCollectives::abandonScope();
-        return out;
-    }
-    if (!out)  // before leaving the scope: a collective failing inside is still pending
-        recordCallFailure(name, args, nargs, nullptr);
-    agent->pending().leaveScope();
+    if (!out) recordCallFailure(name, args, nargs);
     return out;
 }
 
@@ -278,117 +259,6 @@ PyObject* tagInputsCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     });
 }
 
-// A functional collective that returned: kind, group label, bytes and the
-// host-side span from `startNs` to now. What NCCL ran under it (`current`)
-// adds its GPU time to this record through the plugin.
-void recordCollective(Agent& agent, const CurrentOp& current, std::string_view kind,
-                      PyObject* tensors, PyObject* group, PyObject* labeler, int64_t startNs) {
-    int64_t bytes = 0;
-    auto add = [&](PyObject* obj) {
-        if (!THPVariable_Check(obj)) return;
-        const at::Tensor& t = THPVariable_Unpack(obj);
-        bytes += t.numel() * int64_t(t.element_size());
-    };
-    if (PyList_Check(tensors) || PyTuple_Check(tensors)) {
-        PyRef items = PyRef::steal(PySequence_Tuple(tensors));
-        for (Py_ssize_t i = 0; items && i < PyTuple_GET_SIZE(items.get()); ++i)
-            add(PyTuple_GET_ITEM(items.get(), i));
-        PyErr_Clear();
-    } else {
-        add(tensors);
-    }
-    RankWriter& w = agent.writer();
-    CollectiveRecord rec;
-    rec.kind = w.intern(kind);
-    rec.group = agent.torch().groupLabel(group, labeler, w);
-    rec.bytes = bytes;
-    rec.startNs = startNs;
-    rec.endNs = w.nowNs();
-    rec.thread = Agent::threadIndex();
-    rec.step = agent.step();
-    current.collective(agent.collectives(), std::move(rec));
-}
-
-// The replacement of a functional collective: `self` is (original, kind,
-// position of `group` after the tensor, labeler). Calls the original with
-// the arguments as given and records the collective; no Python frame of
-// its own.
-PyObject* collectiveCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
-                         PyObject* kwnames) {
-    PyObject* original = PyTuple_GET_ITEM(self, 0);
-    Agent* agent = Agent::current();
-    int64_t start = agent ? agent->writer().nowNs() : 0;
-    PyObject* group = Py_None;
-    Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(self, 2)) + 1;
-    if (at < nargs) group = args[at];
-    for (Py_ssize_t k = 0; kwnames && k < PyTuple_GET_SIZE(kwnames); ++k)
-        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, k), "group") == 0)
-            group = args[nargs + k];
-    // Pending until a DTensor-level call around it returns (its wait is
-    // inside), or at once when called on its own (its wait comes later).
-    PendingCollective entry;
-    uint64_t id = 0;
-    if (agent) {
-        PyRef ignored = PyRef::steal(guarded("collective", [&](Agent& a) -> PyObject* {
-            Py_ssize_t size = 0;
-            const char* kind = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(self, 1), &size);
-            entry.kind = kind ? std::string(kind, size_t(size)) : "collective";
-            if (nargs >= 1 && THPVariable_Check(args[0])) {
-                const at::Tensor& t = THPVariable_Unpack(args[0]);
-                entry.bytes = t.numel() * int64_t(t.element_size());
-            }
-            a.torch().groupLabel(group, PyTuple_GET_ITEM(self, 3), a.writer(), &entry.group);
-            entry.startNs = start;
-            entry.step = a.step();
-            entry.thread = Agent::threadIndex();
-            UserFrame frame = a.frames().userFrame(a.writer());
-            entry.stack = frame.stack;
-            entry.where = frame.where();
-            id = a.pending().begin(entry);
-            Py_RETURN_NONE;
-        }));
-        PyErr_Clear();
-    }
-    CurrentOp current;  // the NCCL calls under it, for the plugin
-    PyObject* out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
-    if (agent && id && Agent::current() == agent) {
-        if (!out) {
-            agent->pending().end(id);
-            recordCallFailure(entry.kind, args, nargs, &entry);
-        } else {
-            agent->pending().endWithScope(id);
-        }
-    }
-    if (!out || nargs < 1 || !agent) return out;
-    return afterCall(out, "collective", [&](Agent& a) {
-        Py_ssize_t size = 0;  // a str (checked when the wrapper was made), UTF-8 cached
-        const char* kind = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(self, 1), &size);
-        if (kind)
-            recordCollective(a, current, std::string_view(kind, size_t(size)), args[0], group,
-                             PyTuple_GET_ITEM(self, 3), start);
-    });
-}
-
-PyMethodDef g_collectiveDef = {
-    "collective", fastcall<&collectiveCall>(), METH_FASTCALL | METH_KEYWORDS,
-    "a functional collective as meshscope wraps it: the original's result, the collective "
-    "recorded (kind, group, bytes, host span)"};
-
-// collective(original, kind, group_at, labeler) -> the function that
-// replaces a functional collective; `group_at` is the position of its
-// `group` argument after the tensor, `labeler(group)` names a group (once
-// per group: the labels are cached).
-PyObject* collectiveWrapper(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
-    if (argc != 4 || !PyCallable_Check(argv[0]) || !PyUnicode_Check(argv[1]) ||
-        !PyLong_Check(argv[2]) || !PyCallable_Check(argv[3])) {
-        PyErr_SetString(PyExc_TypeError, "collective(original, kind: str, group_at: int, labeler)");
-        return nullptr;
-    }
-    PyRef state = PyRef::steal(PyTuple_Pack(4, argv[0], argv[1], argv[2], argv[3]));
-    if (!state) return nullptr;
-    return PyCFunction_New(&g_collectiveDef, state.get());
-}
-
 // The output of DTensor.to_local() (kind 0) or full_tensor() (kind 1),
 // called every forward by tensor-parallel layers: tagged as stripped local
 // data (C). The record is kept per user stack and layout: a repeated call
@@ -418,8 +288,8 @@ void tagStripped(Agent& agent, PyObject* out, PyObject* dtensor, int kind) {
 PyObject* strippedCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
     PyObject* original = PyTuple_GET_ITEM(self, 0);
     int kind = PyTuple_GET_ITEM(self, 1) == Py_True ? 1 : 0;
-    PyObject* out = callInScope(kind ? "DTensor.full_tensor" : "DTensor.to_local", original, args,
-                                nargs, kwnames);
+    PyObject* out = callRecordingFailure(kind ? "DTensor.full_tensor" : "DTensor.to_local",
+                                         original, args, nargs, kwnames);
     if (!out || nargs < 1) return out;
     return afterCall(out, "to_local() provenance",
                      [&](Agent& agent) { tagStripped(agent, out, args[0], kind); });
@@ -447,12 +317,11 @@ PyObject* strippingCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
 // The replacement of a DTensor API call that can fail without dispatching
 // an op (DTensor.redistribute, distribute_tensor, DTensor.from_local):
 // `self` is (original, name). A failure is recorded with the call's tensor
-// arguments and raised as before; the functional collectives it runs are
-// waited for inside it.
+// arguments and raised as before.
 PyObject* guardedCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
     const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self, 1));
-    return callInScope(name ? name : "DTensor call", PyTuple_GET_ITEM(self, 0), args, nargs,
-                       kwnames);
+    return callRecordingFailure(name ? name : "DTensor call", PyTuple_GET_ITEM(self, 0), args,
+                                nargs, kwnames);
 }
 
 PyMethodDef g_guardedDef = {
@@ -491,9 +360,6 @@ PyMethodDef g_methods[] = {
     {"failure_guard", fastcall<&failureGuard>(), METH_FASTCALL,
      "failure_guard(original, name, method) -> the replacement of a DTensor API call: calls "
      "the original and records a failure as an incident"},
-    {"collective", fastcall<&collectiveWrapper>(), METH_FASTCALL,
-     "collective(original, kind, group_at, labeler) -> the replacement of a functional "
-     "collective: calls the original and records the collective"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -16,14 +16,21 @@
 namespace meshscope::capture {
 
 class Agent;
+
+// A raw C function as a PyMethodDef's entry (fastcall signatures).
+template <auto F>
+PyCFunction fastcall() {
+    return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(F));
+}
 struct Provenance;
 
 // A provenance created at the current user frame (optionally naming it in
 // the evidence).
 Provenance atUserFrame(Agent& agent, OriginClass origin, std::string evidence, bool withLocation);
 
-// enter_forward, leave_phase, enter_phase, tag_inputs, stripping, collective
-// (documented in adapter_calls.cpp), terminated by a null entry.
+// enter_forward, leave_phase, enter_phase, tag_inputs, stripping,
+// failure_guard (documented in adapter_calls.cpp), terminated by a null
+// entry.
 PyMethodDef* adapterMethods();
 
 }  // namespace meshscope::capture

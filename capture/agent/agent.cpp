@@ -24,12 +24,15 @@ thread_local int t_loadStateDict = 0;
 thread_local uint16_t t_depth = 0;
 // Longest detach waits for the GPU to finish the ops it still times.
 constexpr std::chrono::milliseconds kDrainDeviceTimes{2000};
+// Longest detach asks pending collectives whether they completed.
+constexpr std::chrono::milliseconds kSettleCollectives{5000};
 std::atomic<uint32_t> g_nextThread{0};
 std::atomic<uint64_t> g_generation{0};
 
 }  // namespace
 
 std::atomic<Agent*> Agent::s_current{nullptr};
+std::atomic<Agent*> Agent::s_closing{nullptr};
 std::atomic<uint64_t> Agent::s_attachedGeneration{0};
 
 Agent& Agent::attach(AgentConfig config) {
@@ -48,7 +51,9 @@ void Agent::detach() {
         agent = s_current.exchange(nullptr, std::memory_order_acq_rel);
         s_attachedGeneration.store(0, std::memory_order_release);
     }
-    delete agent;  // flushes and closes the rank file
+    s_closing.store(agent, std::memory_order_release);
+    delete agent;  // settles its collectives, flushes and closes the rank file
+    s_closing.store(nullptr, std::memory_order_release);
 }
 
 Agent::Agent(AgentConfig config)
@@ -67,13 +72,17 @@ Agent::Agent(AgentConfig config)
     m_deviceTimes->setActive(timesDevicesAt(std::max<int64_t>(0, step())));
     m_torch.load();
     recordMeta();
-    m_watchdog = std::make_unique<Watchdog>(*this, m_config.watchdogSeconds);
+    m_monitor = std::make_unique<CollectiveMonitor>(*this, m_config.watchdogSeconds);
 }
 
 Agent::~Agent() {
-    m_watchdog.reset();
+    m_monitor.reset();
     if (m_writer) {
-        recordStillPending(*this, "its agent detached (the process ended or detach() was called)");
+        // a normal end: what the backend has not yet said is complete gets
+        // a moment to complete before it is called stuck
+        m_tracker.settle(kSettleCollectives);
+        m_tracker.endAll("its agent detached (the process ended or detach() was called)",
+                         IncidentKind::CollectiveHang);
         m_collectives.flush();
         m_deviceTimes->drain(kDrainDeviceTimes);
         if (uint64_t lost = m_deviceTimes->dropped())

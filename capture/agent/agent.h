@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "capture/agent/collective_bridge.h"
+#include "capture/agent/collective_tracker.h"
 #include "capture/agent/device_timer.h"
 #include "capture/agent/failures.h"
 #include "capture/agent/frames.h"
@@ -73,6 +74,12 @@ class Agent {
     static void detach();
     // nullptr when not attached (hooks then pass everything through).
     static Agent* current() { return s_current.load(std::memory_order_acquire); }
+    // The agent a dying process speaks through (crash_guard): the attached
+    // one, or the one detach() is closing.
+    static Agent* forLastWords() {
+        Agent* agent = current();
+        return agent ? agent : s_closing.load(std::memory_order_acquire);
+    }
 
     ~Agent();
 
@@ -91,7 +98,8 @@ class Agent {
     FrameCache& frames() { return m_frames; }
     PromotionCache& promotions() { return m_promotions; }
     CollectiveBridge& collectives() { return m_collectives; }
-    PendingCollectives& pending() { return m_pending; }
+    CollectiveTracker& tracker() { return m_tracker; }
+    CollectiveMonitor* monitor() { return m_monitor.get(); }  // null once detaching
     DeviceTimer& deviceTimes() { return *m_deviceTimes; }
 
     // Optimizer steps completed so far (the step new records belong to).
@@ -140,6 +148,7 @@ class Agent {
     void recordMeta();
 
     static std::atomic<Agent*> s_current;
+    static std::atomic<Agent*> s_closing;  // being deleted by detach()
     static std::atomic<uint64_t> s_attachedGeneration;
 
     AgentConfig m_config;
@@ -151,8 +160,8 @@ class Agent {
     PromotionCache m_promotions;
     CollectiveBridge m_collectives{*this};
     std::unique_ptr<DeviceTimer> m_deviceTimes;  // needs m_writer
-    PendingCollectives m_pending;
-    std::unique_ptr<Watchdog> m_watchdog;  // needs m_writer; stopped first
+    CollectiveTracker m_tracker{*this};
+    std::unique_ptr<CollectiveMonitor> m_monitor;  // needs m_writer; stopped first
     std::atomic<int64_t> m_step{0};
     uint64_t m_generation = 0;
     Counters m_counters;

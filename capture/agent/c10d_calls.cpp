@@ -3,6 +3,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include <array>
+#include <optional>
+#include <string>
 #include <utility>
 
 namespace meshscope::capture {
@@ -64,6 +66,29 @@ c10d::ProcessGroup* processGroup(const c10::IValue& v) {
     return dynamic_cast<c10d::ProcessGroup*>(object.getSlot(0).toCapsule().get());
 }
 
+// The device of the first tensor `v` holds.
+std::optional<c10::DeviceType> deviceOf(const c10::IValue& v) {
+    if (v.isTensor()) return v.toTensor().device().type();
+    if (v.isTensorList()) {
+        c10::List<at::Tensor> list = v.toTensorList();
+        if (!list.empty()) return list.get(0).device().type();
+    } else if (v.isList()) {
+        for (const c10::IValue& item : v.toListRef())
+            if (auto d = deviceOf(item)) return d;
+    }
+    return std::nullopt;
+}
+
+// The name of the backend `pg` runs a collective on `device` with ("gloo",
+// "nccl", a custom backend's own name).
+std::string backendName(c10d::ProcessGroup& pg, std::optional<c10::DeviceType> device) {
+    try {
+        if (device) return pg.getBackend(*device)->getBackendName();
+    } catch (...) {  // no backend registered for that device: the group's own
+    }
+    return pg.getBackendName();
+}
+
 }  // namespace
 
 C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
@@ -83,9 +108,13 @@ C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue
             }
         if (found) break;
     }
+    std::optional<c10::DeviceType> device;
+    for (size_t i = 0; i < args.size() && !device; ++i)
+        device = deviceOf(args[i]);
     for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
         if (arguments[i].name() != "process_group") continue;
         if (c10d::ProcessGroup* pg = processGroup(args[i])) {
+            facts.completesOnWait = backendName(*pg, device) == "gloo";
             std::string label = pg->getGroupDesc();
             if (label.empty()) label = "group " + pg->getGroupName();
             int size = pg->getSize();

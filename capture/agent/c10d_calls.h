@@ -27,6 +27,10 @@ struct C10dFacts {
     std::string_view kind;  // "all_reduce", "broadcast", "barrier", ...
     int64_t bytes = 0;      // the data it sends (0 for a barrier)
     std::string group;      // "default_pg (2 ranks)", "mesh_tp (1 rank)"; "" when not found
+    // Whether its work is complete once wait() returned: gloo's is (and some
+    // of gloo's works never report is_completed()); NCCL's completes on the
+    // device after wait() returned, and an unknown backend is asked too.
+    bool completesOnWait = false;
 };
 C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args);
 

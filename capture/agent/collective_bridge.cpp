@@ -115,23 +115,25 @@ void CollectiveBridge::opRecorded(uint64_t token, OpSeq seq) {
     resolved(token, Subject{seq, CollectiveSeq{}});
 }
 
-CollectiveSeq CollectiveBridge::agentCollective(CollectiveRecord rec, uint64_t enclosing,
-                                                uint64_t own) {
+void CollectiveBridge::collectiveIssued(uint64_t own, CollectiveSeq seq) {
     std::lock_guard lock(m_mutex);
-    Enclosed enclosed{std::move(rec), enclosing, own};
+    resolved(own, Subject{OpSeq{}, seq});
+}
+
+void CollectiveBridge::agentCollective(CollectiveRecord rec, uint64_t enclosing) {
+    std::lock_guard lock(m_mutex);
+    Enclosed enclosed{std::move(rec), enclosing};
     std::optional<Subject> op = enclosing ? recordedSubject(enclosing) : Subject{};
     if (!op && m_enclosed.size() < kMaxWaiting) {  // the op it ran inside is still running
         m_enclosed.push_back(std::move(enclosed));
-        return CollectiveSeq{};
+        return;
     }
-    return submit(enclosed, op.value_or(Subject{}).op);
+    submit(enclosed, op.value_or(Subject{}).op);
 }
 
-CollectiveSeq CollectiveBridge::submit(Enclosed& enclosed, OpSeq op) {
+void CollectiveBridge::submit(Enclosed& enclosed, OpSeq op) {
     if (op) enclosed.record.op = op;  // else the op it names itself (c10d calls), or none
-    CollectiveSeq seq = m_agent.writer().submit(std::move(enclosed.record));
-    if (enclosed.own && seq) resolved(enclosed.own, Subject{OpSeq{}, seq});
-    return seq;
+    m_agent.writer().submit(std::move(enclosed.record));
 }
 
 void CollectiveBridge::resolved(uint64_t token, Subject subject) {
@@ -159,16 +161,11 @@ void CollectiveBridge::resolved(uint64_t token, Subject subject) {
 }
 
 void CollectiveBridge::record(const MeshscopeCollectiveEvent& e) {
-    RankWriter& w = m_agent.writer();
     Waiting waiting;
-    CollectiveRecord& r = waiting.record;
-    r.kind = w.intern(e.kind ? e.kind : "unknown");
-    r.group = w.intern("comm " + hex(e.commHash));
-    r.bytes = e.bytes;
-    r.startNs = e.hostStartNs;
-    r.endNs = std::max(e.hostStartNs, e.hostEndNs);
-    r.thread = e.opToken ? uint32_t(e.opToken >> kThreadShift) : Agent::threadIndex();
-    r.step = m_agent.step();
+    waiting.record = CollectiveTracker::libraryRecord(
+        m_agent.writer(), e.kind ? e.kind : "", "comm " + hex(e.commHash), e.bytes, e.hostStartNs,
+        e.hostEndNs, e.opToken ? uint32_t(e.opToken >> kThreadShift) : Agent::threadIndex(),
+        m_agent.step());
     if (e.deviceStartNs > 0 && e.deviceEndNs >= e.deviceStartNs)
         waiting.device =
             DeviceTimeRecord{CollectiveSeq{}, e.deviceEndNs - e.deviceStartNs, e.deviceStartNs};

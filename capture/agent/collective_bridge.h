@@ -33,12 +33,13 @@ class CollectiveBridge {
 
     // Ties the collectives issued under op `token` to the op's seq.
     void opRecorded(uint64_t token, OpSeq seq);
-    // A collective the agent recorded at torch's level, called under op
-    // `enclosing` (0: none known) as `own`: submitted once the enclosing op
-    // has its seq (rec.op), and the library calls under `own` give it their
-    // GPU time instead of records of their own. Returns its seq when it
-    // could be submitted at once.
-    CollectiveSeq agentCollective(CollectiveRecord rec, uint64_t enclosing, uint64_t own);
+    // A collective the agent follows at torch's level (CollectiveTracker) was
+    // issued as token `own`: the library calls under it give it their GPU
+    // time instead of records of their own.
+    void collectiveIssued(uint64_t own, CollectiveSeq seq);
+    // Its record, once its life ended, issued under op `enclosing` (0: none
+    // known): submitted once that op has its seq (rec.op).
+    void agentCollective(CollectiveRecord rec, uint64_t enclosing);
     void record(const MeshscopeCollectiveEvent& event);
     void communicator(uint64_t hash, std::string_view name, int rank, int size, int nodes);
     void dropped(uint64_t total);
@@ -65,13 +66,13 @@ class CollectiveBridge {
     // A torch-level collective waiting for the op it ran inside.
     struct Enclosed {
         CollectiveRecord record;
-        uint64_t enclosing = 0, own = 0;
+        uint64_t enclosing = 0;
     };
     std::optional<Subject> recordedSubject(uint64_t token) const;
     // With m_mutex held:
     void resolved(uint64_t token, Subject subject);
     void submit(Waiting& waiting, const Subject& subject);
-    CollectiveSeq submit(Enclosed& enclosed, OpSeq op);
+    void submit(Enclosed& enclosed, OpSeq op);
 
     // token -> seq of the latest ops; NCCL may report a collective many
     // (level "all": thousands of) ops after the one that issued it
@@ -97,11 +98,11 @@ class CurrentOp {
     void recorded(CollectiveBridge& bridge, OpSeq seq) const {
         if (m_token && seq) bridge.opRecorded(m_token, seq);
     }
-    // This scope is a collective the agent records itself (c10d calls,
-    // functional collectives): see CollectiveBridge::agentCollective.
-    CollectiveSeq collective(CollectiveBridge& bridge, CollectiveRecord rec) const {
-        return bridge.agentCollective(std::move(rec), m_previous, m_token);
-    }
+    // This scope's token (0 while no plugin listens) and the one of the op
+    // around it: a collective the agent follows itself (c10d calls,
+    // functional collectives) is issued under `enclosing()` as `token()`.
+    uint64_t token() const { return m_token; }
+    uint64_t enclosing() const { return m_previous; }
 
     // The same, for hooks that cannot hold a scope (the RecordFunction
     // observer): enter() returns the token (0 while no plugin listens).

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "capture/agent/c10d_calls.h"
+#include "capture/agent/collective_tracker.h"
 #include "capture/agent/failures.h"
 #include "capture/agent/op_handler.h"
 #include "core/analysis/fix_suggestion.h"
@@ -232,12 +233,26 @@ PyObject* pythonException(const std::exception& e) {
     return nullptr;
 }
 
-// Records the error an op raised (its DTensor dispatch, or a c10d call) as
-// an incident and adds meshscope's note to the exception, unless a hook
-// nearer the error recorded it already; KeyboardInterrupt and SystemExit
-// are not failures. `pending`: the collective the op was, if it was one.
+// Takes the work a c10d op returned from the stack (a Work, or one inside
+// the tuple some ops return).
+c10::intrusive_ptr<c10d::Work> workOnStack(const torch::jit::Stack& stack) {
+    if (stack.empty()) return {};
+    const c10::IValue& top = stack.back();
+    if (top.isCustomClass()) return top.toCustomClass<c10d::Work>();
+    if (top.isTuple())
+        for (const c10::IValue& v : top.toTupleRef().elements())
+            if (v.isCustomClass()) return v.toCustomClass<c10d::Work>();
+    return {};
+}
+
+// Records the error an op raised (its DTensor dispatch, or a c10d call:
+// `collective`, the collective it was) as an incident and adds meshscope's
+// note to the exception, unless a hook nearer the error recorded it already;
+// KeyboardInterrupt and SystemExit are not failures. A collective error is
+// the tracker's: the collective the op was, or the one this thread still
+// waits in.
 void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands& inputs,
-                     const std::exception& e, const PendingCollective* pending = nullptr) {
+                     const std::exception& e, CollectiveTracker::Id collective = {}) {
     GilHold gil;
     if (Agent::current() != &agent) return;
     PendingError saved;
@@ -246,12 +261,19 @@ void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands
         if (alreadyRecorded(value)) return;
         std::string error = value ? exceptionText(value) : std::string(e.what());
         std::optional<IncidentKind> kind = classifyFailure(error);
-        if (!kind) return;
-        if (pending) kind = IncidentKind::CollectiveError;
-        std::string note =
-            OpHandler(agent, agent.torch().opInfo(op.schema(), agent.writer()), inputs)
-                .recordFailure(*kind, error, pending ? pending->describe() : "",
-                               pending ? pending->position : -1);
+        if (!kind) {  // KeyboardInterrupt, SystemExit: the collective's end, not a failure
+            agent.tracker().ended(collective, error);
+            return;
+        }
+        std::string note;
+        if (collective || kind == IncidentKind::CollectiveError) {
+            if (!collective)
+                if (auto latest = agent.tracker().latestOnThisThread()) collective = latest->seq;
+            note = agent.tracker().failed(collective, error, op.schema().name());
+        } else {
+            note = OpHandler(agent, agent.torch().opInfo(op.schema(), agent.writer()), inputs)
+                       .recordFailure(*kind, error);
+        }
         markRecorded(value, note);
     } catch (const std::exception& own) {
         agent.ownError("record", std::string("could not record a failure: ") + own.what());
@@ -259,10 +281,11 @@ void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands
 }
 
 // A c10d collective the program called itself (dist.all_reduce, broadcast,
-// barrier, send, ...; c10d_calls.h): recorded as an op with the user's call
-// site, and as a collective tied to that op. What NCCL runs under it adds
-// its GPU time to that record through the plugin. A call that raises is
-// not recorded and raises as without meshscope.
+// barrier, send, ...; c10d_calls.h): followed by the tracker from issue to
+// completion (its work says when) and recorded as an op with the user's call
+// site. What NCCL runs under it adds its GPU time to that record through the
+// plugin. A call that raises is recorded as failed and raises as without
+// meshscope.
 void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                     torch::jit::Stack* stack, Operands inputs) {
     const c10::FunctionSchema& schema = op.schema();
@@ -270,61 +293,71 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
     RankWriter& writer = agent.writer();
     CurrentOp current;
     int64_t start = writer.nowNs();
-    PendingCollective entry;
-    entry.kind = std::string(facts.kind);
-    entry.group = facts.group;
-    entry.bytes = facts.bytes;
-    entry.startNs = start;
-    entry.step = agent.step();
-    entry.thread = Agent::threadIndex();
-    uint64_t id = agent.pending().begin(entry);  // sets its position
+    CollectiveTracker::Id id;
+    {
+        GilHold gil;  // the user frame; released before the call, which may block
+        PendingError pending;
+        try {
+            if (Agent::current() == &agent)
+                id = agent.tracker().issue(
+                    {std::string(facts.kind), facts.group, facts.bytes, start},
+                    current.enclosing());
+        } catch (const std::exception& e) {
+            agent.ownError("record", std::string("could not follow a collective: ") + e.what());
+        }
+    }
     ++Agent::threadDepth();
     try {
         redispatch(op, ks, stack);
     } catch (const std::exception& e) {
         --Agent::threadDepth();
-        agent.pending().end(id);
-        recordOpFailure(agent, op, inputs, e, &entry);
+        recordOpFailure(agent, op, inputs, e, id);
         throw;
     }
     --Agent::threadDepth();
     int64_t end = writer.nowNs();
     GilHold gil;
-    if (Agent::current() != &agent) {
-        agent.pending().end(id);
-        return;
-    }
+    if (Agent::current() != &agent) return;
     PendingError pending;
     try {
-        // the work the call returned says when the collective is done (a
-        // gloo collective is waited for after this call, in Work.wait())
-        c10::intrusive_ptr<c10d::Work> work;
-        if (!stack->empty() && stack->back().isCustomClass())
-            work = stack->back().toCustomClass<c10d::Work>();
-        else if (!stack->empty() && stack->back().isTuple())
-            for (const c10::IValue& v : stack->back().toTupleRef().elements())
-                if (v.isCustomClass()) work = v.toCustomClass<c10d::Work>();
-        UserFrame frame = agent.frames().userFrame(writer);
-        agent.pending().attach(id, frame.stack, frame.where(), work);
         OpSeq seq = OpHandler(agent, agent.torch().opInfo(schema, writer), std::move(inputs))
                         .recordDTensorOp(start, end, Operands{});
-        CollectiveRecord rec;
-        rec.op = seq;
-        rec.kind = writer.intern(facts.kind);
-        rec.group = writer.intern(facts.group.empty() ? std::string("process group") : facts.group);
-        rec.bytes = facts.bytes;
-        rec.startNs = start;
-        rec.endNs = end;
-        rec.thread = Agent::threadIndex();
-        rec.step = agent.step();
-        current.collective(agent.collectives(), std::move(rec));
+        // a gloo collective is waited for after this call, in Work.wait()
+        agent.tracker().issued(id, workOnStack(*stack), facts.completesOnWait, at::Tensor(), seq,
+                               current.token());
     } catch (const std::exception& e) {
-        agent.pending().end(id);
         agent.ownError("record", std::string("could not record a c10d collective: ") + e.what());
     }
 }
 
+thread_local WorkCapture* t_capture = nullptr;
+
+// Inside a functional collective's call (WorkCapture): its `_c10d_functional`
+// op runs with the hook's key still included, so the c10d call inside comes
+// back here; that call's work and the op's result go to the tracker.
+void captureFallback(WorkCapture& capture, const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                     torch::jit::Stack* stack) {
+    const c10::FunctionSchema& schema = op.schema();
+    if (isC10dOp(schema)) {
+        bool onWait =
+            c10dFacts(schema, torch::jit::last(*stack, schema.arguments().size())).completesOnWait;
+        redispatch(op, ks, stack);
+        if (c10::intrusive_ptr<c10d::Work> work = workOnStack(*stack)) capture.work(work, onWait);
+        return;
+    }
+    if (!schema.name().starts_with("_c10d_functional")) return redispatch(op, ks, stack);
+    op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kHookKey), stack);
+    const auto& returns = schema.returns();
+    for (size_t i = 0; i < returns.size() && i < stack->size(); ++i) {
+        const c10::IValue& v = (*stack)[stack->size() - returns.size() + i];
+        if (v.isTensor()) return capture.result(v.toTensor());
+        if (v.isTensorList() && !v.toTensorList().empty())
+            return capture.result(v.toTensorList().get(0));
+    }
+}
+
 void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    if (t_capture) return captureFallback(*t_capture, op, ks, stack);
     Agent* agent = Agent::current();
     PyTypeObject* dtensorType = agent ? agent->torch().dtensorType() : nullptr;
     if (!dtensorType) return redispatch(op, ks, stack);
@@ -389,13 +422,11 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     std::vector<c10::IValue> saved;
     size_t base = stack->size() - schema.arguments().size();
     if (agent->promotions().anySharded()) saved.assign(stack->begin() + base, stack->end());
-    PendingCollectives::enterScope();  // the redistributions it runs end with it
     try {
         redispatch(op, ks, stack);
     } catch (const std::exception& e) {
         scope.ran();
         --Agent::threadDepth();
-        agent->pending().leaveScope();
         if (!saved.empty() && retryReplicated(*agent, op, inputs, saved, *stack, base, e)) {
             record(true);
             return;
@@ -406,12 +437,41 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     }
     scope.ran();
     --Agent::threadDepth();
-    agent->pending().leaveScope();
     agent->counters().ops.fetch_add(1, std::memory_order_relaxed);
     record(true);
 }
 
 }  // namespace
+
+WorkCapture::WorkCapture(Agent* agent, CollectiveTracker::Id id, uint64_t own)
+    : m_agent(agent), m_id(id), m_own(own) {
+    if (!agent || !id || !c10::impl::tls_is_dispatch_key_included(kHookKey)) return;
+    m_active = true;
+    m_wasExcluded = c10::impl::tls_is_dispatch_key_excluded(kHookKey);
+    c10::impl::tls_set_dispatch_key_excluded(kHookKey, false);
+    m_previous = std::exchange(t_capture, this);
+}
+
+WorkCapture::~WorkCapture() {
+    if (!m_active) return;
+    t_capture = m_previous;
+    c10::impl::tls_set_dispatch_key_excluded(kHookKey, m_wasExcluded);
+}
+
+WorkCapture* WorkCapture::active() {
+    return t_capture;
+}
+
+void WorkCapture::result(const at::Tensor& result) {
+    if (m_handedOver || Agent::current() != m_agent) return;
+    m_handedOver = true;
+    try {
+        m_agent->tracker().issued(m_id, std::move(m_work), m_completesOnWait, result, OpSeq{},
+                                  m_own);
+    } catch (const std::exception& e) {
+        m_agent->ownError("record", std::string("could not follow a collective: ") + e.what());
+    }
+}
 
 bool installDispatcherHook(std::string& why) {
     static std::unique_ptr<torch::Library> library;

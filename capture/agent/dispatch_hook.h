@@ -26,9 +26,15 @@
 
 #include <Python.h>
 
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
 #include <string>
 
+#include "capture/agent/collective_tracker.h"
+
 namespace meshscope::capture {
+
+class Agent;
 
 // Signature of a METH_FASTCALL function: (func, types, args=(), kwargs=None).
 PyObject* torchDispatch(PyObject* self, PyObject* const* argv, Py_ssize_t argc);
@@ -44,5 +50,40 @@ bool dispatcherHookEnabled();
 // Whether an op dispatched on this thread now reaches the hook (enabled, and
 // not inside an op the hook already runs).
 bool dispatcherHookSeesOps();
+
+// While alive on this thread, a functional collective meshscope follows
+// (`id`) hands its work and result to the CollectiveTracker as soon as its
+// `_c10d_functional` op returned: the hook sees that op and the c10d call
+// inside it although they run inside DTensor's dispatch, where the hook is
+// otherwise excluded (nothing is recorded as an op). Does nothing where the
+// hook is not included on this thread (other threads, the mode).
+class WorkCapture {
+  public:
+    WorkCapture(Agent* agent, CollectiveTracker::Id id, uint64_t own);
+    ~WorkCapture();
+    WorkCapture(const WorkCapture&) = delete;
+    WorkCapture& operator=(const WorkCapture&) = delete;
+    // The tracker got the work and result (else the caller hands over what
+    // it has once the call returned).
+    bool handedOver() const { return m_handedOver; }
+
+    // The dispatcher hook's part: the capture active on this thread, if any.
+    static WorkCapture* active();
+    void work(c10::intrusive_ptr<c10d::Work> work, bool completesOnWait) {
+        m_work = std::move(work);
+        m_completesOnWait = completesOnWait;
+    }
+    void result(const at::Tensor& result);
+
+  private:
+    Agent* m_agent = nullptr;
+    CollectiveTracker::Id m_id;
+    uint64_t m_own = 0;
+    c10::intrusive_ptr<c10d::Work> m_work;
+    bool m_completesOnWait = false;
+    bool m_handedOver = false;
+    bool m_active = false, m_wasExcluded = false;
+    WorkCapture* m_previous = nullptr;
+};
 
 }  // namespace meshscope::capture

@@ -192,6 +192,38 @@ StackId FrameCache::shortStack(RankWriter& writer, int depth) {
 
 #endif
 
+ThreadStack FrameCache::stackOfThread(unsigned long ident, RankWriter& writer, int depth) {
+    ThreadStack out;
+    PyRef sys = PyRef::steal(PyImport_ImportModule("sys"));
+    PyRef frames =
+        sys ? PyRef::steal(PyObject_CallMethod(sys.get(), "_current_frames", nullptr)) : PyRef{};
+    PyRef key = PyRef::steal(PyLong_FromUnsignedLong(ident));
+    PyObject* top = frames && key && PyDict_Check(frames.get())
+                        ? PyDict_GetItemWithError(frames.get(), key.get())  // borrowed
+                        : nullptr;
+    PyErr_Clear();
+    if (!top || !PyFrame_Check(top)) return out;
+    std::vector<Frame> stack;
+    Py_INCREF(top);
+    PyFrameObject* frame = reinterpret_cast<PyFrameObject*>(top);
+    while (frame && int(stack.size()) < depth) {
+        PyCodeObject* code = PyFrame_GetCode(frame);
+        CodeInfo& ci = info(code, writer);
+        Py_DECREF(code);
+        if (!(stack.empty() && ci.internal) && !ci.own) {
+            int line = PyFrame_GetLineNumber(frame);
+            if (stack.empty()) out.where = " at " + ci.fileText + ":" + std::to_string(line);
+            stack.push_back(Frame{ci.file, line, ci.function});
+        }
+        PyFrameObject* back = PyFrame_GetBack(frame);
+        Py_DECREF(frame);
+        frame = back;
+    }
+    Py_XDECREF(frame);
+    if (!stack.empty()) out.stack = writer.internStack(stack);
+    return out;
+}
+
 namespace {
 
 // The key of `mapping` (a dict or a frame-locals proxy) whose value is

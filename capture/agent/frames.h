@@ -32,6 +32,12 @@ struct UserFrame {
     }
 };
 
+// Another thread's stack from its innermost user frame.
+struct ThreadStack {
+    StackId stack;
+    std::string where;  // " at file:line" of that frame, or ""
+};
+
 class FrameCache {
   public:
     // Directory prefixes whose frames are never user frames; frames under
@@ -49,6 +55,10 @@ class FrameCache {
     std::string whereOf(StackId stack) const;
     // Up to `depth` frames starting at the innermost user frame.
     StackId shortStack(RankWriter& writer, int depth = 12);
+    // Up to `depth` frames of the thread `ident` (threading.get_ident()),
+    // starting at its innermost user frame: where a blocked thread waits.
+    // For the watchdog, never per op.
+    ThreadStack stackOfThread(unsigned long ident, RankWriter& writer, int depth = 12);
     // The user's name for `obj` at the innermost user frames (an incident's
     // plain operand): a local variable ("mask"), else an attribute, buffer
     // or parameter of that frame's `self` ("self.mask"); "" when none holds

@@ -24,6 +24,8 @@
 #include "capture/agent/agent.h"
 #include "capture/agent/classifier.h"
 #include "capture/agent/collective_bridge.h"
+#include "capture/agent/collective_calls.h"
+#include "capture/agent/crash_guard.h"
 #include "capture/agent/dispatch_hook.h"
 #include "capture/agent/fingerprint.h"
 #include "capture/agent/observer.h"
@@ -55,6 +57,7 @@ std::string upper(std::string_view text) {
 }
 
 py::dict attach(const py::dict& c) {
+    installCrashGuard();
     AgentConfig config;
     config.runDir = c["run_dir"].cast<std::string>();
     std::string policy = c["policy"].cast<std::string>();
@@ -204,7 +207,7 @@ void installTermGuard() {
     installed = true;
     installGuard(SIGINT, g_pythonInt, g_intSignalled, onInt, [] {
         if (Agent* agent = Agent::current()) {
-            recordStillPending(*agent, "its rank got SIGINT");
+            agent->tracker().endAll("its rank got SIGINT", IncidentKind::CollectiveHang);
             agent->writer().flushNow();
         }
         return true;  // every SIGINT
@@ -212,45 +215,13 @@ void installTermGuard() {
     installGuard(SIGTERM, g_pythonTerm, g_termSignalled, onTerm, [] {
         if (g_termHandled.load()) return false;
         if (Agent* agent = Agent::current()) {
-            recordStillPending(*agent, "its rank got SIGTERM");
+            agent->tracker().endAll("its rank got SIGTERM", IncidentKind::CollectiveHang);
             agent->writer().flushNow();
         }
         signal(SIGTERM, SIG_DFL);
         raise(SIGTERM);
         return false;
     });
-}
-
-// A collective whose Work.wait() raised (a peer gone, a timeout): recorded
-// as a collective incident for the collective the work stands for, and
-// noted on the exception; returns the note, or None.
-py::object collectiveFailed(py::handle work, py::handle exception) {
-    Agent* agent = Agent::current();
-    if (!agent || alreadyRecorded(exception.ptr())) return py::none();
-    try {
-        std::string error = exceptionText(exception.ptr());
-        c10d::Work* raw = nullptr;
-        try {
-            raw = py::cast<c10d::Work*>(work);
-        } catch (const py::cast_error&) {
-        }
-        std::optional<PendingCollective> pending =
-            raw ? agent->pending().forWork(raw) : std::nullopt;
-        if (pending) agent->pending().end(pending->id);
-        OpInfo info;
-        info.text = pending ? pending->kind : std::string("Work.wait");
-        info.name = agent->writer().intern(info.text);
-        std::string note = OpHandler(*agent, info, Operands{})
-                               .recordFailure(IncidentKind::CollectiveError, error,
-                                              pending ? pending->describe() : "",
-                                              pending ? pending->position : -1);
-        markRecorded(exception.ptr(), note);
-        return py::str(note);
-    } catch (const std::exception& e) {
-        agent->ownError("record",
-                        std::string("meshscope: could not record a failure: ") + e.what());
-        return py::none();
-    }
 }
 
 py::object provenance(py::handle tensor) {
@@ -314,9 +285,10 @@ PYBIND11_MODULE(_capture, m) {
     for (Phase phase :
          {Phase::Other, Phase::Forward, Phase::Backward, Phase::Optimizer, Phase::Data})
         m.attr(("PHASE_" + upper(toString(phase))).c_str()) = int(phase);
-    for (PyMethodDef* def = adapterMethods(); def->ml_name; ++def)
-        m.add_object(def->ml_name,
-                     py::reinterpret_steal<py::object>(PyCFunction_New(def, nullptr)));
+    for (PyMethodDef* methods : {adapterMethods(), collectiveMethods()})
+        for (PyMethodDef* def = methods; def->ml_name; ++def)
+            m.add_object(def->ml_name,
+                         py::reinterpret_steal<py::object>(PyCFunction_New(def, nullptr)));
     m.def("step", [] { return attached().step(); });
     m.def("set_step", [](int64_t s) { attached().setStep(s); });
     m.def("advance_step", [] { return attached().advanceStep(); });
@@ -346,7 +318,6 @@ PYBIND11_MODULE(_capture, m) {
         if (Agent* a = Agent::current()) a->writer().submit(Record{MetaRecord{key, value}});
     });
     m.def("provenance", &provenance);
-    m.def("collective_failed", &collectiveFailed, py::arg("work"), py::arg("exception"));
     // The content fingerprint promotions record, computed on the tensor's
     // device (for checking by hand that a tensor is equal on every rank).
     m.def("fingerprint", [](const at::Tensor& tensor) { return fingerprintTensor(tensor); });

@@ -75,8 +75,9 @@ void compareOps(const RunReader& run, const AnalysisOptions& options, RunAnalysi
     if (run.ranks().size() < 2) return;
     std::vector<RankStream> streams;
     int64_t total = 0;
-    for (const RankReader& r : run.ranks()) {
-        streams.push_back({&r, r.info().rank});
+    for (size_t i = 0; i < run.ranks().size(); ++i) {
+        const RankReader& r = run.ranks()[i];
+        streams.push_back({&r, r.info().rank, &out.reach[i]});
         total += r.summary().ops;
     }
     std::function<void(int64_t)> progress;
@@ -201,12 +202,20 @@ void addFindings(const RunReader& run, RunAnalysis& a) {
         std::string actual = d.actual.empty() ? "nothing more" : d.actual;
         std::string expected = d.expected.empty() ? "nothing more" : d.expected;
         std::string hint =
-            d.kind == Divergence::Kind::Collectives
-                ? "; each waits for the other in these collectives (a hang, or a gloo/NCCL "
-                  "timeout)"
-            : d.actual.empty() && d.kind == Divergence::Kind::Ops
-                ? "; the other ranks will wait for it in their next collective"
-                : "";
+            d.kind != Divergence::Kind::Collectives
+                ? (d.actual.empty() && d.kind == Divergence::Kind::Ops
+                       ? "; the other ranks will wait for it in their next collective"
+                       : "")
+            : d.sizeOnly ? "; the same collective with another size: a rank issued one the other "
+                           "did not (gloo aborts on the size mismatch; NCCL hangs or reads the "
+                           "wrong data)"
+            : d.actual.empty()
+                ? fmt::format(
+                      "; rank(s) {} wait for it in vain (a rank that runs fewer steps or "
+                      "batches, or returns early)",
+                      joinRanks(d.others))
+                : "; each waits for the other in these collectives (a hang, or a gloo/NCCL "
+                  "timeout)";
         a.findings.push_back(
             {FindingKind::Divergent,
              fmt::format("rank {}: {} (step {}) is {} where rank(s) {} have "
@@ -511,10 +520,18 @@ void compareIncidents(const RunReader& run, RunAnalysis& a) {
     for (const RankReader& r : run.ranks())
         rankIds.push_back(r.info().rank);
     SequenceComparer incidents(Divergence::Kind::Incidents, 0, rankIds);
-    for (const IncidentRef& ref : a.incidents)  // where each rank stopped: RankStop
-        if (!isCollectiveKind(ref.kind)) incidents.push(ref.rank, {ref.group, ref.step});
-    for (int r : rankIds)
+    std::map<int, const RecordingReach*> reach;
+    for (const RecordingReach& r : a.reach)
+        reach[r.rank] = &r;
+    for (const IncidentRef& ref : a.incidents) {  // collective ones: where each rank stopped
+        const RecordingReach* of = reach[ref.rank];
+        if (!isCollectiveKind(ref.kind) && (!of || of->includes(ref.timeNs, ref.step)))
+            incidents.push(ref.rank, {ref.group, ref.step});
+    }
+    for (int r : rankIds) {
         incidents.setEnded(r);
+        if (reach[r] && reach[r]->truncated) incidents.setTruncated(r);
+    }
     auto describe = [&](int64_t g) {
         const IncidentGroup& group = a.groups[size_t(g)];
         if (group.kind != IncidentKind::MixedTensor)
@@ -554,28 +571,52 @@ void orderGroups(RunAnalysis& a) {
 
 // Where each rank stopped (RankStop).
 void findStops(const RunReader& run, RunAnalysis& a) {
-    for (const RankReader& rank : run.ranks()) {
+    constexpr int64_t kPendingListed = 3;
+    for (size_t i = 0; i < run.ranks().size(); ++i) {
+        const RankReader& rank = run.ranks()[i];
+        const RecordingReach& reach = a.reach[i];
         RankStop s;
         s.rank = rank.info().rank;
         s.closed = rank.info().endedNs.has_value();
-        if (auto it = run.launchEnds().find(s.rank); it != run.launchEnds().end())
-            s.ended = it->second;
-        s.collectives = rank.summary().collectives;
-        if (std::optional<CollectiveRecord> last = rank.lastCollective()) {
-            s.lastCollectiveNs = last->startNs;
-            if (last->op) {
-                std::vector<OpRecord> op = rank.opsAfter(OpSeq{last->op.value() - 1}, 1);
-                if (!op.empty() && op.front().seq == last->op) {
-                    std::vector<SourceFrame> frames = resolveStack(rank, op.front().stack);
-                    if (!frames.empty()) s.lastCollectiveSite = frames.front();
-                }
+        s.end = reach.end;
+        s.ended = reach.end == RecordingReach::End::Closed && reach.how == "ended" ? "" : reach.how;
+        const auto& meta = rank.info().meta;
+        if (auto it = meta.find("exception"); it != meta.end()) s.exception = it->second;
+        if (auto it = meta.find("exception.site"); it != meta.end()) {
+            // "file:line in function"
+            const std::string& site = it->second;
+            size_t in = site.rfind(" in "), colon = site.rfind(':', in);
+            if (colon != std::string::npos && in != std::string::npos && colon < in) {
+                s.exceptionSite.file = site.substr(0, colon);
+                s.exceptionSite.line = std::atoi(site.substr(colon + 1, in - colon - 1).c_str());
+                s.exceptionSite.function = site.substr(in + 4);
             }
-            s.lastCollective =
-                fmt::format("{} on {}", rank.string(last->kind), rank.string(last->group));
-            if (!s.lastCollectiveSite.file.empty())
-                s.lastCollective += " at " + formatLocation(s.lastCollectiveSite);
-            s.lastCollective += fmt::format(" (step {})", last->step);
         }
+        s.collectives = rank.summary().collectives;
+        auto siteOf = [&](const CollectiveRecord& c) {
+            StackId stack = c.stack;
+            if (!stack && c.op) {
+                std::vector<OpRecord> op = rank.opsAfter(OpSeq{c.op.value() - 1}, 1);
+                if (!op.empty() && op.front().seq == c.op) stack = op.front().stack;
+            }
+            std::vector<SourceFrame> frames = resolveStack(rank, stack);
+            return frames.empty() ? SourceFrame{} : frames.front();
+        };
+        auto describe = [&](const CollectiveRecord& c, const SourceFrame& site) {
+            std::string text = fmt::format("{} on {}", rank.string(c.kind), rank.string(c.group));
+            if (!site.file.empty()) text += " at " + formatLocation(site);
+            return text + fmt::format(" (step {})", c.step);
+        };
+        if (std::optional<CollectiveRecord> last =
+                rank.lastCollective(CollectiveState::Completed)) {
+            s.lastCollectiveNs = last->startNs;
+            s.lastCollectiveSite = siteOf(*last);
+            s.lastCollective = describe(*last, s.lastCollectiveSite);
+        }
+        for (const CollectiveRecord& c :
+             rank.collectivesIn(CollectiveState::Pending, kPendingListed))
+            s.stillPending.push_back(describe(c, siteOf(c)) +
+                                     fmt::format(", its collective #{}", c.seq.value() - 1));
         a.stops.push_back(std::move(s));
     }
     // the last collective incident of each rank
@@ -599,31 +640,50 @@ void findStops(const RunReader& run, RunAnalysis& a) {
         if (s.pending.empty()) s.pending = g.op;
         s.pendingSite = g.site;
         s.pendingNs = ref.timeNs;
+        // the collective it ended in is named there already
+        std::string index = fmt::format(", its collective #{}", s.pendingIndex);
+        std::erase_if(s.stillPending, [&](const std::string& p) {
+            return s.pendingIndex >= 0 && p.ends_with(index);
+        });
     }
 }
 
 }  // namespace
 
 std::string RankStop::state() const {
+    std::vector<std::string> parts;
+    if (!exception.empty())
+        parts.push_back("raised " + firstLine(exception, 200) +
+                        (exceptionSite.file.empty() ? "" : " at " + formatLocation(exceptionSite)));
     if (stoppedIn) {
         std::string text = fmt::format(
             "{} {}", *stoppedIn == IncidentKind::CollectiveHang ? "waited in" : "failed in",
             pending);
         if (!pendingSite.file.empty() && pending.find(" at ") == std::string::npos)
             text += " at " + formatLocation(pendingSite);
-        if (!ended.empty()) text += "; " + ended;
-        return text;
+        parts.push_back(std::move(text));
     }
-    std::string text = closed ? "ended" : "stopped without closing its file";
-    if (!ended.empty()) text += " (" + ended + ")";
-    text += fmt::format(" after {} collective(s)", collectives);
-    if (!lastCollective.empty()) text += "; its last: " + lastCollective;
+    for (const std::string& p : stillPending)
+        parts.push_back("still pending: " + p);
+    if (!stoppedIn && exception.empty()) {
+        std::string text = closed ? "ended" : "stopped without closing its file";
+        if (!ended.empty()) text += " (" + ended + ")";
+        parts.push_back(text + fmt::format(" after {} collective(s)", collectives));
+    } else if (!ended.empty()) {
+        parts.push_back(ended);
+    }
+    if (!lastCollective.empty())
+        parts.push_back("its last completed collective: " + lastCollective);
+    std::string text;
+    for (const std::string& p : parts)
+        text += (text.empty() ? "" : "; ") + p;
     return text;
 }
 
 RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     RunAnalysis a;
     a.summary = summarize(run);
+    a.reach = recordingReach(run);
     listMissingRanks(run, a);
     PromotionIndex promotions = groupIncidents(run, options, a);
     judgePromotions(promotions, a);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/analysis/fix_suggestion.h"
+#include "core/analysis/recording_reach.h"
 #include "core/analysis/run_summary.h"
 #include "core/store/run_reader.h"
 
@@ -144,29 +145,40 @@ struct Divergence {
     std::string actual;       // what this rank has ("" = its sequence ended)
     std::vector<int> others;  // ranks that have `expected`
     SourceFrame site;         // incidents, collectives: call site of the departing entry
+    // collectives: the same kind on the same group with another size (one
+    // rank issued a collective the other did not)
+    bool sizeOnly = false;
 };
 
 // "ops", "incidents", "collectives": how reports and JSON name a kind.
 std::string_view toString(Divergence::Kind kind);
 
-// Where one rank stopped: its last collective, the collective it was
-// waiting in or failed in (a collective incident), and how it ended. The
-// first thing to read about a hung or killed run.
+// Where one rank stopped, the first thing to read about a hung, failed or
+// killed run: the exception that ended it (its text and the user's line),
+// the collective incident it ended in (waiting or failed), its last
+// completed collective and the ones still pending, and how it ended.
 struct RankStop {
     int rank = 0;
-    bool closed = false;         // its writer closed cleanly
-    std::string ended;           // from launch.json: "exited with 1", "killed by SIGKILL ..."
-    int64_t collectives = 0;     // how many it recorded
-    std::string lastCollective;  // "all_reduce on default_pg (2 ranks) at h2.py:19 (step 0)"
+    bool closed = false;  // its writer closed cleanly
+    RecordingReach::End end = RecordingReach::End::Closed;
+    std::string ended;      // "exited with 1", "killed by SIGKILL ...", "died of SIGABRT ..."
+    std::string exception;  // "RuntimeError: Connection closed by peer", "" when none
+    SourceFrame exceptionSite;
+    int64_t collectives = 0;  // how many it recorded
+    // Its last completed collective: "all_reduce on default_pg (2 ranks) at h2.py:19 (step 0)"
+    std::string lastCollective;
     SourceFrame lastCollectiveSite;
     int64_t lastCollectiveNs = -1;  // its start, rank-local ns; -1: none
+    // Collectives still pending when its recording ended (a hang, a kill),
+    // described with their call sites; the first few.
+    std::vector<std::string> stillPending;
     // The collective incident it ended in, if any ("hang", "collective failed").
     std::optional<IncidentKind> stoppedIn;
     std::string pending;  // "all_reduce on default_pg (2 ranks), waited 30.0 s"
     SourceFrame pendingSite;
     int64_t pendingNs = -1;  // time of that incident, rank-local ns
     int64_t pendingIndex = -1;
-    std::string state() const;  // one line: "waits in all_reduce at h2.py:24 ..."
+    std::string state() const;  // one line: "raised ... at train.py:24; failed in ..."
 };
 
 struct Finding {
@@ -183,7 +195,10 @@ struct RunAnalysis {
     std::vector<IncidentGroup> groups;       // most frequent first
     std::vector<PromotionCheck> promotionChecks;
     std::vector<Divergence> divergences;
-    std::vector<RankStop> stops;    // one per readable rank, by rank
+    std::vector<RankStop> stops;  // one per readable rank, by rank
+    // How far each readable rank's recording reaches (in the run's rank
+    // order); ranks are compared only that far, and its notes say so.
+    std::vector<RecordingReach> reach;
     std::vector<int> missingRanks;  // the first kMissingRanksListed, ascending
     int64_t missingRankCount = 0;   // all of them
     std::vector<Finding> findings;

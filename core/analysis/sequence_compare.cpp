@@ -80,6 +80,10 @@ void SequenceComparer::setEnded(int rank) {
     m_ended.insert(rank);
 }
 
+void SequenceComparer::setTruncated(int rank) {
+    m_truncated.insert(rank);
+}
+
 void SequenceComparer::compare(const Describe& describe, std::vector<Divergence>& out,
                                const SiteOf& siteOf) {
     for (;;) {
@@ -88,6 +92,10 @@ void SequenceComparer::compare(const Describe& describe, std::vector<Divergence>
             if (m_diverged.count(r)) continue;
             auto& q = m_queues[r];
             if (q.empty() && !m_ended.count(r)) return;
+            if (q.empty() && m_truncated.count(r)) {  // its recording ends here, not the rank
+                m_diverged.insert(r);
+                continue;
+            }
             values.emplace_back(r, q.empty() ? kEnd : q.front().value);
         }
         if (values.size() < 2) return;
@@ -150,15 +158,19 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
         for (size_t i = 0; i < ranks.size(); ++i) {
             if (done[i]) continue;
             int64_t count = 0;
+            const RecordingReach* reach = ranks[i].reach;
             last[i] = ranks[i].reader->scanOps(last[i], kOpPage, [&](const OpRecord& op) {
                 ++count;
                 if (dtensorOnly[i] && !op.stack) return;  // an observer op
+                if (reach && !reach->includes(op.startNs, op.step)) return;
                 auto it = comparers.find(op.thread);
                 if (it == comparers.end())
                     it = comparers
                              .emplace(op.thread,
                                       SequenceComparer(Divergence::Kind::Ops, op.thread, ids))
                              .first;
+                for (const RankStream& r : ranks)
+                    if (r.reach && r.reach->truncated) it->second.setTruncated(r.id);
                 it->second.push(ranks[i].id,
                                 {names.id(*ranks[i].reader, int(i), op.name), op.step});
             });
@@ -180,6 +192,28 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
     return read;
 }
 
+namespace {
+
+// Kinds whose every rank sends as many bytes: a different size at the same
+// place is a different collective (gloo aborts on it, NCCL hangs or reads
+// garbage). Scatter, gather, all-to-all and point-to-point differ by rank.
+bool sizesMustAgree(std::string_view kind) {
+    for (std::string_view k :
+         {"all_reduce", "all_reduce_coalesced", "broadcast", "all_gather", "all_gather_tensor",
+          "all_gather_tensor_autograd", "all_gather_into_tensor", "reduce_scatter",
+          "reduce_scatter_tensor", "reduce_scatter_tensor_autograd", "reduce", "barrier"})
+        if (kind == k) return true;
+    return false;
+}
+
+std::string humanBytes(int64_t bytes) {
+    if (bytes < 1024) return fmt::format("{} B", bytes);
+    if (bytes < (int64_t(1) << 20)) return fmt::format("{:.1f} KiB", double(bytes) / 1024);
+    return fmt::format("{:.1f} MiB", double(bytes) / double(int64_t(1) << 20));
+}
+
+}  // namespace
+
 int64_t compareCollectiveSequences(const std::vector<RankStream>& ranks,
                                    std::vector<Divergence>& out) {
     constexpr int64_t kPage = 4096;
@@ -189,50 +223,72 @@ int64_t compareCollectiveSequences(const std::vector<RankStream>& ranks,
     SequenceComparer comparer(Divergence::Kind::Collectives, 0, ids);
     std::unordered_map<std::string, int64_t> valueIds;
     std::vector<std::string> texts;
-    std::map<int, std::vector<OpSeq>> opOf;  // per rank, the op that issued each collective
-    std::map<int, const RankReader*> readers;
+    // per rank, the call site of each collective compared
+    std::map<int, std::vector<SourceFrame>> siteOf;
     int64_t read = 0;
     for (const RankStream& r : ranks) {
-        readers[r.id] = r.reader;
+        std::unordered_map<int64_t, SourceFrame> sites;  // by stack id
+        auto site = [&](const CollectiveRecord& c) {
+            StackId stack = c.stack;
+            if (!stack && c.op) {  // recorded without its own: the op's call site
+                std::vector<OpRecord> op = r.reader->opsAfter(OpSeq{c.op.value() - 1}, 1);
+                if (!op.empty() && op.front().seq == c.op) stack = op.front().stack;
+            }
+            auto [it, fresh] = sites.try_emplace(stack.value());
+            if (fresh && stack) {
+                std::vector<SourceFrame> frames = resolveStack(*r.reader, stack);
+                if (!frames.empty()) it->second = frames.front();
+            }
+            return it->second;
+        };
+        bool truncated = r.reach && r.reach->truncated;
         CollectiveSeq after{};
         for (bool more = true; more;) {
             std::vector<CollectiveRecord> page = r.reader->collectivesAfter(after, kPage);
             more = int64_t(page.size()) == kPage;
             for (const CollectiveRecord& c : page) {
+                ++read;
+                // a seq missing is a record lost: nothing after it is compared
+                bool gap = c.seq.value() != after.value() + 1;
                 after = c.seq;
-                // bytes may differ legitimately (uneven shards): kind and group must not
-                std::string text =
-                    fmt::format("{} on {}", r.reader->string(c.kind), r.reader->string(c.group));
+                if (gap || (r.reach && !r.reach->includes(c.startNs, c.step))) {
+                    truncated = true;
+                    more = false;
+                    break;
+                }
+                std::string kind = r.reader->string(c.kind);
+                std::string text = fmt::format("{} on {}", kind, r.reader->string(c.group));
+                // bytes may differ legitimately for some kinds: kind and group must not
+                if (sizesMustAgree(kind)) text += ", " + humanBytes(c.bytes);
                 auto [it, fresh] = valueIds.try_emplace(text, int64_t(texts.size()));
                 if (fresh) texts.push_back(text);
                 comparer.push(r.id, {it->second, c.step});
-                opOf[r.id].push_back(c.op);
-                ++read;
+                siteOf[r.id].push_back(site(c));
             }
         }
         comparer.setEnded(r.id);
+        if (truncated) comparer.setTruncated(r.id);
     }
-    // The call site of a rank's index-th collective (its op's user frame).
-    auto siteOf = [&](int rank, int64_t index) {
-        const std::vector<OpSeq>& ops = opOf[rank];
-        if (index < 0 || size_t(index) >= ops.size() || !ops[size_t(index)]) return SourceFrame{};
-        OpSeq op = ops[size_t(index)];
-        std::vector<OpRecord> found = readers[rank]->opsAfter(OpSeq{op.value() - 1}, 1);
-        if (found.empty() || found.front().seq != op) return SourceFrame{};
-        std::vector<SourceFrame> frames = resolveStack(*readers[rank], found.front().stack);
-        return frames.empty() ? SourceFrame{} : frames.front();
-    };
     auto at = [](const SourceFrame& site) {
         return site.file.empty() ? std::string() : " at " + formatLocation(site);
+    };
+    auto siteAt = [&](int rank, int64_t index) {
+        const std::vector<SourceFrame>& sites = siteOf[rank];
+        return index >= 0 && size_t(index) < sites.size() ? sites[size_t(index)] : SourceFrame{};
     };
     size_t first = out.size();
     comparer.compare([&](int64_t v) { return texts[size_t(v)]; }, out);
     for (size_t i = first; i < out.size(); ++i) {
         Divergence& d = out[i];
-        d.site = siteOf(d.rank, d.index);
+        d.site = siteAt(d.rank, d.index);
+        auto kindAndGroup = [](const std::string& text) {
+            return text.substr(0, text.rfind(", "));
+        };
+        d.sizeOnly = !d.actual.empty() && !d.expected.empty() &&
+                     kindAndGroup(d.actual) == kindAndGroup(d.expected);
         if (!d.actual.empty()) d.actual += at(d.site);
         if (!d.expected.empty() && !d.others.empty())
-            d.expected += at(siteOf(d.others.front(), d.index));
+            d.expected += at(siteAt(d.others.front(), d.index));
     }
     return read;
 }

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/analysis/recording_reach.h"
 #include "core/analysis/run_analysis.h"
 
 namespace meshscope {
@@ -33,6 +34,10 @@ class SequenceComparer {
     void push(int rank, Entry entry);
     // The rank's sequence has no more entries.
     void setEnded(int rank);
+    // Its sequence ends before the rank did (a killed rank, lost records, a
+    // live run: RecordingReach): once it has no entry left it leaves the
+    // comparison without a divergence.
+    void setTruncated(int rank);
     // Compares every position that all ranks still compared have; returns
     // when a rank that has not ended has no entry left. Appends the first
     // departure of each rank to `out`; a departed rank is compared no more.
@@ -45,13 +50,15 @@ class SequenceComparer {
     uint32_t m_thread;
     std::vector<int> m_ranks;
     std::map<int, std::deque<Entry>> m_queues;
-    std::set<int> m_ended, m_diverged;
+    std::set<int> m_ended, m_diverged, m_truncated;
     int64_t m_index = 0;
 };
 
 struct RankStream {
     const RankReader* reader = nullptr;
     int id = 0;  // how divergences name it
+    // How far its recording reaches; null: all of it.
+    const RecordingReach* reach = nullptr;
 };
 
 // Streams the ops of every rank (in pages, bounded memory) and compares their
@@ -59,9 +66,11 @@ struct RankStream {
 int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Divergence>& out,
                            const std::function<void(int64_t done)>& progress = {});
 
-// Compares the ranks' collective sequences (kind and group, in the
-// order each rank issued them): the first collective one rank issued where
-// the others issued another or none, the call that waits forever in a hang.
+// Compares the ranks' collective sequences in the order each rank issued
+// them (kind and group, and bytes where every rank must send as many): the
+// first collective one rank issued where the others issued another or none,
+// the call that waits forever in a hang, each named with its call site. A
+// record missing from a rank's sequence (lost) ends what is compared of it.
 // Returns the number of collectives read.
 int64_t compareCollectiveSequences(const std::vector<RankStream>& ranks,
                                    std::vector<Divergence>& out);

@@ -19,6 +19,7 @@ namespace {
 constexpr int64_t kOpPage = 65536;
 constexpr int kStepsTid = 999;
 constexpr int kCollectiveTidBase = 1000;
+constexpr int kCollectiveTrackStride = 100;  // overlapping collectives of a thread
 
 std::string jsonString(std::string_view text) {
     return nlohmann::json(std::string(text))
@@ -131,11 +132,34 @@ class RankExporter {
             auto [it, fresh] = bytesPerStep.try_emplace(c.step, c.startNs, 0);
             it->second.first = std::min(it->second.first, c.startNs);
             it->second.second = saturatingAdd(it->second.second, c.bytes);
-            m_collectiveThreads.insert(c.thread);
             ++m_stats.collectives;
         }
-        for (auto& [thread, spans] : perThread)
-            emitNested(int(kCollectiveTidBase + thread), spans, true);
+        // Collectives overlap (async ones, a hang while others complete):
+        // each goes on the first track of its thread it does not overlap.
+        for (auto& [thread, spans] : perThread) {
+            std::stable_sort(spans.begin(), spans.end(),
+                             [](const Span& a, const Span& b) { return a.start < b.start; });
+            std::vector<std::vector<Span>> tracks;
+            std::vector<int64_t> trackEnds;
+            for (Span& span : spans) {
+                size_t k = 0;
+                while (k < tracks.size() && trackEnds[k] > span.start)
+                    ++k;
+                if (k == tracks.size()) {
+                    tracks.emplace_back();
+                    trackEnds.push_back(0);
+                }
+                trackEnds[k] = span.end;
+                tracks[k].push_back(std::move(span));
+            }
+            for (size_t k = 0; k < tracks.size(); ++k) {
+                int tid = int(kCollectiveTidBase + thread + k * kCollectiveTrackStride);
+                m_collectiveTids[tid] =
+                    k ? fmt::format("collectives (thread {}, overlapping {})", thread, k)
+                      : fmt::format("collectives (thread {})", thread);
+                emitNested(tid, tracks[k], true);
+            }
+        }
         for (const auto& [step, tb] : bytesPerStep)
             m_w.event(fmt::format(
                 R"({{"ph":"C","pid":{},"tid":0,"ts":{},"name":"collective bytes","args":{{"bytes":{}}}}})",
@@ -224,8 +248,8 @@ class RankExporter {
             auto named = info.meta.find(threadMetaKey(t));
             thread(int(t), named != info.meta.end() ? named->second : fmt::format("thread {}", t));
         }
-        for (uint32_t t : m_collectiveThreads)
-            thread(int(kCollectiveTidBase + t), fmt::format("collectives (thread {})", t));
+        for (const auto& [tid, name] : m_collectiveTids)
+            thread(tid, name);
         if (m_hasSteps) thread(kStepsTid, "optimizer steps");
         if (m_flavor == Flavor::Profiler)  // what torch.profiler writes beside its events
             m_w.event(fmt::format(
@@ -328,7 +352,10 @@ class RankExporter {
                                     {"src_placements", m_rank.string(c.srcPlacements)},
                                     {"dst_placements", m_rank.string(c.dstPlacements)},
                                     {"step", c.step},
-                                    {"op_seq", c.op.value()}};
+                                    {"op_seq", c.op.value()},
+                                    {"collective", c.seq.value() - 1},
+                                    {"state", toString(c.state)}};
+                if (c.error) a["error"] = m_rank.string(c.error);
                 args = a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
             } else {
                 if (s.op.incident) m_reconciledBy[s.op.incident.value()] = {s.start, s.op.thread};
@@ -365,7 +392,8 @@ class RankExporter {
     Writer& m_w;
     TraceExportStats& m_stats;
     int64_t m_offset;  // rank-local ns -> ns since the run's earliest origin
-    std::set<uint32_t> m_threads, m_collectiveThreads;
+    std::set<uint32_t> m_threads;
+    std::map<int, std::string> m_collectiveTids;  // collective track -> its name
     bool m_hasSteps = false;
     std::map<int64_t, Iteration> m_iterations;   // step -> its records' span (profiler flavor)
     std::map<int, std::vector<int64_t>> m_open;  // tid -> ends of the open spans

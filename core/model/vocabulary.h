@@ -211,6 +211,49 @@ inline const IncidentStateInfo& incidentStateInfo(IncidentState state) {
     return kIncidentStates[size_t(state) < kIncidentStates.size() ? size_t(state) : 0];
 }
 
+// ---- collective states ----
+
+// How a collective's life ended, as its record says (collectives.state).
+// A rank's collectives are recorded once their life ends: completed as the
+// backend defines it (NCCL: on the device, not when wait() returned), failed,
+// still pending when the rank's recording ended (exit, abort, signal), or
+// released without anything waiting for it.
+enum class CollectiveState : uint8_t {
+    Completed,
+    Failed,
+    Pending,
+    Unwaited,
+    End,
+};
+
+struct CollectiveStateInfo {
+    CollectiveState kind;
+    std::string_view key;      // "completed": JSON, CSV, trace args
+    std::string_view meaning;  // one sentence for a legend
+};
+
+inline constexpr std::array kCollectiveStates = std::to_array<CollectiveStateInfo>({
+    {CollectiveState::Completed, "completed", "its backend reported it complete"},
+    {CollectiveState::Failed, "failed", "it raised: a peer gone, a timeout, a mismatch"},
+    {CollectiveState::Pending, "pending", "still pending when its rank's recording ended"},
+    {CollectiveState::Unwaited, "unwaited",
+     "its result was released without a wait; when it completed is not known"},
+});
+static_assert(kindTableIsComplete(kCollectiveStates, CollectiveState::End),
+              "kCollectiveStates needs one row per CollectiveState");
+
+inline const CollectiveStateInfo& collectiveStateInfo(CollectiveState state) {
+    return kCollectiveStates[size_t(state) < kCollectiveStates.size() ? size_t(state) : 0];
+}
+inline std::string_view toString(CollectiveState state) {
+    return collectiveStateInfo(state).key;
+}
+// The state stored as `value`; nullopt for a value outside the table.
+inline std::optional<CollectiveState> collectiveStateFromIndex(int64_t value) {
+    if (value < 0 || value >= int64_t(kCollectiveStates.size())) return std::nullopt;
+    return CollectiveState(value);
+}
+
 // ---- finding kinds ----
 
 // What `check` reports and gates on (--fail-on takes their names).

@@ -134,10 +134,27 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
                 from, y + 1, std::max(0.5, xb - from), laneHeight - 8,
                 shade++ % 2 ? "#eef2f8" : "#f8f9fb", s.step);
         }
-        // Collectives, one mark per pixel column.
+        // Collectives from issue to the end of their life: a bar where it is
+        // wider than 2 px (a hang reads as a long bar), else one mark per
+        // pixel column.
         std::map<int, std::pair<int64_t, int64_t>> columns;  // column -> (count, bytes)
         for (const CollectiveRecord& c : r.collectivesInTimeRange(INT64_MIN, INT64_MAX)) {
-            auto& col = columns[int(x(clock.wall(lanes[i].rank, c.startNs)))];
+            double xa = x(clock.wall(lanes[i].rank, c.startNs));
+            double xb = x(clock.wall(lanes[i].rank, std::max(c.startNs, c.endNs)));
+            if (xb - xa >= 2 || c.state != CollectiveState::Completed) {
+                out << fmt::format(
+                    "<rect x='{:.1f}' y='{}' width='{:.1f}' height='8' fill='{}'><title>{} on {}, "
+                    "{} bytes, {} after {:.3f} s (its collective #{})</title></rect>\n",
+                    xa, y + laneHeight - 17, std::max(2.0, xb - xa),
+                    c.state == CollectiveState::Completed ? "#1e88e5"
+                    : c.state == CollectiveState::Failed  ? "#c62828"
+                    : c.state == CollectiveState::Pending ? "#212121"
+                                                          : "#90a4ae",
+                    esc(r.string(c.kind)), esc(r.string(c.group)), c.bytes, toString(c.state),
+                    double(saturatingSub(c.endNs, c.startNs)) / 1e9, c.seq.value() - 1);
+                continue;
+            }
+            auto& col = columns[int(xa)];
             ++col.first;
             col.second = saturatingAdd(col.second, c.bytes);
         }

@@ -53,11 +53,17 @@ nlohmann::json groupToJson(const IncidentGroup& g) {
 nlohmann::json stopToJson(const RankStop& s) {
     nlohmann::json pendingSite = nullptr;
     if (s.stoppedIn) pendingSite = frameToJson(s.pendingSite);
+    nlohmann::json exceptionSite = nullptr;
+    if (!s.exception.empty()) exceptionSite = frameToJson(s.exceptionSite);
     return {{"rank", s.rank},
             {"closed", s.closed},
+            {"end", toString(s.end)},
             {"ended", s.ended},
+            {"exception", s.exception},
+            {"exception_site", exceptionSite},
             {"collectives", s.collectives},
             {"last_collective", s.lastCollective},
+            {"still_pending", s.stillPending},
             {"stopped_in", s.stoppedIn ? nlohmann::json(toString(*s.stoppedIn)) : nullptr},
             {"pending", s.pending},
             {"pending_site", pendingSite},
@@ -170,6 +176,9 @@ nlohmann::json reportToJson(const RunAnalysis& a, const ReportOptions& options) 
     nlohmann::json stops = nlohmann::json::array();
     for (const RankStop& s : a.stops)
         stops.push_back(stopToJson(s));
+    nlohmann::json notes = nlohmann::json::array();  // what the comparisons left out
+    for (const RecordingReach& r : a.reach)
+        if (!r.note.empty()) notes.push_back(r.note);
     nlohmann::json report = {{"meshscope_report", 1},
                              {"generator", options.generator},
                              {"run", summaryToJson(a.summary)},
@@ -183,6 +192,7 @@ nlohmann::json reportToJson(const RunAnalysis& a, const ReportOptions& options) 
                                {"invalid_checks", invalidChecks}}},
                              {"divergences", divergences},
                              {"stops", stops},
+                             {"comparison_notes", notes},
                              {"missing_ranks", a.missingRanks},
                              {"ops_compared", a.opsCompared}};
     // only when the list above is cut short (golden reports stay as they are)

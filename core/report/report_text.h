@@ -37,7 +37,8 @@ inline std::string joinCounts(const auto& counts, auto label) {
 // other than with exit code 0. A clean run's report does not change.
 inline bool stopsWorthShowing(const std::vector<RankStop>& stops) {
     for (const RankStop& s : stops)
-        if (s.stoppedIn || !s.closed || (!s.ended.empty() && s.ended != "exited with 0"))
+        if (s.stoppedIn || !s.closed || !s.exception.empty() || !s.stillPending.empty() ||
+            (!s.ended.empty() && s.ended != "exited with 0"))
             return true;
     return false;
 }

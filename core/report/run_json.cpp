@@ -83,8 +83,9 @@ std::map<int64_t, IssuingOp> issuingOps(const RankReader& rank, const std::set<i
 }
 
 // Per kind: count and bytes; where known, the GPU time (device_ns), the
-// ops that issued them (ops: name -> count) and their call sites (sites:
-// "file:line" -> count).
+// ops that issued them (ops: name -> count), their call sites (sites:
+// "file:line" -> count) and how their lives ended (states: "completed" ->
+// count).
 nlohmann::json collectivesToJson(const RankReader& rank) {
     std::map<int64_t, int64_t> deviceNs;  // collective seq -> GPU ns
     for (const DeviceTimeRecord& d : rank.deviceTimes())
@@ -112,6 +113,13 @@ nlohmann::json collectivesToJson(const RankReader& rank) {
         }
         std::string group = rank.string(c.group);
         if (!group.empty()) count(entry["groups"], group);
+        count(entry["states"], std::string(toString(c.state)));
+        if (!c.op && c.stack) {  // a functional collective: its own call site
+            std::vector<Frame> frames = rank.stack(c.stack);
+            if (!frames.empty())
+                count(entry["sites"],
+                      fmt::format("{}:{}", rank.string(frames.front().file), frames.front().line));
+        }
     }
     return out;
 }

@@ -127,8 +127,17 @@ CollectiveRecord collectiveFrom(const sql::Stmt& s) {
     c.endNs = s.int64(8);
     c.thread = uint32_t(s.int64(9));
     c.step = s.int64(10);
+    c.issuedNs = s.int64(11);
+    c.stack = s.id<StackId>(12);
+    // a state this build does not know reads as completed
+    c.state = collectiveStateFromIndex(s.int64(13)).value_or(CollectiveState::Completed);
+    c.error = s.id<StringId>(14);
     return c;
 }
+
+constexpr const char* kCollectiveColumns =
+    "SELECT seq, op_seq, kind_id, group_id, src_placements_id, dst_placements_id, bytes, "
+    "start_ns, end_ns, thread, step, issued_ns, stack_id, state, error_id FROM collectives ";
 
 // A JSON array column of the meshes table; damaged or mistyped text gives an
 // empty list rather than an exception from deep inside a query.
@@ -457,10 +466,8 @@ std::vector<IncidentRecord> RankReader::incidentsInStepRange(int64_t s0, int64_t
 
 std::vector<CollectiveRecord> RankReader::collectivesInTimeRange(int64_t t0, int64_t t1) const {
     return guarded([&] {
-        sql::Stmt s(*m_db,
-                    "SELECT seq, op_seq, kind_id, group_id, src_placements_id, dst_placements_id, "
-                    "bytes, start_ns, end_ns, thread, step FROM collectives "
-                    "WHERE start_ns < ?2 AND end_ns > ?1 ORDER BY start_ns");
+        sql::Stmt s(*m_db, std::string(kCollectiveColumns) +
+                               "WHERE start_ns < ?2 AND end_ns > ?1 ORDER BY start_ns");
         s.bind(1, t0).bind(2, t1);
         return collect<CollectiveRecord>(s, collectiveFrom);
     });
@@ -470,22 +477,30 @@ std::vector<CollectiveRecord> RankReader::collectivesAfter(CollectiveSeq after,
                                                            int64_t limit) const {
     return guarded([&] {
         sql::Stmt s(*m_db,
-                    "SELECT seq, op_seq, kind_id, group_id, src_placements_id, dst_placements_id, "
-                    "bytes, start_ns, end_ns, thread, step FROM collectives "
-                    "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+                    std::string(kCollectiveColumns) + "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
         s.bind(1, after.value()).bind(2, limit);
         return collect<CollectiveRecord>(s, collectiveFrom);
     });
 }
 
-std::optional<CollectiveRecord> RankReader::lastCollective() const {
+std::optional<CollectiveRecord> RankReader::lastCollective(
+    std::optional<CollectiveState> state) const {
     return guarded([&]() -> std::optional<CollectiveRecord> {
-        sql::Stmt s(*m_db,
-                    "SELECT seq, op_seq, kind_id, group_id, src_placements_id, dst_placements_id, "
-                    "bytes, start_ns, end_ns, thread, step FROM collectives "
-                    "ORDER BY seq DESC LIMIT 1");
+        sql::Stmt s(*m_db, std::string(kCollectiveColumns) + (state ? "WHERE state = ?1 " : "") +
+                               "ORDER BY seq DESC LIMIT 1");
+        if (state) s.bind(1, int64_t(*state));
         if (!s.step()) return std::nullopt;
         return collectiveFrom(s);
+    });
+}
+
+std::vector<CollectiveRecord> RankReader::collectivesIn(CollectiveState state,
+                                                        int64_t limit) const {
+    return guarded([&] {
+        sql::Stmt s(*m_db,
+                    std::string(kCollectiveColumns) + "WHERE state = ?1 ORDER BY seq LIMIT ?2");
+        s.bind(1, int64_t(state)).bind(2, limit);
+        return collect<CollectiveRecord>(s, collectiveFrom);
     });
 }
 

@@ -94,8 +94,12 @@ class RankReader {
     std::vector<OperandRecord> incidentOperands(IncidentSeq seq) const;
     std::vector<IncidentRecord> incidentsInStepRange(int64_t s0, int64_t s1) const;
     std::vector<CollectiveRecord> collectivesInTimeRange(int64_t t0, int64_t t1) const;
-    // The rank's last collective, if it recorded any.
-    std::optional<CollectiveRecord> lastCollective() const;
+    // The rank's last collective (in issue order), if it recorded any; with
+    // `state`, the last in that state.
+    std::optional<CollectiveRecord> lastCollective(
+        std::optional<CollectiveState> state = std::nullopt) const;
+    // Its first `limit` collectives in `state` (issue order).
+    std::vector<CollectiveRecord> collectivesIn(CollectiveState state, int64_t limit) const;
     // Collectives with seq > after, ordered by seq: polling a live run.
     std::vector<CollectiveRecord> collectivesAfter(CollectiveSeq after,
                                                    int64_t limit = kNoLimit) const;

@@ -135,6 +135,10 @@ int64_t RankWriter::nowNs() const {
 
 void RankWriter::countDrop(DropReason reason, uint64_t n) {
     m_drops[size_t(reason)].fetch_add(n, std::memory_order_relaxed);
+    if (reason == DropReason::QueueFull || reason == DropReason::WriteError) {
+        int64_t none = -1;
+        m_firstLossNs.compare_exchange_strong(none, nowNs(), std::memory_order_relaxed);
+    }
 }
 
 // The seq counter of a sequenced record type, or nullptr.
@@ -144,7 +148,6 @@ int64_t* RankWriter::seqCounterFor(const Record& record) {
             using R = std::decay_t<decltype(r)>;
             if constexpr (std::is_same_v<R, OpRecord>) return &m_opSeq;
             if constexpr (std::is_same_v<R, IncidentRecord>) return &m_incidentSeq;
-            if constexpr (std::is_same_v<R, CollectiveRecord>) return &m_collectiveSeq;
             return nullptr;
         },
         record);
@@ -200,7 +203,9 @@ IncidentSeq RankWriter::submit(IncidentRecord record) {
 }
 
 CollectiveSeq RankWriter::submit(CollectiveRecord record) {
-    return CollectiveSeq{enqueue(std::move(record))};
+    if (!record.seq) record.seq = reserveCollectiveSeq();
+    CollectiveSeq seq = record.seq;
+    return enqueue(std::move(record)) ? seq : CollectiveSeq{};
 }
 
 bool RankWriter::submit(Record record) {
@@ -296,7 +301,7 @@ size_t RankWriter::writeBatch(const RecordQueue::Blocks& batch) {
             m_inserter->writeMeta(schema::kMetaChunkTimeReach, std::to_string(reach.timeNs));
         if (reach.steps > m_reachStored.steps)
             m_inserter->writeMeta(schema::kMetaChunkStepReach, std::to_string(reach.steps));
-        if (dropsChanged) m_inserter->writeDrops(drops);
+        if (dropsChanged) writeDropRows(drops);
         tx.commit();
     } catch (const sql::Error& e) {
         m_interner.restorePending(std::move(pending));
@@ -316,6 +321,13 @@ size_t RankWriter::writeBatch(const RecordQueue::Blocks& batch) {
     return records;
 }
 
+// The drop counts and when the first record was lost (inside a transaction).
+void RankWriter::writeDropRows(const std::array<uint64_t, kDropReasonCount>& drops) {
+    m_inserter->writeDrops(drops);
+    int64_t firstLoss = m_firstLossNs.load(std::memory_order_relaxed);
+    if (firstLoss >= 0) m_inserter->writeMeta(schema::kMetaFirstLossNs, std::to_string(firstLoss));
+}
+
 std::array<uint64_t, kDropReasonCount> RankWriter::dropSnapshot() const {
     std::array<uint64_t, kDropReasonCount> drops;
     for (int i = 0; i < kDropReasonCount; ++i)
@@ -330,7 +342,7 @@ void RankWriter::storeDropsOnly() {
     std::array<uint64_t, kDropReasonCount> drops = dropSnapshot();
     try {
         sql::Transaction tx(m_db);
-        m_inserter->writeDrops(drops);
+        writeDropRows(drops);
         tx.commit();
         m_dropsStored = drops;
     } catch (const sql::Error&) {

@@ -83,15 +83,21 @@ class RankWriter {
     MeshId newMeshId() { return MeshId{++m_nextMesh}; }
     TensorId newTensorId() { return TensorId{++m_nextTensor}; }
 
-    // Queue a record. Sequenced records get their seq here (in queue order, so
-    // a reader that polls by seq never misses a row); a dropped one returns
-    // an invalid seq.
+    // Queue a record. Ops and incidents get their seq here (in queue order, so
+    // a reader that polls by seq never misses a row; collectives: below); a
+    // dropped one returns an invalid seq.
     OpSeq submit(OpRecord record);
     IncidentSeq submit(IncidentRecord record);
     // Storage for the operands of the next OpRecord this thread submits:
     // the list of the op record it submitted last, emptied (its operands
     // were copied into the queue, see RecordQueue), or a new list at first.
     static std::vector<OperandRecord> operandList();
+    // A collective's seq is its place in the order the rank issued them:
+    // reserved at issue, submitted with the record once the collective's life
+    // ended (CollectiveRecord). One without a reserved seq gets the next.
+    CollectiveSeq reserveCollectiveSeq() {
+        return CollectiveSeq{m_collectiveSeq.fetch_add(1, std::memory_order_relaxed) + 1};
+    }
     CollectiveSeq submit(CollectiveRecord record);
     bool submit(Record record);
 
@@ -118,6 +124,7 @@ class RankWriter {
     size_t writeBatch(const RecordQueue::Blocks& batch);  // returns the record count
     void countDrop(DropReason reason, uint64_t n = 1);
     void storeDropsOnly();
+    void writeDropRows(const std::array<uint64_t, kDropReasonCount>& drops);
     std::array<uint64_t, kDropReasonCount> dropSnapshot() const;
 
     std::filesystem::path m_path;
@@ -137,9 +144,10 @@ class RankWriter {
     };
     std::unique_ptr<Sync> m_sync = std::make_unique<Sync>();
     RecordQueue m_queue;
-    int64_t m_opSeq = 0, m_incidentSeq = 0, m_collectiveSeq = 0;
-    uint64_t m_enqueued = 0;   // total accepted
-    uint64_t m_processed = 0;  // total committed or counted lost
+    int64_t m_opSeq = 0, m_incidentSeq = 0;
+    std::atomic<int64_t> m_collectiveSeq{0};  // reserved without the queue's lock
+    uint64_t m_enqueued = 0;                  // total accepted
+    uint64_t m_processed = 0;                 // total committed or counted lost
     bool m_flushRequested = false;
     bool m_stopping = false;
     bool m_closed = false;
@@ -148,6 +156,7 @@ class RankWriter {
     std::atomic<uint64_t> m_written{0};
     std::atomic<int64_t> m_lastCommittedOp{0};
     std::array<std::atomic<uint64_t>, kDropReasonCount> m_drops{};
+    std::atomic<int64_t> m_firstLossNs{-1};  // schema::kMetaFirstLossNs; -1: none yet
     std::array<uint64_t, kDropReasonCount> m_dropsStored{};  // writer thread only
     bool m_warned = false;                                   // writer thread only
     // Largest time/step extent of any stored op chunk (meta; bounds readers'

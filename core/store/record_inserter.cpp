@@ -36,8 +36,10 @@ RecordInserter::RecordInserter(sql::Db& db)
                "?11)"),
       m_opChunk(db, "INSERT INTO op_chunks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
       m_operand(db, "INSERT OR REPLACE INTO incident_operands VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
-      m_collective(db,
-                   "INSERT INTO collectives VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+      m_collective(
+          db,
+          "INSERT OR REPLACE INTO collectives VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+          "?11, ?12, ?13, ?14, ?15)"),
       m_optimizerStep(db,
                       "INSERT INTO optimizer_steps (step, optimizer_id, start_ns, end_ns, "
                       "param_count) VALUES (?1, ?2, ?3, ?4, ?5)"),
@@ -104,7 +106,8 @@ void RecordInserter::insertRow(const CollectiveRecord& r) {
     m_collective.bindId(1, r.seq).bindId(2, r.op).bind(3, r.kind.value()).bindId(4, r.group);
     m_collective.bindId(5, r.srcPlacements).bindId(6, r.dstPlacements).bind(7, r.bytes);
     m_collective.bind(8, r.startNs).bind(9, r.endNs).bind(10, int64_t(r.thread));
-    m_collective.bind(11, r.step).run();
+    m_collective.bind(11, r.step).bind(12, r.issuedNs).bindId(13, r.stack);
+    m_collective.bind(14, int64_t(r.state)).bindId(15, r.error).run();
 }
 
 void RecordInserter::insertRow(const OptimizerStepRecord& r) {

@@ -108,18 +108,27 @@ struct OpRecord {
     std::vector<OperandRecord> operands;
 };
 
+// One collective, recorded once its life ended (CollectiveState). Its seq
+// is its position in the order the rank issued its collectives (reserved at
+// issue: RankWriter::reserveCollectiveSeq), so rows may reach the file out
+// of seq order, and a seq missing from a file is a collective whose record
+// was lost.
 struct CollectiveRecord {
-    CollectiveSeq seq;  // assigned by RankWriter::submit
+    CollectiveSeq seq;  // issue order; assigned by RankWriter::submit when not reserved
     OpSeq op;           // op that caused it, if known
     StringId kind;      // "all_reduce", "all_gather", "redistribute", ...
     StringId group;     // process group / communicator name
     StringId srcPlacements;
     StringId dstPlacements;
     int64_t bytes = 0;
-    int64_t startNs = 0;
-    int64_t endNs = 0;
+    int64_t startNs = 0;   // issued
+    int64_t endNs = 0;     // completed, failed, or when the recording ended (pending)
+    int64_t issuedNs = 0;  // the issuing call returned (host); startNs when not known
     uint32_t thread = 0;
     int64_t step = -1;
+    StackId stack;  // the user frame that issued it
+    CollectiveState state = CollectiveState::Completed;
+    StringId error;  // failed: the error; pending: how the recording ended
 };
 
 // Time an op or a collective took on its GPU, beside the host times of its

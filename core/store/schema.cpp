@@ -30,11 +30,17 @@ CREATE TABLE incident_operands (
   incident_seq INTEGER NOT NULL, role INTEGER NOT NULL, idx INTEGER NOT NULL,
   kind INTEGER NOT NULL, tensor_id INTEGER, scalar REAL, placements_id INTEGER,
   PRIMARY KEY (incident_seq, role, idx)) WITHOUT ROWID;
+-- One row per collective, written when its life ended; seq is the order
+-- the rank issued them in (rows arrive out of seq order; a missing seq is a
+-- lost record). start_ns: issued; issued_ns: the issuing call returned;
+-- end_ns: completed (state 0), failed (1), or when the rank's recording
+-- ended while it was pending (2); unwaited (3): released without a wait.
 CREATE TABLE collectives (
   seq INTEGER PRIMARY KEY, op_seq INTEGER, kind_id INTEGER NOT NULL, group_id INTEGER,
   src_placements_id INTEGER, dst_placements_id INTEGER, bytes INTEGER NOT NULL,
   start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, thread INTEGER NOT NULL,
-  step INTEGER NOT NULL);
+  step INTEGER NOT NULL, issued_ns INTEGER NOT NULL, stack_id INTEGER,
+  state INTEGER NOT NULL, error_id INTEGER);
 CREATE INDEX collectives_by_start ON collectives (start_ns);
 CREATE TABLE optimizer_steps (
   id INTEGER PRIMARY KEY, step INTEGER NOT NULL, optimizer_id INTEGER,

@@ -16,7 +16,9 @@ inline constexpr int32_t kApplicationId = 0x4D534350;
 // PRAGMA user_version. Bump on any incompatible change; readers refuse other
 // versions with a message naming both numbers.
 // v2: incidents.kind and detail_id (incidents other than mixed tensors).
-inline constexpr int32_t kSchemaVersion = 2;
+// v3: collectives recorded once their life ended, in issue order: issued_ns,
+//     stack_id, state, error_id.
+inline constexpr int32_t kSchemaVersion = 3;
 
 // Name of the per-rank database inside a run directory.
 inline constexpr std::string_view kRankFilePrefix = "rank-";
@@ -40,5 +42,8 @@ inline constexpr std::string_view kDeviceTimesTable = "device_times";
 // largest (max_end_ns - min_start_ns) and (max_step - min_step) of any op chunk.
 inline constexpr std::string_view kMetaChunkTimeReach = "max_chunk_time_reach_ns";
 inline constexpr std::string_view kMetaChunkStepReach = "max_chunk_step_reach";
+// The rank-local ns of the first record lost (a full queue, a write error):
+// from there on its sequences may have gaps, and are not compared.
+inline constexpr std::string_view kMetaFirstLossNs = "drops.first_loss_ns";
 
 }  // namespace meshscope::schema

@@ -3,6 +3,7 @@
 #include <array>
 #include <fstream>
 #include <random>
+#include <span>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -114,17 +115,23 @@ class RankGenerator {
                     "leftmost dim of a Flatten can be sharded.",
                     "", 0);
         }
+        // the collectives the ranks wait in: pending when their recording ended
+        std::string kind = m_rank == 0 ? "all_reduce" : "broadcast";
+        int line = m_rank == 0 ? 70 : 73;
         CollectiveRecord c;
-        c.kind = m_w.intern(m_rank == 0 ? "all_reduce" : "broadcast");
+        c.kind = m_w.intern(kind);
         c.group = m_w.intern("default_pg (" + std::to_string(m_spec.ranks) + " ranks)");
         c.bytes = 16;
         c.startNs = advance(100);
-        c.endNs = advance(100);
+        c.issuedNs = advance(100);
+        c.endNs = advance(600'000'000'000);
         c.step = s;
+        Frame at{m_w.intern("model.py"), line, m_w.intern("forward")};
+        c.stack = m_w.internStack(std::span<const Frame>(&at, 1));
+        c.state = CollectiveState::Pending;
+        c.error = m_w.intern("its agent detached (the process ended or detach() was called)");
         m_w.submit(std::move(c));
         ++m_totals.collectives;
-        std::string kind = m_rank == 0 ? "all_reduce" : "broadcast";
-        int line = m_rank == 0 ? 70 : 73;
         std::string pending = fmt::format("{} on default_pg ({} ranks), 16 B, its collective #{}",
                                           kind, m_spec.ranks, m_totals.collectives - 1);
         std::string stacks = fmt::format(

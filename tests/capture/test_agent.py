@@ -637,7 +637,19 @@ def test_functional_collectives_are_recorded_with_kind_group_and_bytes(mesh, run
     assert rows[:2] == [("all_reduce", "mesh dim model", 32, 1)] * 2
     kind, group, size, ordered = rows[2]
     assert (kind, size, ordered) == ("all_gather_tensor", 24, 1) and group  # torch's group name
-    assert len(rows) == 3  # the failed call is not recorded
+    assert rows[3] == ("all_reduce", "mesh dim model", 32, 1)  # the call that raised
+    assert _states(session.rank_file) == ["completed"] * 3 + ["failed"]
+
+
+STATES = ("completed", "failed", "pending", "unwaited")  # collectives.state (kCollectiveStates)
+
+
+def _states(rank_file):
+    import sqlite3
+
+    states = STATES
+    with sqlite3.connect(f"file:{rank_file}?mode=ro", uri=True) as db:
+        return [states[s] for (s,) in db.execute("SELECT state FROM collectives ORDER BY seq")]
 
 
 def test_functional_collectives_are_recorded_while_the_nccl_plugin_listens(tmp_path):
@@ -698,7 +710,8 @@ def test_direct_c10d_collectives_are_recorded_with_kind_bytes_group_and_call_sit
     assert collectives["all_reduce"]["ops"] == {"c10d::allreduce_": 2}
     assert collectives["all_reduce"]["bytes"] == 3 * 64
     sites = {site.rsplit("/", 1)[-1]: n for site, n in collectives["all_reduce"]["sites"].items()}
-    assert sites == {f"{here}:{line}": 1, f"{here}:{line + 4}": 1}
+    # the functional one: its own call site
+    assert sites == {f"{here}:{line}": 1, f"{here}:{line + 4}": 1, f"{here}:{line + 6}": 1}
     for kind, op, size, offset in (("broadcast", "c10d::broadcast_", 64, 1),
                                    ("all_gather_into_tensor", "c10d::_allgather_base_", 64, 2),
                                    ("barrier", "c10d::barrier", 0, 3)):

@@ -141,8 +141,8 @@ def test_check_names_the_collective_each_rank_waits_in(tmp_path):
     lines = script.read_text().splitlines()
     at = {rank: f"{script}:{next(i + 1 for i, line in enumerate(lines) if line.endswith(mark))}"
           for rank, mark in ((0, "# MISMATCH rank 0"), (1, "# MISMATCH rank 1"))}
-    assert (f"divergent: rank 1: collective #1 (step 0) is broadcast on default_pg (2 ranks) "
-            f"at {at[1]} where rank(s) 0 have all_reduce on default_pg (2 ranks) at "
+    assert (f"divergent: rank 1: collective #1 (step 0) is broadcast on default_pg (2 ranks), "
+            f"4 B at {at[1]} where rank(s) 0 have all_reduce on default_pg (2 ranks), 8 B at "
             f"{at[0]}") in check.stdout, check.stdout
     report = json.loads(subprocess.run(
         [cli(), "report", str(run_dir), "--format", "json", "-o", "-"], capture_output=True,
@@ -152,8 +152,10 @@ def test_check_names_the_collective_each_rank_waits_in(tmp_path):
     # where each rank stopped: the agent wrote its pending collective a
     # second after SIGINT, before the launcher's SIGKILL
     assert (f"hang: {at[0]}: rank(s) 0 waited in all_reduce on default_pg (2 ranks), 8 B, its "
-            f"collective #1; rank 1 waited in broadcast on default_pg (2 ranks), 4 B, its "
-            f"collective #1 at {at[1]}") in check.stdout, check.stdout
+            f"collective #1, issued at {at[0]}; rank 1 waited in broadcast on default_pg (2 "
+            f"ranks), 4 B, its collective #1, issued at {at[1]}; killed by SIGKILL from meshscope "
+            f"after the 2 s grace; its last completed collective: all_reduce on default_pg (2 "
+            f"ranks) at ") in check.stdout, check.stdout
     stops = {s["rank"]: s for s in report["stops"]}
     assert stops[0]["stopped_in"] == stops[1]["stopped_in"] == "collective-hang", stops
 

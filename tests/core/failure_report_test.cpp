@@ -246,6 +246,26 @@ TEST_F(FailureReports, TraceLabelsIncidentsByKind) {
     EXPECT_GT(names["mixed"], 0);
 }
 
+TEST_F(FailureReports, AHungCollectiveIsTheLongBarItWas) {
+    // each rank waits in its collective until its recording ends: 600 s
+    std::ostringstream out;
+    writeChromeTrace(*s_run, out);
+    nlohmann::json trace = nlohmann::json::parse(out.str());
+    int pending = 0;
+    for (const nlohmann::json& e : trace["traceEvents"])
+        if (e.value("args", nlohmann::json::object()).value("state", "") == "pending") {
+            ++pending;
+            EXPECT_GT(e["dur"].get<double>(), 599e6) << e.dump();  // microseconds
+            EXPECT_TRUE(e["args"].contains("error")) << e.dump();
+        }
+    EXPECT_EQ(pending, 2);
+    std::string html = render("html");
+    EXPECT_TRUE(contains(html,
+                         "fill='#212121'><title>all_reduce on default_pg (2 ranks), 16 "
+                         "bytes, pending after 600.0"))
+        << "the hang as a bar in the report's timeline";
+}
+
 // A clean run's reports have no stops section: the golden reports stay as
 // they were.
 TEST(CleanRunReports, ShowNoStopsSection) {

@@ -8,8 +8,15 @@
 #include <array>
 #include <span>
 
+#include <sqlite3.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "core/analysis/run_analysis.h"
 #include "core/store/run_directory.h"
+#include "core/store/schema.h"
 #include "core/synth/synthetic_run.h"
 #include "tests/core/fixture_run.h"
 #include "tests/core/test_support.h"
@@ -164,43 +171,150 @@ TEST(RunAnalysis, DifferentOpOnOneRankOfThree) {
     EXPECT_EQ(a.divergences[0].others, (std::vector<int>{0, 2}));
 }
 
-TEST(RunAnalysis, CollectivesIssuedInADifferentOrderAreNamedWithTheirCallSites) {
-    // rank 1 broadcasts where rank 0 all-reduces: each waits for the other.
-    // Bytes differ legitimately (uneven shards) and are not compared.
-    test::TempDir dir;
-    for (int rank : {0, 1}) {
-        Manifest initial;
-        initial.runId = "analysis-run";
-        initial.worldSize = 2;
-        auto w = createRankWriter(dir.path(), initial, rank);
-        const std::array<const char*, 3> kinds = {"all_reduce", "all_gather",
-                                                  rank ? "broadcast" : "all_reduce"};
-        for (int i = 0; i < 3; ++i) {
-            OpRecord op;
-            op.name = w->intern("c10d::op");
-            Frame f{w->intern("train.py"), 10 * (i + 1) + rank, w->intern("step")};
-            op.stack = w->internStack(std::span<const Frame>(&f, 1));
-            OpSeq seq = w->submit(std::move(op));
-            CollectiveRecord c;
-            c.op = seq;
-            c.kind = w->intern(kinds[size_t(i)]);
-            c.group = w->intern("default_pg");
-            c.bytes = 100 + rank;  // uneven: not a divergence
-            c.step = 0;
-            w->submit(c);
-        }
-        w->close();
+// Three collectives per rank from train.py lines 10, 20, 30 (+ rank): the
+// last of `kinds` differs by rank where asked.
+void writeCollectives(const std::filesystem::path& dir, int rank,
+                      const std::array<const char*, 3>& kinds, int64_t bytes) {
+    Manifest initial;
+    initial.runId = "analysis-run";
+    initial.worldSize = 2;
+    auto w = createRankWriter(dir, initial, rank);
+    for (int i = 0; i < 3; ++i) {
+        OpRecord op;
+        op.name = w->intern("c10d::op");
+        Frame f{w->intern("train.py"), 10 * (i + 1) + rank, w->intern("step")};
+        op.stack = w->internStack(std::span<const Frame>(&f, 1));
+        OpSeq seq = w->submit(std::move(op));
+        CollectiveRecord c;
+        c.op = seq;
+        c.kind = w->intern(kinds[size_t(i)]);
+        c.group = w->intern("default_pg");
+        c.bytes = bytes;
+        c.step = 0;
+        w->submit(c);
     }
-    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    w->close();
+}
+
+const Divergence* collectiveDivergence(const RunAnalysis& a) {
     auto it = std::find_if(a.divergences.begin(), a.divergences.end(), [](const Divergence& d) {
         return d.kind == Divergence::Kind::Collectives;
     });
-    ASSERT_NE(it, a.divergences.end());
-    EXPECT_EQ(it->rank, 1);
-    EXPECT_EQ(it->index, 2);
-    EXPECT_EQ(it->actual, "broadcast on default_pg at train.py:31");
-    EXPECT_EQ(it->expected, "all_reduce on default_pg at train.py:30");
-    EXPECT_EQ(toString(it->kind), "collectives");
+    return it == a.divergences.end() ? nullptr : &*it;
+}
+
+TEST(RunAnalysis, CollectivesIssuedInADifferentOrderAreNamedWithTheirCallSites) {
+    // rank 1 broadcasts where rank 0 all-reduces: each waits for the other.
+    // Scatter and all-to-all send as much as each rank's share: their bytes
+    // differ legitimately and are not compared.
+    test::TempDir dir;
+    for (int rank : {0, 1})
+        writeCollectives(dir.path(), rank,
+                         {"scatter", "all_to_all_single", rank ? "broadcast" : "all_reduce"},
+                         rank ? 0 : 100);
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    const Divergence* d = collectiveDivergence(a);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->rank, 1);
+    EXPECT_EQ(d->index, 2);
+    EXPECT_EQ(d->actual, "broadcast on default_pg, 0 B at train.py:31");
+    EXPECT_EQ(d->expected, "all_reduce on default_pg, 100 B at train.py:30");
+    EXPECT_FALSE(d->sizeOnly);
+    EXPECT_EQ(toString(d->kind), "collectives");
+}
+
+TEST(RunAnalysis, TheSameCollectiveWithAnotherSizeIsOneARankDidNotIssue) {
+    // rank 0 all-reduces a metric of 8 floats rank 1 never does; rank 1's
+    // all_reduce of 2 meets it (gloo aborts, NCCL hangs)
+    test::TempDir dir;
+    for (int rank : {0, 1})
+        writeCollectives(dir.path(), rank, {"all_reduce", "all_reduce", "barrier"}, rank ? 8 : 32);
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    const Divergence* d = collectiveDivergence(a);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->index, 0);
+    EXPECT_EQ(d->actual, "all_reduce on default_pg, 8 B at train.py:11");
+    EXPECT_EQ(d->expected, "all_reduce on default_pg, 32 B at train.py:10");
+    EXPECT_TRUE(d->sizeOnly);
+    const Finding* f = findingOf(a, FindingKind::Divergent);
+    ASSERT_TRUE(f);
+    EXPECT_NE(f->message.find("the same collective with another size"), std::string::npos)
+        << f->message;
+}
+
+// Makes rank `rank`'s file look like one whose process died before closing
+// it, as launch.json tells (`ended`; "" for no launch.json).
+void unclose(const std::filesystem::path& dir, int rank, const std::string& ended) {
+    sqlite3* db = nullptr;
+    std::filesystem::path file = rankFilePath(dir, rank);
+    ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(
+        sqlite3_exec(db, "DELETE FROM meta WHERE key = 'ended_ns'", nullptr, nullptr, nullptr),
+        SQLITE_OK);
+    sqlite3_close(db);
+    if (ended.empty()) return;
+    std::ofstream(dir / "launch.json") << nlohmann::json{
+        {"ranks", {{{"rank", 0}, {"ended", "exited with 1"}}, {{"rank", rank}, {"ended", ended}}}}};
+}
+
+TEST(RunAnalysis, AKilledRankIsComparedOnlyAsFarAsItRecorded) {
+    // the same two ranks as RankThatStopsEarly, but rank 1 was SIGKILLed: the
+    // end of its recording is not the end of what it did
+    test::TempDir dir;
+    FixtureIncident a0{"aten::sub.Tensor",       OriginClass::InputData, "train.py", 12, 0,
+                       Action::ShardedFromLocal, Outcome::Reconciled,    1};
+    FixtureIncident a1{"aten::mul.Tensor", OriginClass::Unknown, "train.py", 20, 1,
+                       Action::Replicated, Outcome::Reconciled,  2};
+    writeRank(dir.path(), 2, 0, 100, {a0, a1});
+    writeRank(dir.path(), 2, 1, 70, {a0});
+    unclose(dir.path(), 1, "killed by SIGKILL");
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    EXPECT_TRUE(a.divergences.empty());
+    EXPECT_FALSE(findingOf(a, FindingKind::Divergent));
+    ASSERT_EQ(a.reach.size(), 2u);
+    EXPECT_EQ(a.reach[1].end, RecordingReach::End::Killed);
+    EXPECT_TRUE(a.reach[1].truncated);
+    EXPECT_NE(
+        a.reach[1].note.find(
+            "rank 1: killed by SIGKILL without closing its file; its recording reaches into step"),
+        std::string::npos)
+        << a.reach[1].note;
+    EXPECT_EQ(a.reach[0].note, "");
+    EXPECT_EQ(a.stops[1].end, RecordingReach::End::Killed);
+    EXPECT_NE(a.stops[1].state().find("killed by SIGKILL"), std::string::npos)
+        << a.stops[1].state();
+}
+
+TEST(RunAnalysis, ARankThatLostRecordsIsComparedUpToTheFirstLoss) {
+    // rank 1 records a different op after its first loss: not compared
+    test::TempDir dir;
+    writeRank(dir.path(), 2, 0, 100, {});
+    writeRank(dir.path(), 2, 1, 100, {});
+    sqlite3* db = nullptr;
+    std::filesystem::path file = rankFilePath(dir.path(), 1);
+    ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+    std::string sql =
+        "INSERT OR REPLACE INTO drops VALUES ('queue_full', 5); "
+        "INSERT OR REPLACE INTO meta VALUES ('" +
+        std::string(schema::kMetaFirstLossNs) + "', '0')";
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    EXPECT_TRUE(a.divergences.empty());
+    EXPECT_TRUE(a.reach[1].truncated);
+    EXPECT_EQ(a.reach[1].untilNs, 0);
+    EXPECT_NE(a.reach[1].note.find("5 record(s) were lost"), std::string::npos) << a.reach[1].note;
+}
+
+TEST(RunAnalysis, AnEndedRankStillDiverges) {
+    // the same as the killed rank, but rank 1 closed its file: it did stop early
+    test::TempDir dir;
+    writeRank(dir.path(), 2, 0, 100, {});
+    writeRank(dir.path(), 2, 1, 70, {});
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    ASSERT_EQ(a.divergences.size(), 1u);
+    EXPECT_EQ(a.divergences[0].actual, "");
+    EXPECT_FALSE(a.reach[1].truncated);
 }
 
 TEST(RunAnalysis, MissingRankIsAFinding) {

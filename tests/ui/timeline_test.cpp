@@ -280,6 +280,24 @@ TEST(FeederFailures, MarkersCarryTheirKindAndEachRankItsStop) {
         EXPECT_EQ(r.stop->time, r.incidents.back().time);
         EXPECT_EQ(r.incidents.back().kind, IncidentKind::CollectiveHang);
     }
+    // Each rank waits in its collective until its recording ended: a bar of
+    // its whole length, drawn as pending.
+    for (const RankTimeline& r : data.ranks) {
+        auto hung = std::find_if(
+            r.collectives.begin(), r.collectives.end(),
+            [](const CollectiveSpan& c) { return c.state == CollectiveState::Pending; });
+        ASSERT_NE(hung, r.collectives.end()) << r.rank;
+        EXPECT_GT(hung->end - hung->start, int64_t(599'000'000'000)) << r.rank;
+    }
+    // A killed rank of a finished run is shown as such, never as live.
+    ASSERT_EQ(analysis.reach.size(), 2u);
+    analysis.reach[1].end = RecordingReach::End::Killed;
+    analysis.reach[1].how = "killed by SIGKILL";
+    data.ranks[1].state = RankState::Live;
+    data.applyStops(analysis);
+    EXPECT_EQ(data.ranks[1].state, RankState::Stopped);
+    EXPECT_EQ(data.ranks[1].endLabel, "killed by SIGKILL");
+    EXPECT_EQ(data.ranks[0].state, RankState::Finished);
     // No hang: the last collective, labelled as such.
     analysis.stops[1].stoppedIn.reset();
     data.applyStops(analysis);

@@ -132,6 +132,8 @@ void RunSession::open(const QString& path) {
             worker();
             for (auto& t : pool)
                 t.join();
+            // how each rank's recording ended: a killed or dead rank is not live
+            result->timeline->applyReach(recordingReach(*result->reader));
             result->cancelled = cancelFlag->load();
             result->timeline->realign(AlignMode::WallClock);
         } catch (const StoreError& e) {
@@ -287,7 +289,8 @@ void RunSession::updateRankStates() {
     auto& readers = m_reader->ranks();
     for (size_t i = 0; i < readers.size() && i < m_timeline->ranks.size(); ++i) {
         RankTimeline& track = m_timeline->ranks[i];
-        if (track.state == RankState::Finished) continue;
+        // finished, or ended as the run says (killed, died): final
+        if (track.state == RankState::Finished || !track.endLabel.empty()) continue;
         RankState next = track.state;
         try {
             readers[i].refreshInfo();

@@ -112,9 +112,22 @@ void TimelineData::applyVerdicts(const RunAnalysis& analysis) {
                 m.verdict = it->second;
 }
 
+void TimelineData::applyReach(const std::vector<RecordingReach>& reaches) {
+    for (const RecordingReach& reach : reaches) {
+        RankTimeline* r = findRank(reach.rank);
+        if (!r || reach.end == RecordingReach::End::Live) continue;
+        bool closed = reach.end == RecordingReach::End::Closed;
+        r->state = closed ? RankState::Finished : RankState::Stopped;
+        // a closed file of a rank that was killed or died says so too
+        bool clean = reach.how == "ended" || reach.how == "exited with 0";
+        r->endLabel = closed && clean ? "" : reach.how;
+    }
+}
+
 void TimelineData::applyStops(const RunAnalysis& analysis) {
     for (RankTimeline& r : ranks)
         r.stop.reset();
+    applyReach(analysis.reach);
     if (!report_text::stopsWorthShowing(analysis.stops)) return;
     for (const RankStop& s : analysis.stops) {
         RankTimeline* r = findRank(s.rank);

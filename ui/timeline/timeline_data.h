@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -46,12 +47,15 @@ struct StepBand {
     int64_t start = 0, end = 0;  // the optimizer.step() call
 };
 
+// A collective from issue to the end of its life (completion, failure, or
+// the end of the rank's recording while it was pending).
 struct CollectiveSpan {
     int64_t start = 0, end = 0;
     int64_t seq = 0, op = 0, step = -1;
     int64_t bytes = 0;
     uint32_t kind = 0;  // index into the rank's RankTimeline::strings
     uint32_t thread = 0;
+    CollectiveState state = CollectiveState::Completed;
 };
 
 struct IncidentMark {
@@ -109,9 +113,17 @@ struct RankTimeline {
     AlignMap align;
 
     // Feeding state: what has been read so far.
-    int64_t lastOpSeq = 0, lastIncidentSeq = 0, lastCollectiveSeq = 0;
+    int64_t lastOpSeq = 0, lastIncidentSeq = 0;
+    // Collectives arrive out of seq order (recorded when their life ends):
+    // every seq up to lastCollectiveSeq has been read, and those above it in
+    // collectivesAbove.
+    int64_t lastCollectiveSeq = 0;
+    std::set<int64_t> collectivesAbove;
     int64_t lastStep = std::numeric_limits<int64_t>::min();
     RankState state = RankState::Live;
+    // How a rank that did not end cleanly ended: "killed by SIGKILL",
+    // "died of SIGABRT", "exited with 1"; "" for a clean end or a live rank.
+    std::string endLabel;
     std::chrono::steady_clock::time_point lastGrowth{};
 
     const std::string& string(uint32_t id) const;
@@ -139,6 +151,9 @@ struct TimelineData {
     // (a rank stopped in a collective incident, left its file open or was
     // killed); a rank still live gets none. Clears them otherwise.
     void applyStops(const RunAnalysis& analysis);
+    // Each rank's state from how its recording ended (RecordingReach): a
+    // killed rank of a finished run is never live. applyStops does it too.
+    void applyReach(const std::vector<RecordingReach>& reaches);
     RankTimeline* findRank(int rank);
 };
 

@@ -96,20 +96,32 @@ int64_t feedIncidents(const RankReader& reader, RankTimeline& track) {
     return int64_t(rows.size());
 }
 
+// A seq missing this far below the newest is taken as lost, not late.
+constexpr int64_t kCollectiveLookback = 4096;
+
 int64_t feedCollectives(const RankReader& reader, RankTimeline& track) {
     auto rows = reader.collectivesAfter(CollectiveSeq{track.lastCollectiveSeq});
+    int64_t added = 0;
     for (const CollectiveRecord& c : rows) {
+        if (!track.collectivesAbove.insert(c.seq.value()).second) continue;  // read before
+        ++added;
         CollectiveSpan s{
             c.startNs, std::max(c.endNs, c.startNs),         c.seq.value(), c.op.value(), c.step,
-            c.bytes,   resolveString(reader, track, c.kind), c.thread};
+            c.bytes,   resolveString(reader, track, c.kind), c.thread,      c.state};
         auto at = std::upper_bound(track.collectives.begin(), track.collectives.end(), s.start,
                                    [](int64_t t, const CollectiveSpan& x) { return t < x.start; });
         track.collectives.insert(at, s);
         track.maxCollectiveDuration =
             std::max(track.maxCollectiveDuration, saturatingSub(s.end, s.start));
-        track.lastCollectiveSeq = std::max(track.lastCollectiveSeq, c.seq.value());
     }
-    return int64_t(rows.size());
+    auto& above = track.collectivesAbove;
+    int64_t newest = above.empty() ? track.lastCollectiveSeq : *above.rbegin();
+    while (!above.empty() && (*above.begin() == track.lastCollectiveSeq + 1 ||
+                              *above.begin() < newest - kCollectiveLookback)) {
+        track.lastCollectiveSeq = *above.begin();
+        above.erase(above.begin());
+    }
+    return added;
 }
 
 int64_t feedSteps(const RankReader& reader, RankTimeline& track) {

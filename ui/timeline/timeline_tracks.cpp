@@ -47,14 +47,16 @@ void RankHeaderTrack::draw(DrawContext& ctx, float y) {
     ctx.opaqueRect(ImVec2(0, y), ImVec2(right, y + height()), IM_COL32(232, 236, 241, 255));
     std::string label = fmt::format("rank {}", m_rank.rank);
     dl->AddText(ImVec2(6, y + 3), kText, label.c_str());
-    const char* state = m_rank.state == RankState::Live       ? "live"
-                        : m_rank.state == RankState::Finished ? ""
-                                                              : "STOPPED";
-    if (*state)
+    // live in green; how a rank ended badly in red (killed, died, STOPPED)
+    bool live = m_rank.state == RankState::Live;
+    std::string state = live                                 ? "live"
+                        : !m_rank.endLabel.empty()           ? m_rank.endLabel
+                        : m_rank.state == RankState::Stopped ? "STOPPED"
+                                                             : "";
+    if (state.size() > 60) state = state.substr(0, 57) + "...";  // the stops dock has it all
+    if (!state.empty())
         dl->AddText(ImVec2(58, y + 3),
-                    m_rank.state == RankState::Stopped ? IM_COL32(198, 40, 40, 255)
-                                                       : IM_COL32(46, 125, 50, 255),
-                    state);
+                    live ? IM_COL32(46, 125, 50, 255) : IM_COL32(198, 40, 40, 255), state.c_str());
     // Optimizer steps: the step() call as a band, labelled with its number.
     Projection p = ctx.projection(m_rank);
     float lastLabel = -1e9f, lastX1 = -1e9f;
@@ -198,6 +200,23 @@ class CollectiveTrack : public Track {
     const RankTimeline& m_rank;
 };
 
+// Completed collectives teal; failed red; pending when the recording ended
+// (a hang, a kill) near black, its end marked; unwaited grey.
+ImU32 stateColour(CollectiveState state) {
+    switch (state) {
+        case CollectiveState::Completed:
+            return IM_COL32(0, 137, 123, 255);
+        case CollectiveState::Failed:
+            return IM_COL32(198, 40, 40, 255);
+        case CollectiveState::Pending:
+            return IM_COL32(33, 33, 33, 255);
+        case CollectiveState::Unwaited:
+        case CollectiveState::End:
+            break;
+    }
+    return IM_COL32(144, 164, 174, 255);
+}
+
 void CollectiveTrack::draw(DrawContext& ctx, float y) {
     ImDrawList* dl = ctx.draw;
     dl->AddText(ImVec2(ctx.gutter - 78, y - 2), kMuted, "collectives");
@@ -215,13 +234,15 @@ void CollectiveTrack::draw(DrawContext& ctx, float y) {
         lastX = x1;
         bool selected = ctx.selection == TimelineSelection{TimelineSelection::Kind::Collective,
                                                            m_rank.rank, it->seq};
-        ctx.opaqueRect(ImVec2(x0, y + 1), ImVec2(x1, y + height() - 1), IM_COL32(0, 137, 123, 255));
+        ctx.opaqueRect(ImVec2(x0, y + 1), ImVec2(x1, y + height() - 1), stateColour(it->state));
+        if (it->state == CollectiveState::Pending)  // open at its end: the wait goes on
+            dl->AddLine(ImVec2(x1, y), ImVec2(x1, y + height()), IM_COL32(198, 40, 40, 255), 2.0f);
         if (selected) dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + height()), kSelected, 0, 0, 2.0f);
         ++ctx.itemsDrawn;
         if (!ctx.hover && ctx.mouseIn(x0 - 1, y, x1 + 1, y + height()))
             ctx.hover = Hover{{TimelineSelection::Kind::Collective, m_rank.rank, it->seq},
                               {fmt::format("{} on rank {}", m_rank.string(it->kind), m_rank.rank),
-                               fmt::format("{}, {}", formatBytes(it->bytes),
+                               fmt::format("{}, {} {}", formatBytes(it->bytes), toString(it->state),
                                            formatDuration(double(it->end - it->start))),
                                fmt::format("step {}", it->step)},
                               m_rank.align.toAligned(it->start),

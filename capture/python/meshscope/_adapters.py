@@ -339,11 +339,14 @@ def _install_failures(patches: Patches) -> None:
 
     def make_wait(original: Callable) -> Callable:
         def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+            waiting = _capture.work_waiting(self)  # the collective this work stands for
             try:
-                return original(self, *args, **kwargs)
-            except Exception as error:
-                _capture.collective_failed(self, error)  # records it and notes it on `error`
+                out = original(self, *args, **kwargs)
+            except BaseException as error:
+                _capture.work_failed(waiting, error)  # records it and notes it on `error`
                 raise
+            _capture.work_waited(waiting)  # complete when its backend says so
+            return out
         return wait
 
     patches.replace(Work, "wait", make_wait)
@@ -369,12 +372,13 @@ def _group_name(funcol: Any, group: Any) -> str:
 
 
 def _install_collectives(patches: Patches) -> None:
-    """The functional collectives DTensor's redistributions call (looked up
-    through the module at call time). Records kind, group, bytes and the
-    host-side issue span. The replacement is a C++ function (no Python frame
-    of its own) that calls the original; the async wait shows up at level
-    "all". Collectives the NCCL profiler plugin records (with their GPU
-    times) are left to it."""
+    """The functional collectives DTensor's redistributions and tensor
+    parallelism call (looked up through the module at call time), and their
+    wait: funcol.wait_tensor, which an AsyncCollectiveTensor's first use and
+    DTensor's synchronous redistributions call. The replacements are C++
+    functions (no Python frame of their own) that call the original and
+    report to meshscope's collective tracker, which follows each collective
+    from issue to completion; the NCCL profiler plugin adds GPU times."""
     import torch.distributed._functional_collectives as funcol
 
     def label(group: Any) -> str:  # called once per group (C++ keeps the labels)
@@ -385,6 +389,8 @@ def _install_collectives(patches: Patches) -> None:
             patches.replace(funcol, kind,
                             lambda original, kind=kind, at=group_at:
                             _capture.collective(original, kind, at, label))
+    if hasattr(funcol, "wait_tensor"):
+        patches.replace(funcol, "wait_tensor", _capture.wait_tensor)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

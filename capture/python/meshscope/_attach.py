@@ -314,6 +314,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         if not _atexit_registered:
             atexit.register(detach)
             _install_sigterm_flush()
+            _install_excepthook()
             _atexit_registered = True
         return _session
 
@@ -421,6 +422,44 @@ def capture(run_dir: str | os.PathLike[str] | None = None, policy: str = "observ
     finally:
         if not was_attached:
             detach()
+
+
+def _exception_site(trace: Any) -> str:
+    """'file:line in function' of the innermost user frame of a traceback."""
+    import traceback
+
+    skip = tuple(_internal_prefixes())
+    for frame in reversed(traceback.extract_tb(trace)):
+        path = frame.filename
+        if not path.startswith("<") and not os.path.abspath(path).startswith(skip):
+            return f"{path}:{frame.lineno} in {frame.name}"
+    return ""
+
+
+def _install_excepthook() -> None:
+    """An exception that ends the rank is where it stopped: its text and the
+    user's line that raised it go into the rank file (meta `exception`,
+    `exception.site`) before Python prints it and exits."""
+    previous = sys.excepthook
+
+    def excepthook(kind: type, value: BaseException, trace: Any) -> None:
+        try:
+            if _session is not None:
+                text = str(value).strip().splitlines()
+                said = f"{kind.__name__}: {text[0] if text else ''}"[:500]
+                site = _exception_site(trace)
+                # both, or neither: the launcher's SIGTERM may be on its way
+                held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+                try:
+                    _capture.record_meta("exception.site", site)
+                    _capture.record_meta("exception", said)
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        except Exception:  # noqa: BLE001 - the agent's trouble stays its own
+            pass
+        previous(kind, value, trace)
+
+    sys.excepthook = excepthook
 
 
 def _install_sigterm_flush() -> None:

@@ -125,13 +125,31 @@ def train(rank: int, steps: int, rows: int, dim: int, step_fn: Any, prepare: Any
     finish(rank, losses)
 
 
+def tensor_parallel_mlp(mesh: Any) -> tuple[nn.Module, torch.optim.Optimizer]:
+    """pytorch/examples' tensor-parallel toy model in miniature: Linear(16,
+    32) ColwiseParallel, ReLU, Linear(32, 16) RowwiseParallel (whose output
+    all_reduce is waited for lazily), and its SGD optimizer."""
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16))
+    parallelize_module(model, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
 # scripts/gpu_check.sh runs the scenarios on a GPU. (Kept at the end of the
 # file: the golden reports name lines above.)
 
 
 def _backend() -> str:
-    """MESHSCOPE_SCENARIO_BACKEND: gloo (default), nccl, "cpu:gloo,cuda:nccl"."""
-    return os.environ.get("MESHSCOPE_SCENARIO_BACKEND", "gloo")
+    """MESHSCOPE_SCENARIO_BACKEND: gloo (default), nccl, "cpu:gloo,cuda:nccl", or
+    ncclsim (NCCL's semantics on the CPU: scenarios/ncclsim.py)."""
+    backend = os.environ.get("MESHSCOPE_SCENARIO_BACKEND", "gloo")
+    if backend == "ncclsim":
+        import ncclsim
+
+        ncclsim.register()
+    return backend
 
 
 def _to_default_device(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:

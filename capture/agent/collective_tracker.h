@@ -1,0 +1,216 @@
+#pragma once
+
+// The one owner of a collective's life in the agent, from issue to the end
+// of its life, whoever issued it (a c10d call the dispatcher hook sees, a
+// functional collective of DTensor's redistributions or tensor parallelism)
+// and whatever the backend. Hooks and adapters only report what they see:
+//
+//   issue()    the collective is about to run: its place in the rank's
+//              order (the record's seq, reserved now), kind, group, bytes,
+//              step and the user frame that issued it;
+//   issued()   the issuing call returned: the Work that says when it is
+//              complete and, for a functional collective, its result
+//              tensor, whose wait_tensor waits for it;
+//   waiting()/waited()/failed()
+//              a wait (Work.wait(), wait_tensor, an AsyncCollectiveTensor's
+//              lazy wait) started, returned, or raised.
+//
+// A collective is complete when its backend says so: Work::isCompleted()
+// (NCCL: the work finished on the device, which can be long after wait()
+// returned on the host); without a Work, when its wait returned. The
+// monitor thread (CollectiveMonitor) asks the works still pending, ends
+// those that completed or failed asynchronously, and, as the watchdog,
+// writes a hang incident with every thread's Python stacks once one stays
+// pending past its time. A collective's record (CollectiveRecord, state,
+// issue-to-end span, call site) is built here and nowhere else, once its
+// life ended: completed, failed, released unwaited, or still pending when
+// the rank's recording ends (exit, a signal, an abort).
+//
+// Locking: the table has its own mutex. Works are asked outside it (a
+// backend may take the GIL), and references to works and result storages
+// are released outside it too: a Work's last reference destroys its output
+// tensors, which takes the GIL (Released).
+
+#include <Python.h>
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/store/rank_writer.h"
+#include "core/store/records.h"
+
+namespace meshscope::capture {
+
+class Agent;
+
+// What the issuing hook knows of a collective before it runs.
+struct CollectiveIssue {
+    std::string kind;   // "all_reduce"
+    std::string group;  // "default_pg (2 ranks)", "mesh dim tp"
+    int64_t bytes = 0;
+    int64_t startNs = 0;
+};
+
+// A collective whose life has not ended, as the tracker holds it.
+struct TrackedCollective {
+    CollectiveSeq seq;  // its place in the rank's order, + 1
+    std::string kind, group;
+    StringId kindId, groupId;
+    int64_t bytes = 0;
+    int64_t startNs = 0, issuedNs = 0;
+    int64_t step = 0;
+    uint32_t thread = 0;
+    unsigned long pythonThread = 0;  // ident of the thread that issued it
+    StackId stack;                   // the user frame that issued it
+    std::string where;               // " at train.py:30", or ""
+    OpSeq op;                        // the op it was recorded under (c10d calls)
+    uint64_t enclosing = 0;          // CollectiveBridge token of the op it ran inside
+    bool returned = false;           // the issuing call returned
+    bool waited = false;             // a wait returned on the host
+    unsigned long waiter = 0;        // ident of a thread blocked in its wait, 0: none
+    bool reported = false;           // a hang incident was written for it
+    bool completesOnWait = false;    // its backend's work is complete once wait() returned
+    // What says it is complete: the backend's work, and for functional
+    // collectives the result that wait_tensor is called on (by storage).
+    c10::intrusive_ptr<c10d::Work> work;
+    c10::weak_intrusive_ptr<c10::StorageImpl> result{c10::intrusive_ptr<c10::StorageImpl>()};
+    const void* resultKey = nullptr;
+
+    int64_t position() const { return seq.value() - 1; }
+    // "all_reduce on default_pg (2 ranks), 16 B, its collective #3"
+    std::string describe() const;
+};
+
+class CollectiveTracker {
+  public:
+    using Id = CollectiveSeq;
+
+    explicit CollectiveTracker(Agent& agent) : m_agent(agent) {}
+
+    // A collective about to be issued on this thread. Requires the GIL (the
+    // user frame). Returns its id (its seq); invalid when not tracked.
+    Id issue(CollectiveIssue what, uint64_t enclosingToken = 0);
+    // The issuing call returned. `work`: the backend's work (null: none),
+    // complete once its wait() returned when `completesOnWait` (gloo), else
+    // when it says so; `result`: a functional collective's result
+    // (undefined: none); `op`: the op the hook recorded it under; `own`: the
+    // CollectiveBridge token of the call, under which NCCL's own events of
+    // it are reported.
+    void issued(Id id, c10::intrusive_ptr<c10d::Work> work, bool completesOnWait,
+                const at::Tensor& result, OpSeq op, uint64_t own);
+    // A wait starts on the calling thread (returns the collective waited
+    // for, if tracked), and returns: the collective may be complete.
+    Id waitingForWork(const c10d::Work* work);
+    Id waitingForTensor(const at::Tensor& tensor);
+    void waited(Id id);
+    // The issuing call or a wait raised `error`: the collective failed (`what`
+    // names it when it is not tracked: "Work.wait"). Records it and a
+    // collective-error incident; returns the note for the exception.
+    // Requires the GIL (the stack where it raised).
+    std::string failed(Id id, const std::string& error, std::string_view what = "collective");
+    // The issuing call or a wait raised something that is not a failure
+    // (KeyboardInterrupt, SystemExit): its life ended there, no incident.
+    void ended(Id id, const std::string& why);
+    // The latest collective issued on this thread and still pending (what a
+    // failing DTensor call was waiting for).
+    std::optional<TrackedCollective> latestOnThisThread();
+
+    // The monitor: asks held works whether they completed (without the GIL).
+    // Returns whether anything still waits for its backend to say so.
+    bool poll();
+    // Pending longer than `ns` and not reported before; marks them reported.
+    std::vector<TrackedCollective> overdue(int64_t nowNs, int64_t ns);
+    // A normal end: asks the pending works until they completed or `budget`
+    // ran out.
+    void settle(std::chrono::milliseconds budget);
+    // The rank's recording ends (`why`: "the process exited", "its rank got
+    // SIGTERM"): what is still pending is recorded as pending, each with a
+    // hang incident (`kind`), without Python. Safe from the abort path.
+    void endAll(const std::string& why, IncidentKind kind);
+    size_t pendingCount();
+
+    // The record of a collective a library ran below torch (NCCL, reported
+    // by the profiler plugin) under no collective the tracker follows:
+    // complete when reported.
+    static CollectiveRecord libraryRecord(RankWriter& writer, std::string_view kind,
+                                          const std::string& group, int64_t bytes, int64_t startNs,
+                                          int64_t endNs, uint32_t thread, int64_t step);
+
+    // A collective whose life ended, on its way to the store.
+    struct Ended {
+        TrackedCollective collective;  // still holding its work and result
+        CollectiveState state;
+        int64_t endNs;
+        std::string error;
+    };
+    // Incidents and records written in the abort path and by the monitor carry
+    // no Python: `stack` is the issuing frame or one found earlier.
+    IncidentSeq recordIncident(const TrackedCollective& c, IncidentKind kind,
+                               const std::string& error, StackId stack, const std::string& detail);
+
+  private:
+    using Table = std::unordered_map<int64_t, TrackedCollective>;
+    // What a method ends under m_mutex, recorded and let go of when it is
+    // destroyed: declared before the lock, so after it is released.
+    class Released {
+      public:
+        explicit Released(CollectiveTracker& tracker) : m_tracker(tracker) {}
+        ~Released();
+        Released(const Released&) = delete;
+        Released& operator=(const Released&) = delete;
+        std::vector<Ended> ended;
+        std::vector<c10::intrusive_ptr<c10d::Work>> works;
+
+      private:
+        CollectiveTracker& m_tracker;
+    };
+    // With m_mutex held: takes `it` out of the table into `released`.
+    void end(Table::iterator it, CollectiveState state, int64_t endNs, std::string error,
+             Released& released);
+    void submit(const Ended& e);
+
+    Agent& m_agent;
+    std::mutex m_mutex;
+    Table m_live;                                         // by seq
+    std::unordered_map<const void*, int64_t> m_byResult;  // result storage -> seq
+    static constexpr size_t kMaxTracked = 1 << 16;        // beyond: recorded at issue
+    friend class CollectiveMonitor;
+};
+
+// The thread that asks pending works for completion (every kPollInterval
+// while any waits for its backend) and, as the watchdog, reports a
+// collective pending past `watchdogSeconds` (0: no watchdog) once, with the
+// Python stacks of all threads, leaving the training alone.
+class CollectiveMonitor {
+  public:
+    CollectiveMonitor(Agent& agent, double watchdogSeconds);
+    ~CollectiveMonitor();  // stops and joins the thread (releasing the GIL meanwhile)
+    CollectiveMonitor(const CollectiveMonitor&) = delete;
+    CollectiveMonitor& operator=(const CollectiveMonitor&) = delete;
+    // A work was handed over: poll soon.
+    void wake();
+
+    static constexpr std::chrono::milliseconds kPollInterval{20};
+
+  private:
+    void run();
+    void reportHangs(const std::vector<TrackedCollective>& late);
+
+    Agent& m_agent;
+    double m_seconds;
+    std::mutex m_mutex;
+    std::condition_variable m_wake;
+    bool m_stop = false, m_woken = false;
+    std::thread m_thread;
+};
+
+}  // namespace meshscope::capture

@@ -1,0 +1,115 @@
+#include "core/analysis/recording_reach.h"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+
+#include "core/store/schema.h"
+
+namespace meshscope {
+namespace {
+
+std::string metaValue(const RankInfo& info, std::string_view key) {
+    auto it = info.meta.find(std::string(key));
+    return it == info.meta.end() ? std::string() : it->second;
+}
+
+// Whether the process that writes `info`'s file still runs (on this host).
+bool writerRuns(const RankInfo& info) {
+    char host[HOST_NAME_MAX + 1] = {};
+    if (info.pid <= 0 || info.pid > INT_MAX || gethostname(host, sizeof host) != 0 ||
+        info.hostname != host)
+        return false;
+    return ::kill(pid_t(info.pid), 0) == 0 || errno == EPERM;
+}
+
+uint64_t lostRecords(const RankSummary& summary) {
+    uint64_t lost = 0;
+    for (const char* reason : {"queue_full", "write_error"})
+        if (auto it = summary.drops.find(reason); it != summary.drops.end()) lost += it->second;
+    return lost;
+}
+
+}  // namespace
+
+std::string_view toString(RecordingReach::End end) {
+    switch (end) {
+        case RecordingReach::End::Closed:
+            return "closed";
+        case RecordingReach::End::Aborted:
+            return "aborted";
+        case RecordingReach::End::Killed:
+            return "killed";
+        case RecordingReach::End::Live:
+            return "live";
+        case RecordingReach::End::Open:
+            return "open";
+    }
+    return "open";
+}
+
+std::vector<RecordingReach> recordingReach(const RunReader& run) {
+    std::vector<RecordingReach> out;
+    for (const RankReader& rank : run.ranks()) {
+        const RankInfo& info = rank.info();
+        RecordingReach r;
+        r.rank = info.rank;
+        std::string launched;
+        if (auto it = run.launchEnds().find(r.rank); it != run.launchEnds().end())
+            launched = it->second;
+        std::string abort = metaValue(info, "abort");
+        int64_t step = rank.summary().steps;  // the step it was in: steps completed so far
+        if (info.endedNs) {
+            r.end = RecordingReach::End::Closed;
+            r.how = launched.empty() ? "ended" : launched;
+        } else if (!abort.empty()) {
+            r.end = RecordingReach::End::Aborted;
+            r.how = abort.starts_with("the rank ") ? abort.substr(9) : abort;
+        } else if (!launched.empty()) {
+            r.end = RecordingReach::End::Killed;
+            r.how = launched;
+            r.truncated = true;
+            r.note = fmt::format(
+                "rank {}: {} without closing its file; its recording reaches into step {} and "
+                "its last ~200 ms may be missing, so it is compared only as far as it goes",
+                r.rank, launched, step);
+        } else if (writerRuns(info)) {
+            r.end = RecordingReach::End::Live;
+            r.how = "still recording";
+            r.truncated = true;
+            r.belowStep = step;
+            r.note = fmt::format(
+                "rank {}: still recording (step {}); only its complete steps (before {}) are "
+                "compared",
+                r.rank, step, step);
+        } else {
+            r.end = RecordingReach::End::Open;
+            r.how = "stopped without closing its file";
+            r.truncated = true;
+            r.note = fmt::format(
+                "rank {}: its file was not closed (killed, or still recording on another host); "
+                "its recording reaches into step {}, and it is compared only as far as it goes",
+                r.rank, step);
+        }
+        std::string firstLoss = metaValue(info, schema::kMetaFirstLossNs);
+        if (uint64_t lost = lostRecords(rank.summary()); lost > 0) {
+            char* end = nullptr;
+            long long at = firstLoss.empty() ? 0 : std::strtoll(firstLoss.c_str(), &end, 10);
+            r.untilNs = firstLoss.empty() || *end ? 0 : at;
+            r.truncated = true;
+            std::string note = fmt::format(
+                "rank {}: {} record(s) were lost ({}); it is compared only up to {:.3f} s, "
+                "before the first loss",
+                r.rank, lost, firstLoss.empty() ? "when is not known" : "full queue or write error",
+                double(r.untilNs) / 1e9);
+            r.note = r.note.empty() ? note : r.note + "; " + note.substr(note.find(':') + 2);
+        }
+        out.push_back(std::move(r));
+    }
+    return out;
+}
+
+}  // namespace meshscope
