@@ -108,13 +108,10 @@ C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue
             }
         if (found) break;
     }
-    std::optional<c10::DeviceType> device;
-    for (size_t i = 0; i < args.size() && !device; ++i)
-        device = deviceOf(args[i]);
+    facts.completesOnWait = completesOnWait(schema, args);
     for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
         if (arguments[i].name() != "process_group") continue;
         if (c10d::ProcessGroup* pg = processGroup(args[i])) {
-            facts.completesOnWait = backendName(*pg, device) == "gloo";
             std::string label = pg->getGroupDesc();
             if (label.empty()) label = "group " + pg->getGroupName();
             int size = pg->getSize();
@@ -122,6 +119,33 @@ C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue
         }
     }
     return facts;
+}
+
+bool completesOnWait(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+    const auto& arguments = schema.arguments();
+    c10d::ProcessGroup* pg = nullptr;
+    for (size_t i = 0; i < arguments.size() && i < args.size() && !pg; ++i)
+        if (arguments[i].name() == "process_group") pg = processGroup(args[i]);
+    if (!pg) return false;
+    std::optional<c10::DeviceType> device;
+    for (size_t i = 0; i < args.size() && !device; ++i)
+        device = deviceOf(args[i]);
+    // A few groups serve every collective of a thread: their answer is kept
+    // (a group at the address of one destroyed asks afresh only if its
+    // device differs; a new group there is the same kind of group in practice).
+    struct Known {
+        const void* pg;
+        int device;
+        bool onWait;
+    };
+    thread_local std::array<Known, 8> known{};
+    thread_local size_t next = 0;
+    int d = device ? int(*device) : -1;
+    for (const Known& k : known)
+        if (k.pg == pg && k.device == d) return k.onWait;
+    bool onWait = backendName(*pg, device) == "gloo";
+    known[next++ % known.size()] = {pg, d, onWait};
+    return onWait;
 }
 
 }  // namespace meshscope::capture

@@ -33,5 +33,8 @@ struct C10dFacts {
     bool completesOnWait = false;
 };
 C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args);
+// Only C10dFacts::completesOnWait, cached per process group and device: what
+// a functional collective's c10d call (WorkCapture) needs, without the rest.
+bool completesOnWait(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args);
 
 }  // namespace meshscope::capture

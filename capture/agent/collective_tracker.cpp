@@ -159,7 +159,7 @@ void CollectiveTracker::issued(Id id, c10::intrusive_ptr<c10d::Work> work, bool 
     if (!id) return;
     if (own) m_agent.collectives().collectiveIssued(own, id);
     int64_t now = m_agent.writer().nowNs();
-    bool watch = false;
+    bool onDevice = work && !completesOnWait;
     {
         Released released(*this);
         std::lock_guard lock(m_mutex);
@@ -175,15 +175,14 @@ void CollectiveTracker::issued(Id id, c10::intrusive_ptr<c10d::Work> work, bool 
             c.resultKey = key;
             m_byResult[key] = id.value();
         }
-        if (work) {
+        if (work)  // asked after its wait, and by the monitor's next poll
             c.work = std::move(work);
-            watch = true;
-        } else if (!c.resultKey) {  // nothing to wait for: done when the call returned
+        else if (!c.resultKey)  // nothing to wait for: done when the call returned
             end(it, CollectiveState::Completed, now, "", released);
-        }
     }
-    if (watch)
-        if (CollectiveMonitor* monitor = m_agent.monitor()) monitor->wake();
+    // complete on the device: the monitor polls from now on, not a while later
+    if (onDevice)
+        if (CollectiveMonitor* monitor = m_agent.monitor()) monitor->workPending();
 }
 
 CollectiveTracker::Id CollectiveTracker::waitingForWork(const c10d::Work* work) {
@@ -385,11 +384,6 @@ void CollectiveTracker::endAll(const std::string& why, IncidentKind kind) {
     }
 }
 
-size_t CollectiveTracker::pendingCount() {
-    std::lock_guard lock(m_mutex);
-    return m_live.size();
-}
-
 IncidentSeq CollectiveTracker::recordIncident(const TrackedCollective& c, IncidentKind kind,
                                               const std::string& error, StackId stack,
                                               const std::string& detail) {
@@ -431,7 +425,8 @@ CollectiveMonitor::~CollectiveMonitor() {
     }
 }
 
-void CollectiveMonitor::wake() {
+void CollectiveMonitor::workPending() {
+    if (m_polling.exchange(true, std::memory_order_acq_rel)) return;  // polls already
     {
         std::lock_guard lock(m_mutex);
         m_woken = true;
@@ -443,8 +438,9 @@ void CollectiveMonitor::run() {
     using namespace std::chrono;
     auto idle =
         m_seconds > 0
-            ? duration_cast<milliseconds>(duration<double>(std::clamp(m_seconds / 4, 0.05, 1.0)))
-            : milliseconds(1000);
+            ? std::min(kIdleInterval,
+                       duration_cast<milliseconds>(duration<double>(std::max(m_seconds / 4, 0.05))))
+            : kIdleInterval;
     int64_t limit = int64_t(m_seconds * 1e9);
     bool polling = false;
     for (;;) {
@@ -457,7 +453,10 @@ void CollectiveMonitor::run() {
             m_woken = false;
         }
         try {
+            // cleared before the poll: a work handed over after it wakes us
+            m_polling.store(false, std::memory_order_release);
             polling = m_agent.tracker().poll();
+            if (polling) m_polling.store(true, std::memory_order_release);
             if (m_seconds <= 0) continue;
             std::vector<TrackedCollective> late =
                 m_agent.tracker().overdue(m_agent.writer().nowNs(), limit);

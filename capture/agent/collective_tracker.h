@@ -36,6 +36,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -136,7 +137,6 @@ class CollectiveTracker {
     // SIGTERM"): what is still pending is recorded as pending, each with a
     // hang incident (`kind`), without Python. Safe from the abort path.
     void endAll(const std::string& why, IncidentKind kind);
-    size_t pendingCount();
 
     // The record of a collective a library ran below torch (NCCL, reported
     // by the profiler plugin) under no collective the tracker follows:
@@ -187,19 +187,23 @@ class CollectiveTracker {
 };
 
 // The thread that asks pending works for completion (every kPollInterval
-// while any waits for its backend) and, as the watchdog, reports a
-// collective pending past `watchdogSeconds` (0: no watchdog) once, with the
-// Python stacks of all threads, leaving the training alone.
+// while any waits for its backend, else every kIdleInterval; a work that
+// completes on the device wakes it only when it was idle, so a busy run
+// pays no thread switch per collective)
+// and, as the watchdog, reports a collective pending past `watchdogSeconds`
+// (0: no watchdog) once, with the Python stacks of all threads, leaving the
+// training alone.
 class CollectiveMonitor {
   public:
     CollectiveMonitor(Agent& agent, double watchdogSeconds);
     ~CollectiveMonitor();  // stops and joins the thread (releasing the GIL meanwhile)
     CollectiveMonitor(const CollectiveMonitor&) = delete;
     CollectiveMonitor& operator=(const CollectiveMonitor&) = delete;
-    // A work was handed over: poll soon.
-    void wake();
+    // A work that completes on the device was handed over: poll from now on.
+    void workPending();
 
     static constexpr std::chrono::milliseconds kPollInterval{20};
+    static constexpr std::chrono::milliseconds kIdleInterval{200};
 
   private:
     void run();
@@ -210,6 +214,7 @@ class CollectiveMonitor {
     std::mutex m_mutex;
     std::condition_variable m_wake;
     bool m_stop = false, m_woken = false;
+    std::atomic<bool> m_polling{false};
     std::thread m_thread;
 };
 

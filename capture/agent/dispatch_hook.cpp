@@ -339,8 +339,7 @@ void captureFallback(WorkCapture& capture, const c10::OperatorHandle& op, c10::D
                      torch::jit::Stack* stack) {
     const c10::FunctionSchema& schema = op.schema();
     if (isC10dOp(schema)) {
-        bool onWait =
-            c10dFacts(schema, torch::jit::last(*stack, schema.arguments().size())).completesOnWait;
+        bool onWait = completesOnWait(schema, torch::jit::last(*stack, schema.arguments().size()));
         redispatch(op, ks, stack);
         if (c10::intrusive_ptr<c10d::Work> work = workOnStack(*stack)) capture.work(work, onWait);
         return;
@@ -456,10 +455,6 @@ WorkCapture::~WorkCapture() {
     if (!m_active) return;
     t_capture = m_previous;
     c10::impl::tls_set_dispatch_key_excluded(kHookKey, m_wasExcluded);
-}
-
-WorkCapture* WorkCapture::active() {
-    return t_capture;
 }
 
 void WorkCapture::result(const at::Tensor& result) {

@@ -67,8 +67,7 @@ class WorkCapture {
     // it has once the call returned).
     bool handedOver() const { return m_handedOver; }
 
-    // The dispatcher hook's part: the capture active on this thread, if any.
-    static WorkCapture* active();
+    // The dispatcher hook's part (while this capture is active on its thread).
     void work(c10::intrusive_ptr<c10d::Work> work, bool completesOnWait) {
         m_work = std::move(work);
         m_completesOnWait = completesOnWait;

@@ -64,8 +64,7 @@ std::string exceptionText(PyObject* value) {
 }
 
 // OpHandler's part in failures: the incident of an op that raised.
-std::string OpHandler::recordFailure(IncidentKind kind, const std::string& error,
-                                     const std::string& evidence, int64_t position) {
+std::string OpHandler::recordFailure(IncidentKind kind, const std::string& error) {
     m_agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
     UserFrame frame = m_agent.frames().userFrame(m_writer);
     std::vector<std::string> placements;
@@ -85,11 +84,8 @@ std::string OpHandler::recordFailure(IncidentKind kind, const std::string& error
     inc.step = m_agent.step();
     inc.thread = Agent::threadIndex();
     inc.op = m_info->name;
-    inc.operandIndex =
-        isCollectiveKind(kind) ? int32_t(std::min<int64_t>(position, INT32_MAX)) : -1;
-    std::string what = !evidence.empty()  ? evidence
-                       : operands.empty() ? m_info->text
-                                          : m_info->text + " with DTensor operands " + operands;
+    std::string what =
+        operands.empty() ? m_info->text : m_info->text + " with DTensor operands " + operands;
     inc.evidence = m_writer.intern(what);
     inc.error = m_writer.intern(error);
     inc.action = Action::Observed;

@@ -120,13 +120,11 @@ class OpHandler {
     // it raised).
     OpSeq recordDTensorOp(int64_t start, int64_t end, const Operands& outputs);
     // An error DTensor's dispatch or a DTensor API call raised for this op
-    // (no strategy, a placement/shape/mesh error, a collective failing
-    // inside a redistribution): recorded as an incident of `kind` with the
-    // op's operands, call site and stack, and flushed. Returns the note for
-    // the exception. Collective kinds: `position` is the collective's place
-    // in the rank's sequence, `evidence` says which collective.
-    std::string recordFailure(IncidentKind kind, const std::string& error,
-                              const std::string& evidence = {}, int64_t position = -1);
+    // (no strategy, a placement/shape/mesh error): recorded as an incident of
+    // `kind` with the op's operands, call site and stack, and flushed.
+    // Returns the note for the exception. (A collective's failure is the
+    // CollectiveTracker's.)
+    std::string recordFailure(IncidentKind kind, const std::string& error);
     // Dispatcher hook: tags or propagates provenance after a plain op ran.
     void afterPlainOp(const Operands& outputs);
     // Phases whose factory ops tag the tensors they create (B, E, D).
