@@ -106,7 +106,6 @@ void TensorTable::sweep() {
         }
     }
     if (m_entries.size() >= kMaxEntries) {  // all alive: give up their identities
-        m_cleared += m_entries.size();
         clear();
     }
     m_sweepAt = std::max<size_t>(kSweepFloor, m_entries.size() * 2);

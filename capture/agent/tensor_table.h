@@ -127,7 +127,6 @@ class TensorTable {
     }
 
     size_t size() const { return m_entries.size(); }
-    uint64_t clearedEntries() const { return m_cleared; }
     // Provenance records made so far (intern() hands out existing ones).
     uint64_t provenanceRecords() const { return m_provenanceRecords; }
     void clear();
@@ -210,7 +209,6 @@ class TensorTable {
     // The entry at this address if its tensor is alive (a dead one is dropped).
     Entry* live(const c10::TensorImpl* impl);
     void erased(const Entry& entry);
-    uint64_t m_cleared = 0;
     uint64_t m_provenanceRecords = 0;
 };
 

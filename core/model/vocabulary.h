@@ -108,7 +108,7 @@ std::optional<OriginClass> originFromChar(char c);
 inline std::string_view toString(OriginClass origin) {
     return originInfo(origin).label;
 }
-// "A-G": the letters in use, for messages.
+// "A-H": the letters in use (from the origin table), for messages.
 std::string originLetterRange();
 
 // ---- incident kinds ----

@@ -9,7 +9,7 @@
 //   default = "auto"
 //   [[rule]]
 //   op = "aten::_foreach_*"      # optional glob on the aten op name
-//   origin = ["E"]               # optional origin classes A-G
+//   origin = ["E"]               # optional origin classes A-H
 //   file = "*/optimizers/*.py"   # optional glob on the user frame's file
 //   module = "keras.src.*"       # optional glob on its Python module
 //   action = "scalar"            # observe | replicate | shard | scalar | strict | auto

@@ -1,5 +1,5 @@
 """The agent in one process (world size 1, gloo): attach/detach, origin
-classes A-G, policies, robustness, the pytest plugin."""
+classes A-H, policies, robustness, the pytest plugin."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@
 #include <QMouseEvent>
 #include <QOpenGLContext>
 #include <QOpenGLFunctions>
-#include <QTimer>
 #include <QWheelEvent>
 #include <chrono>
 #include <utility>
@@ -109,10 +108,6 @@ void ImGuiCanvas::paintGL() {
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     m_lastVertices = ImGui::GetDrawData()->TotalVtxCount;
     ++m_frames;
-    if (m_followUp) {
-        m_followUp = false;
-        QTimer::singleShot(16, this, qOverload<>(&QWidget::update));
-    }
     emit frameRendered();
 }
 

@@ -37,9 +37,6 @@ class ImGuiCanvas : public QOpenGLWidget {
 
   protected:
     virtual void drawFrame() = 0;
-    // Asks for one more frame after this one (ImGui settles hover state a
-    // frame late).
-    void requestFollowUpFrame() { m_followUp = true; }
     // What `list` gets between these two calls is drawn as opaque solid
     // colour: no blending, no texture lookup (text would lose its glyphs).
     // Software GL (Mesa llvmpipe) pays for both on every pixel, and a
@@ -68,7 +65,6 @@ class ImGuiCanvas : public QOpenGLWidget {
     double m_lastDrawMs = 0;
     int64_t m_frames = 0;
     int64_t m_lastVertices = 0;
-    bool m_followUp = false;
     bool m_glReady = false;
     bool m_glES = false;
     unsigned m_opaqueProgram = 0;  // GL program; 0: not built yet

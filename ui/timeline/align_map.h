@@ -25,7 +25,6 @@ class AlignMap {
 
     double toAligned(int64_t raw) const;
     int64_t toRaw(double aligned) const;
-    bool isOffset() const { return m_knots.empty(); }
 
   private:
     int64_t m_delta = 0;                               // used when there are no knots

@@ -53,7 +53,6 @@ class TimelineCanvas : public ImGuiCanvas {
     // Items drawn in the last frame, and spans overlapping the view now.
     int64_t itemsDrawn() const { return m_itemsDrawn; }
     int64_t spansInView() const;
-    float contentHeight() const { return m_contentHeight; }
 
   signals:
     void selectionChanged(const meshscope::ui::TimelineSelection& selection);

@@ -38,12 +38,6 @@ std::vector<size_t> RankTimeline::laneOrder() const {
     return order;
 }
 
-const Lane* RankTimeline::findLane(uint32_t thread, uint16_t depth) const {
-    for (const Lane& l : lanes)
-        if (l.thread == thread && l.depth == depth) return &l;
-    return nullptr;
-}
-
 std::string RankTimeline::threadName(uint32_t thread) const {
     auto it = threadNames.find(thread);
     if (it != threadNames.end() && !it->second.empty()) return it->second;

@@ -129,7 +129,6 @@ struct RankTimeline {
     const std::string& string(uint32_t id) const;
     bool empty() const { return firstNs > lastNs; }
     Lane& lane(uint32_t thread, uint16_t depth);  // created when missing
-    const Lane* findLane(uint32_t thread, uint16_t depth) const;
     std::vector<size_t> laneOrder() const;  // lane indices by (thread, depth)
     std::string threadName(uint32_t thread) const;
 };
