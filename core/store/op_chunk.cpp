@@ -163,7 +163,7 @@ void decodeOpChunkInto(const OpChunkBounds& bounds, std::string_view bytes,
         op.endNs = int64_t(uint64_t(start) + uint64_t(in.signedVarint()));
         op.thread = bounded<uint32_t>(in.varint(), UINT32_MAX, "thread");
         op.name = StringId{bounded<int64_t>(in.varint(), kMaxId, "name")};
-        op.phase = Phase(bounded<uint8_t>(in.varint(), uint64_t(Phase::Data), "phase"));
+        op.phase = Phase(bounded<uint8_t>(in.varint(), uint64_t(Phase::End) - 1, "phase"));
         step = int64_t(uint64_t(step) + uint64_t(in.signedVarint()));
         op.step = step;
         op.stack = StackId{bounded<int64_t>(in.varint(), kMaxId, "stack")};

@@ -13,6 +13,9 @@
 #include "core/util/utf8.h"
 
 namespace meshscope {
+
+using namespace schema;  // the tables
+
 namespace {
 
 constexpr char kSqliteMagic[] = "SQLite format 3";  // 16 bytes with the NUL
@@ -56,9 +59,14 @@ void checkHeader(const std::filesystem::path& file) {
                                             std::to_string(expected) + " bytes)");
 }
 
-constexpr const char* kChunkColumns =
-    "SELECT first_seq, last_seq, count, min_start_ns, max_start_ns, max_end_ns, min_step, "
-    "max_step, data FROM op_chunks ";
+// An op chunk's bounds from a row of selectSql(kOpChunks).
+OpChunkBounds chunkBoundsFrom(const sql::Stmt& s) {
+    constexpr auto& t = kOpChunks;
+    return OpChunkBounds{s.id<OpSeq>(t["first_seq"]), s.id<OpSeq>(t["last_seq"]),
+                         s.int64(t["count"]),         s.int64(t["min_start_ns"]),
+                         s.int64(t["max_start_ns"]),  s.int64(t["max_end_ns"]),
+                         s.int64(t["min_step"]),      s.int64(t["max_step"])};
+}
 
 // A whole decimal integer ("12", "-3"), nothing before or after it.
 std::optional<int64_t> parseInteger(const std::string& text) {
@@ -79,65 +87,59 @@ OriginClass originFrom(const std::string& text) {
                             : OriginClass::Unknown;
 }
 Action actionFrom(int64_t v) {
-    return Action(std::clamp<int64_t>(v, 0, int64_t(Action::StrictError)));
+    return Action(std::clamp<int64_t>(v, 0, int64_t(Action::End) - 1));
 }
 Outcome outcomeFrom(int64_t v) {
-    return Outcome(std::clamp<int64_t>(v, 0, int64_t(Outcome::Failed)));
+    return Outcome(std::clamp<int64_t>(v, 0, int64_t(Outcome::End) - 1));
 }
 
 IncidentRecord incidentFrom(const sql::Stmt& s) {
+    constexpr auto& t = kIncidents;
     IncidentRecord r;
-    r.seq = s.id<IncidentSeq>(0);
-    r.timeNs = s.int64(1);
-    r.step = s.int64(2);
-    r.thread = uint32_t(s.int64(3));
-    r.op = s.id<StringId>(4);
-    r.operandIndex = int32_t(s.int64(5));
-    r.plainTensor = s.id<TensorId>(6);
-    r.origin = originFrom(s.text(7));
-    r.evidence = s.id<StringId>(8);
-    r.policyRule = s.id<StringId>(9);
-    r.action = actionFrom(s.int64(10));
-    r.outcome = outcomeFrom(s.int64(11));
-    r.error = s.id<StringId>(12);
-    if (!s.isNull(13)) r.fingerprint = std::bit_cast<uint64_t>(s.int64(13));
-    r.promotedPlacements = s.id<StringId>(14);
-    r.stack = s.id<StackId>(15);
+    r.seq = s.id<IncidentSeq>(t["seq"]);
+    r.timeNs = s.int64(t["time_ns"]);
+    r.step = s.int64(t["step"]);
+    r.thread = uint32_t(s.int64(t["thread"]));
+    r.op = s.id<StringId>(t["op_id"]);
+    r.operandIndex = int32_t(s.int64(t["operand_index"]));
+    r.plainTensor = s.id<TensorId>(t["plain_tensor_id"]);
+    r.origin = originFrom(s.text(t["origin"]));
+    r.evidence = s.id<StringId>(t["evidence_id"]);
+    r.policyRule = s.id<StringId>(t["policy_rule_id"]);
+    r.action = actionFrom(s.int64(t["action"]));
+    r.outcome = outcomeFrom(s.int64(t["outcome"]));
+    r.error = s.id<StringId>(t["error_id"]);
+    if (!s.isNull(t["fingerprint"]))
+        r.fingerprint = std::bit_cast<uint64_t>(s.int64(t["fingerprint"]));
+    r.promotedPlacements = s.id<StringId>(t["promoted_placements_id"]);
+    r.stack = s.id<StackId>(t["stack_id"]);
     // a kind this build does not know reads as the error it was: a DTensor error
-    r.kind = incidentKindFromIndex(s.int64(16)).value_or(IncidentKind::DTensorError);
-    r.detail = s.id<StringId>(17);
+    r.kind = incidentKindFromIndex(s.int64(t["kind"])).value_or(IncidentKind::DTensorError);
+    r.detail = s.id<StringId>(t["detail_id"]);
     return r;
 }
 
-constexpr const char* kIncidentColumns =
-    "SELECT seq, time_ns, step, thread, op_id, operand_index, plain_tensor_id, origin, "
-    "evidence_id, policy_rule_id, action, outcome, error_id, fingerprint, "
-    "promoted_placements_id, stack_id, kind, detail_id FROM incidents ";
-
 CollectiveRecord collectiveFrom(const sql::Stmt& s) {
+    constexpr auto& t = kCollectives;
     CollectiveRecord c;
-    c.seq = s.id<CollectiveSeq>(0);
-    c.op = s.id<OpSeq>(1);
-    c.kind = s.id<StringId>(2);
-    c.group = s.id<StringId>(3);
-    c.srcPlacements = s.id<StringId>(4);
-    c.dstPlacements = s.id<StringId>(5);
-    c.bytes = s.int64(6);
-    c.startNs = s.int64(7);
-    c.endNs = s.int64(8);
-    c.thread = uint32_t(s.int64(9));
-    c.step = s.int64(10);
-    c.issuedNs = s.int64(11);
-    c.stack = s.id<StackId>(12);
+    c.seq = s.id<CollectiveSeq>(t["seq"]);
+    c.op = s.id<OpSeq>(t["op_seq"]);
+    c.kind = s.id<StringId>(t["kind_id"]);
+    c.group = s.id<StringId>(t["group_id"]);
+    c.srcPlacements = s.id<StringId>(t["src_placements_id"]);
+    c.dstPlacements = s.id<StringId>(t["dst_placements_id"]);
+    c.bytes = s.int64(t["bytes"]);
+    c.startNs = s.int64(t["start_ns"]);
+    c.endNs = s.int64(t["end_ns"]);
+    c.thread = uint32_t(s.int64(t["thread"]));
+    c.step = s.int64(t["step"]);
+    c.issuedNs = s.int64(t["issued_ns"]);
+    c.stack = s.id<StackId>(t["stack_id"]);
     // a state this build does not know reads as completed
-    c.state = collectiveStateFromIndex(s.int64(13)).value_or(CollectiveState::Completed);
-    c.error = s.id<StringId>(14);
+    c.state = collectiveStateFromIndex(s.int64(t["state"])).value_or(CollectiveState::Completed);
+    c.error = s.id<StringId>(t["error_id"]);
     return c;
 }
-
-constexpr const char* kCollectiveColumns =
-    "SELECT seq, op_seq, kind_id, group_id, src_placements_id, dst_placements_id, bytes, "
-    "start_ns, end_ns, thread, step, issued_ns, stack_id, state, error_id FROM collectives ";
 
 // A JSON array column of the meshes table; damaged or mistyped text gives an
 // empty list rather than an exception from deep inside a query.
@@ -223,7 +225,7 @@ void RankReader::validate() {
             throw StoreError(m_path.string(),
                              "corrupt rank file: table '" + std::string(name) + "' is missing");
     }
-    tables.bind(1, schema::kDeviceTimesTable);
+    tables.bind(1, kDeviceTimes.name);
     m_hasDeviceTimes = tables.step();
     refreshInfo();
 }
@@ -231,9 +233,9 @@ void RankReader::validate() {
 void RankReader::refreshInfo() {
     guarded([&] {
         RankInfo info;
-        sql::Stmt s(*m_db, "SELECT key, value FROM meta");
+        sql::Stmt s(*m_db, selectSql(kMeta));
         while (s.step())
-            info.meta[s.text(0)] = s.text(1);
+            info.meta[s.text(kMeta["key"])] = s.text(kMeta["value"]);
         auto number = [&](const char* key, bool required) -> int64_t {
             auto it = info.meta.find(key);
             if (it == info.meta.end()) {
@@ -278,13 +280,13 @@ void RankReader::loadStrings() const {
         // kept prepared: an id no row holds asks again on every lookup
         if (!m_stringsAfter)
             m_stringsAfter = std::make_unique<sql::Stmt>(
-                *m_db, "SELECT id, text FROM strings WHERE id > ?1 ORDER BY id");
+                *m_db, selectSql(kStrings) + "WHERE id > ?1 ORDER BY id");
         sql::Stmt& s = *m_stringsAfter;
         s.reset();
         s.bind(1, m_stringsReadTo);
         while (s.step()) {
-            int64_t id = s.int64(0);
-            std::string text = s.text(1);
+            int64_t id = s.int64(kStrings["id"]);
+            std::string text = s.text(kStrings["text"]);
             if (text.size() > kMaxStringBytes) {
                 size_t recorded = text.size();
                 text.resize(kMaxStringBytes);
@@ -310,12 +312,12 @@ std::string RankReader::string(StringId id) const {
 
 std::vector<Frame> RankReader::stack(StackId id) const {
     return guarded([&] {
-        sql::Stmt s(*m_db,
-                    "SELECT file_id, line, function_id FROM stack_frames WHERE stack_id=?1 "
-                    "ORDER BY depth");
+        constexpr auto& t = kStackFrames;
+        sql::Stmt s(*m_db, selectSql(t) + "WHERE stack_id=?1 ORDER BY depth");
         s.bindId(1, id);
         return collect<Frame>(s, [](const sql::Stmt& s) {
-            return Frame{s.id<StringId>(0), int32_t(s.int64(1)), s.id<StringId>(2)};
+            return Frame{s.id<StringId>(t["file_id"]), int32_t(s.int64(t["line"])),
+                         s.id<StringId>(t["function_id"])};
         });
     });
 }
@@ -343,10 +345,8 @@ template <typename Keep>
 std::vector<OpRecord> RankReader::opsFromChunks(sql::Stmt& s, Keep keep, int64_t limit) const {
     std::vector<OpRecord> ops;
     while (int64_t(ops.size()) < limit && s.step()) {
-        OpChunkBounds b{s.id<OpSeq>(0), s.id<OpSeq>(1), s.int64(2), s.int64(3),
-                        s.int64(4),     s.int64(5),     s.int64(6), s.int64(7)};
         std::vector<OpRecord> chunk;
-        decodeChunk(b, s.blob(8), chunk, true);
+        decodeChunk(chunkBoundsFrom(s), s.blob(kOpChunks["data"]), chunk, true);
         for (OpRecord& op : chunk) {
             if (int64_t(ops.size()) == limit) break;
             if (keep(op)) ops.push_back(std::move(op));
@@ -360,7 +360,7 @@ std::vector<OpRecord> RankReader::opsInTimeRange(int64_t t0, int64_t t1, int64_t
         // A chunk overlapping [t0, t1) starts no earlier than t0 minus the
         // largest chunk extent ever written, so the min_start_ns index serves.
         int64_t reach = metaNumber(schema::kMetaChunkTimeReach);
-        sql::Stmt s(*m_db, std::string(kChunkColumns) +
+        sql::Stmt s(*m_db, selectSql(kOpChunks) +
                                "WHERE min_start_ns >= ?1 AND min_start_ns < ?2 AND max_end_ns > ?3 "
                                "ORDER BY first_seq");
         s.bind(1, saturatingSub(t0, reach)).bind(2, t1).bind(3, t0);
@@ -377,7 +377,7 @@ std::vector<OpRecord> RankReader::opsInTimeRange(int64_t t0, int64_t t1, int64_t
 std::vector<OpRecord> RankReader::opsInStepRange(int64_t s0, int64_t s1, int64_t limit) const {
     return guarded([&] {
         int64_t reach = metaNumber(schema::kMetaChunkStepReach);
-        sql::Stmt s(*m_db, std::string(kChunkColumns) +
+        sql::Stmt s(*m_db, selectSql(kOpChunks) +
                                "WHERE min_step >= ?1 AND min_step <= ?2 AND max_step >= ?3 "
                                "ORDER BY first_seq");
         s.bind(1, saturatingSub(s0, reach)).bind(2, s1).bind(3, s0);
@@ -388,7 +388,7 @@ std::vector<OpRecord> RankReader::opsInStepRange(int64_t s0, int64_t s1, int64_t
 
 std::vector<OpRecord> RankReader::opsAfter(OpSeq after, int64_t limit) const {
     return guarded([&] {
-        sql::Stmt s(*m_db, std::string(kChunkColumns) +
+        sql::Stmt s(*m_db, selectSql(kOpChunks) +
                                "WHERE first_seq > ?1 AND last_seq > ?2 ORDER BY first_seq");
         s.bind(1, saturatingSub(after.value(), kMaxOpsPerChunk)).bind(2, after.value());
         return opsFromChunks(
@@ -398,18 +398,17 @@ std::vector<OpRecord> RankReader::opsAfter(OpSeq after, int64_t limit) const {
 
 std::vector<OperandRecord> RankReader::incidentOperands(IncidentSeq seq) const {
     return guarded([&] {
-        sql::Stmt s(*m_db,
-                    "SELECT idx, role, kind, tensor_id, scalar, placements_id FROM "
-                    "incident_operands WHERE incident_seq=?1 ORDER BY role, idx");
+        constexpr auto& t = kIncidentOperands;
+        sql::Stmt s(*m_db, selectSql(t) + "WHERE incident_seq=?1 ORDER BY role, idx");
         s.bindId(1, seq);
         return collect<OperandRecord>(s, [](const sql::Stmt& s) {
             OperandRecord o;
-            o.index = uint16_t(s.int64(0));
-            o.role = s.int64(1) == 1 ? OperandRole::Output : OperandRole::Input;
-            o.kind = OperandKind(std::clamp<int64_t>(s.int64(2), 0, 2));
-            o.tensor = s.id<TensorId>(3);
-            o.scalar = s.real(4);
-            o.placements = s.id<StringId>(5);
+            o.index = uint16_t(s.int64(t["idx"]));
+            o.role = s.int64(t["role"]) == 1 ? OperandRole::Output : OperandRole::Input;
+            o.kind = OperandKind(std::clamp<int64_t>(s.int64(t["kind"]), 0, 2));
+            o.tensor = s.id<TensorId>(t["tensor_id"]);
+            o.scalar = s.real(t["scalar"]);
+            o.placements = s.id<StringId>(t["placements_id"]);
             return o;
         });
     });
@@ -418,15 +417,13 @@ std::vector<OperandRecord> RankReader::incidentOperands(IncidentSeq seq) const {
 OpSeq RankReader::scanOps(OpSeq after, int64_t limit,
                           const std::function<void(const OpRecord&)>& visit, bool operands) const {
     return guarded([&] {
-        sql::Stmt s(*m_db, std::string(kChunkColumns) +
+        sql::Stmt s(*m_db, selectSql(kOpChunks) +
                                "WHERE first_seq > ?1 AND last_seq > ?2 ORDER BY first_seq");
         s.bind(1, saturatingSub(after.value(), kMaxOpsPerChunk)).bind(2, after.value());
         std::vector<OpRecord> chunk;
         OpSeq last = after;
         for (int64_t visited = 0; visited < limit && s.step();) {
-            OpChunkBounds b{s.id<OpSeq>(0), s.id<OpSeq>(1), s.int64(2), s.int64(3),
-                            s.int64(4),     s.int64(5),     s.int64(6), s.int64(7)};
-            decodeChunk(b, s.blob(8), chunk, operands);
+            decodeChunk(chunkBoundsFrom(s), s.blob(kOpChunks["data"]), chunk, operands);
             for (const OpRecord& op : chunk) {
                 if (op.seq <= after) continue;
                 if (visited == limit) break;
@@ -442,7 +439,7 @@ OpSeq RankReader::scanOps(OpSeq after, int64_t limit,
 std::vector<IncidentRecord> RankReader::incidentsAfter(IncidentSeq after, int64_t limit,
                                                        bool operands) const {
     return guarded([&] {
-        sql::Stmt s(*m_db, std::string(kIncidentColumns) + "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+        sql::Stmt s(*m_db, selectSql(kIncidents) + "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
         s.bind(1, after.value()).bind(2, limit);
         auto rows = collect<IncidentRecord>(s, incidentFrom);
         if (operands)
@@ -454,8 +451,7 @@ std::vector<IncidentRecord> RankReader::incidentsAfter(IncidentSeq after, int64_
 
 std::vector<IncidentRecord> RankReader::incidentsInStepRange(int64_t s0, int64_t s1) const {
     return guarded([&] {
-        sql::Stmt s(*m_db,
-                    std::string(kIncidentColumns) + "WHERE step BETWEEN ?1 AND ?2 ORDER BY seq");
+        sql::Stmt s(*m_db, selectSql(kIncidents) + "WHERE step BETWEEN ?1 AND ?2 ORDER BY seq");
         s.bind(1, s0).bind(2, s1);
         auto rows = collect<IncidentRecord>(s, incidentFrom);
         for (auto& r : rows)
@@ -466,7 +462,7 @@ std::vector<IncidentRecord> RankReader::incidentsInStepRange(int64_t s0, int64_t
 
 std::vector<CollectiveRecord> RankReader::collectivesInTimeRange(int64_t t0, int64_t t1) const {
     return guarded([&] {
-        sql::Stmt s(*m_db, std::string(kCollectiveColumns) +
+        sql::Stmt s(*m_db, selectSql(kCollectives) +
                                "WHERE start_ns < ?2 AND end_ns > ?1 ORDER BY start_ns");
         s.bind(1, t0).bind(2, t1);
         return collect<CollectiveRecord>(s, collectiveFrom);
@@ -476,8 +472,7 @@ std::vector<CollectiveRecord> RankReader::collectivesInTimeRange(int64_t t0, int
 std::vector<CollectiveRecord> RankReader::collectivesAfter(CollectiveSeq after,
                                                            int64_t limit) const {
     return guarded([&] {
-        sql::Stmt s(*m_db,
-                    std::string(kCollectiveColumns) + "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
+        sql::Stmt s(*m_db, selectSql(kCollectives) + "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
         s.bind(1, after.value()).bind(2, limit);
         return collect<CollectiveRecord>(s, collectiveFrom);
     });
@@ -486,7 +481,7 @@ std::vector<CollectiveRecord> RankReader::collectivesAfter(CollectiveSeq after,
 std::optional<CollectiveRecord> RankReader::lastCollective(
     std::optional<CollectiveState> state) const {
     return guarded([&]() -> std::optional<CollectiveRecord> {
-        sql::Stmt s(*m_db, std::string(kCollectiveColumns) + (state ? "WHERE state = ?1 " : "") +
+        sql::Stmt s(*m_db, selectSql(kCollectives) + (state ? "WHERE state = ?1 " : "") +
                                "ORDER BY seq DESC LIMIT 1");
         if (state) s.bind(1, int64_t(*state));
         if (!s.step()) return std::nullopt;
@@ -497,8 +492,7 @@ std::optional<CollectiveRecord> RankReader::lastCollective(
 std::vector<CollectiveRecord> RankReader::collectivesIn(CollectiveState state,
                                                         int64_t limit) const {
     return guarded([&] {
-        sql::Stmt s(*m_db,
-                    std::string(kCollectiveColumns) + "WHERE state = ?1 ORDER BY seq LIMIT ?2");
+        sql::Stmt s(*m_db, selectSql(kCollectives) + "WHERE state = ?1 ORDER BY seq LIMIT ?2");
         s.bind(1, int64_t(state)).bind(2, limit);
         return collect<CollectiveRecord>(s, collectiveFrom);
     });
@@ -507,17 +501,17 @@ std::vector<CollectiveRecord> RankReader::collectivesIn(CollectiveState state,
 std::vector<DeviceTimeRecord> RankReader::deviceTimes() const {
     if (!m_hasDeviceTimes) return {};
     return guarded([&] {
-        sql::Stmt s(*m_db,
-                    "SELECT subject, seq, duration_ns, device_start_ns FROM device_times "
-                    "ORDER BY subject, seq");
+        constexpr auto& t = kDeviceTimes;
+        sql::Stmt s(*m_db, selectSql(t) + "ORDER BY subject, seq");
         return collect<DeviceTimeRecord>(s, [](const sql::Stmt& row) {
             DeviceTimeRecord r;
-            if (row.int64(0) == 1)
-                r.subject = row.id<CollectiveSeq>(1);
+            if (row.int64(t["subject"]) == 1)
+                r.subject = row.id<CollectiveSeq>(t["seq"]);
             else
-                r.subject = row.id<OpSeq>(1);
-            r.durationNs = row.int64(2);
-            if (!row.isNull(3)) r.deviceStartNs = row.int64(3);
+                r.subject = row.id<OpSeq>(t["seq"]);
+            r.durationNs = row.int64(t["duration_ns"]);
+            if (!row.isNull(t["device_start_ns"]))
+                r.deviceStartNs = row.int64(t["device_start_ns"]);
             return r;
         });
     });
@@ -529,48 +523,48 @@ std::vector<OptimizerStepRecord> RankReader::optimizerSteps() const {
 
 std::vector<OptimizerStepRecord> RankReader::optimizerStepsAfter(int64_t afterStep) const {
     return guarded([&] {
-        sql::Stmt s(*m_db,
-                    "SELECT step, optimizer_id, start_ns, end_ns, param_count FROM "
-                    "optimizer_steps WHERE step > ?1 ORDER BY step, start_ns");
+        constexpr auto& t = kOptimizerSteps;
+        sql::Stmt s(*m_db, selectSql(t) + "WHERE step > ?1 ORDER BY step, start_ns");
         s.bind(1, afterStep);
         return collect<OptimizerStepRecord>(s, [](const sql::Stmt& s) {
-            return OptimizerStepRecord{s.int64(0), s.id<StringId>(1), s.int64(2), s.int64(3),
-                                       s.int64(4)};
+            return OptimizerStepRecord{s.int64(t["step"]), s.id<StringId>(t["optimizer_id"]),
+                                       s.int64(t["start_ns"]), s.int64(t["end_ns"]),
+                                       s.int64(t["param_count"])};
         });
     });
 }
 
 std::vector<MeshRecord> RankReader::meshes() const {
     return guarded([&] {
-        sql::Stmt s(*m_db,
-                    "SELECT id, device_type, shape, dim_names, ranks FROM meshes ORDER BY id");
+        constexpr auto& t = kMeshes;
+        sql::Stmt s(*m_db, selectSql(t) + "ORDER BY id");
         return collect<MeshRecord>(s, [](const sql::Stmt& s) {
-            return MeshRecord{s.id<MeshId>(0), s.text(1), jsonList<int64_t>(s.text(2)),
-                              jsonList<std::string>(s.text(3)), jsonList<int64_t>(s.text(4))};
+            return MeshRecord{s.id<MeshId>(t["id"]), s.text(t["device_type"]),
+                              jsonList<int64_t>(s.text(t["shape"])),
+                              jsonList<std::string>(s.text(t["dim_names"])),
+                              jsonList<int64_t>(s.text(t["ranks"]))};
         });
     });
 }
 
 std::optional<TensorRecord> RankReader::tensor(TensorId id) const {
     return guarded([&]() -> std::optional<TensorRecord> {
-        sql::Stmt s(*m_db,
-                    "SELECT id, dtype_id, global_shape_id, local_shape_id, device_id, mesh_id, "
-                    "placements_id, label_id, created_stack_id, numel, is_dtensor FROM tensors "
-                    "WHERE id=?1");
+        constexpr auto& c = kTensors;
+        sql::Stmt s(*m_db, selectSql(c) + "WHERE id=?1");
         s.bindId(1, id);
         if (!s.step()) return std::nullopt;
         TensorRecord t;
-        t.id = s.id<TensorId>(0);
-        t.dtype = s.id<StringId>(1);
-        t.globalShape = s.id<StringId>(2);
-        t.localShape = s.id<StringId>(3);
-        t.device = s.id<StringId>(4);
-        t.mesh = s.id<MeshId>(5);
-        t.placements = s.id<StringId>(6);
-        t.label = s.id<StringId>(7);
-        t.createdAt = s.id<StackId>(8);
-        t.numel = s.int64(9);
-        t.isDTensor = s.int64(10) != 0;
+        t.id = s.id<TensorId>(c["id"]);
+        t.dtype = s.id<StringId>(c["dtype_id"]);
+        t.globalShape = s.id<StringId>(c["global_shape_id"]);
+        t.localShape = s.id<StringId>(c["local_shape_id"]);
+        t.device = s.id<StringId>(c["device_id"]);
+        t.mesh = s.id<MeshId>(c["mesh_id"]);
+        t.placements = s.id<StringId>(c["placements_id"]);
+        t.label = s.id<StringId>(c["label_id"]);
+        t.createdAt = s.id<StackId>(c["created_stack_id"]);
+        t.numel = s.int64(c["numel"]);
+        t.isDTensor = s.int64(c["is_dtensor"]) != 0;
         return t;
     });
 }

@@ -7,6 +7,9 @@
 #include "core/store/schema.h"
 
 namespace meshscope {
+
+using namespace schema;  // the tables
+
 namespace {
 
 template <typename T>
@@ -22,34 +25,24 @@ void RecordInserter::createSchema(sql::Db& db) {
     db.exec("PRAGMA application_id=" + std::to_string(schema::kApplicationId));
     db.exec("PRAGMA user_version=" + std::to_string(schema::kSchemaVersion));
     sql::Transaction tx(db);
-    db.exec(schema::kSchemaSql);
+    db.exec(schema::schemaSql());
     tx.commit();
 }
 
 RecordInserter::RecordInserter(sql::Db& db)
-    : m_meta(db, "INSERT OR REPLACE INTO meta VALUES (?1, ?2)"),
-      m_string(db, "INSERT OR REPLACE INTO strings VALUES (?1, ?2)"),
-      m_frame(db, "INSERT OR REPLACE INTO stack_frames VALUES (?1, ?2, ?3, ?4, ?5)"),
-      m_mesh(db, "INSERT OR REPLACE INTO meshes VALUES (?1, ?2, ?3, ?4, ?5)"),
-      m_tensor(db,
-               "INSERT OR REPLACE INTO tensors VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-               "?11)"),
-      m_opChunk(db, "INSERT INTO op_chunks VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
-      m_operand(db, "INSERT OR REPLACE INTO incident_operands VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"),
-      m_collective(
-          db,
-          "INSERT OR REPLACE INTO collectives VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
-          "?11, ?12, ?13, ?14, ?15)"),
-      m_optimizerStep(db,
-                      "INSERT INTO optimizer_steps (step, optimizer_id, start_ns, end_ns, "
-                      "param_count) VALUES (?1, ?2, ?3, ?4, ?5)"),
-      m_incident(db,
-                 "INSERT INTO incidents VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                 "?13, ?14, ?15, ?16, ?17, ?18)"),
-      m_deviceTime(db, "INSERT OR REPLACE INTO device_times VALUES (?1, ?2, ?3, ?4)"),
-      m_drop(db,
-             "INSERT INTO drops VALUES (?1, ?2) ON CONFLICT (reason) DO UPDATE SET "
-             "count=excluded.count") {}
+    : m_meta(db, schema::insertSql(kMeta, true)),
+      m_string(db, schema::insertSql(kStrings, true)),
+      m_frame(db, schema::insertSql(kStackFrames, true)),
+      m_mesh(db, schema::insertSql(kMeshes, true)),
+      m_tensor(db, schema::insertSql(kTensors, true)),
+      m_opChunk(db, schema::insertSql(kOpChunks)),
+      m_operand(db, schema::insertSql(kIncidentOperands, true)),
+      m_collective(db, schema::insertSql(kCollectives, true)),
+      m_optimizerStep(db, schema::insertSql(kOptimizerSteps)),
+      m_incident(db, schema::insertSql(kIncidents)),
+      m_deviceTime(db, schema::insertSql(kDeviceTimes, true)),
+      m_drop(db, schema::insertSql(kDrops) + " ON CONFLICT (reason) DO UPDATE SET " +
+                     "count=excluded.count") {}
 
 void RecordInserter::insert(const Record& record) {
     std::visit([this](const auto& r) { insertRow(r); }, record);
@@ -57,26 +50,31 @@ void RecordInserter::insert(const Record& record) {
 
 void RecordInserter::insertPending(const StringInterner::Pending& pending) {
     for (const auto& s : pending.strings)
-        m_string.bindId(1, s.id).bind(2, s.text).run();
+        m_string.bindId(kStrings.param("id"), s.id).bind(kStrings.param("text"), s.text).run();
     for (const auto& stack : pending.stacks) {
         for (size_t depth = 0; depth < stack.frames.size(); ++depth) {
             const Frame& f = stack.frames[depth];
-            m_frame.bindId(1, stack.id).bind(2, int64_t(depth));
-            m_frame.bind(3, f.file.value()).bind(4, int64_t(f.line)).bind(5, f.function.value());
-            m_frame.run();
+            m_frame.bindId(kStackFrames.param("stack_id"), stack.id)
+                .bind(kStackFrames.param("depth"), int64_t(depth))
+                .bind(kStackFrames.param("file_id"), f.file.value())
+                .bind(kStackFrames.param("line"), int64_t(f.line))
+                .bind(kStackFrames.param("function_id"), f.function.value())
+                .run();
         }
     }
 }
 
 void RecordInserter::writeMeta(std::string_view key, std::string_view value) {
-    m_meta.bind(1, key).bind(2, value).run();
+    m_meta.bind(kMeta.param("key"), key).bind(kMeta.param("value"), value).run();
 }
 
 void RecordInserter::writeDrops(const std::array<uint64_t, kDropReasonCount>& counts,
                                 bool includeZero) {
     for (int i = 0; i < kDropReasonCount; ++i) {
         if (counts[i] == 0 && !includeZero) continue;
-        m_drop.bind(1, toString(DropReason(i))).bind(2, int64_t(counts[i])).run();
+        m_drop.bind(kDrops.param("reason"), toString(DropReason(i)))
+            .bind(kDrops.param("count"), int64_t(counts[i]))
+            .run();
     }
 }
 
@@ -85,68 +83,96 @@ void RecordInserter::insertRow(const MetaRecord& r) {
 }
 
 void RecordInserter::insertRow(const MeshRecord& r) {
-    m_mesh.bindId(1, r.id).bind(2, r.deviceType).bind(3, jsonArray(r.shape));
-    m_mesh.bind(4, jsonArray(r.dimNames)).bind(5, jsonArray(r.ranks)).run();
+    constexpr auto& t = kMeshes;
+    m_mesh.bindId(t.param("id"), r.id).bind(t.param("device_type"), r.deviceType);
+    m_mesh.bind(t.param("shape"), jsonArray(r.shape));
+    m_mesh.bind(t.param("dim_names"), jsonArray(r.dimNames));
+    m_mesh.bind(t.param("ranks"), jsonArray(r.ranks)).run();
 }
 
 void RecordInserter::insertRow(const TensorRecord& r) {
-    m_tensor.bindId(1, r.id).bindId(2, r.dtype).bindId(3, r.globalShape).bindId(4, r.localShape);
-    m_tensor.bindId(5, r.device).bindId(6, r.mesh).bindId(7, r.placements).bindId(8, r.label);
-    m_tensor.bindId(9, r.createdAt).bind(10, r.numel).bind(11, int64_t(r.isDTensor)).run();
+    constexpr auto& t = kTensors;
+    m_tensor.bindId(t.param("id"), r.id).bindId(t.param("dtype_id"), r.dtype);
+    m_tensor.bindId(t.param("global_shape_id"), r.globalShape);
+    m_tensor.bindId(t.param("local_shape_id"), r.localShape);
+    m_tensor.bindId(t.param("device_id"), r.device).bindId(t.param("mesh_id"), r.mesh);
+    m_tensor.bindId(t.param("placements_id"), r.placements).bindId(t.param("label_id"), r.label);
+    m_tensor.bindId(t.param("created_stack_id"), r.createdAt).bind(t.param("numel"), r.numel);
+    m_tensor.bind(t.param("is_dtensor"), int64_t(r.isDTensor)).run();
 }
 
 void RecordInserter::insertOpChunk(const OpChunkEncoder& chunk) {
     const OpChunkBounds& b = chunk.bounds();
-    m_opChunk.bindId(1, b.firstSeq).bindId(2, b.lastSeq).bind(3, b.count).bind(4, b.minStartNs);
-    m_opChunk.bind(5, b.maxStartNs).bind(6, b.maxEndNs).bind(7, b.minStep).bind(8, b.maxStep);
-    m_opChunk.bindBlob(9, chunk.bytes()).run();
+    constexpr auto& t = kOpChunks;
+    m_opChunk.bindId(t.param("first_seq"), b.firstSeq).bindId(t.param("last_seq"), b.lastSeq);
+    m_opChunk.bind(t.param("count"), b.count).bind(t.param("min_start_ns"), b.minStartNs);
+    m_opChunk.bind(t.param("max_start_ns"), b.maxStartNs).bind(t.param("max_end_ns"), b.maxEndNs);
+    m_opChunk.bind(t.param("min_step"), b.minStep).bind(t.param("max_step"), b.maxStep);
+    m_opChunk.bindBlob(t.param("data"), chunk.bytes()).run();
 }
 
 void RecordInserter::insertRow(const CollectiveRecord& r) {
-    m_collective.bindId(1, r.seq).bindId(2, r.op).bind(3, r.kind.value()).bindId(4, r.group);
-    m_collective.bindId(5, r.srcPlacements).bindId(6, r.dstPlacements).bind(7, r.bytes);
-    m_collective.bind(8, r.startNs).bind(9, r.endNs).bind(10, int64_t(r.thread));
-    m_collective.bind(11, r.step).bind(12, r.issuedNs).bindId(13, r.stack);
-    m_collective.bind(14, int64_t(r.state)).bindId(15, r.error).run();
+    constexpr auto& t = kCollectives;
+    auto& s = m_collective;
+    s.bindId(t.param("seq"), r.seq).bindId(t.param("op_seq"), r.op);
+    s.bind(t.param("kind_id"), r.kind.value()).bindId(t.param("group_id"), r.group);
+    s.bindId(t.param("src_placements_id"), r.srcPlacements);
+    s.bindId(t.param("dst_placements_id"), r.dstPlacements).bind(t.param("bytes"), r.bytes);
+    s.bind(t.param("start_ns"), r.startNs).bind(t.param("end_ns"), r.endNs);
+    s.bind(t.param("thread"), int64_t(r.thread)).bind(t.param("step"), r.step);
+    s.bind(t.param("issued_ns"), r.issuedNs).bindId(t.param("stack_id"), r.stack);
+    s.bind(t.param("state"), int64_t(r.state)).bindId(t.param("error_id"), r.error).run();
 }
 
 void RecordInserter::insertRow(const OptimizerStepRecord& r) {
-    m_optimizerStep.bind(1, r.step).bindId(2, r.optimizer).bind(3, r.startNs).bind(4, r.endNs);
-    m_optimizerStep.bind(5, r.paramCount).run();
+    constexpr auto& t = kOptimizerSteps;
+    m_optimizerStep.bindNull(t.param("id")).bind(t.param("step"), r.step);
+    m_optimizerStep.bindId(t.param("optimizer_id"), r.optimizer);
+    m_optimizerStep.bind(t.param("start_ns"), r.startNs).bind(t.param("end_ns"), r.endNs);
+    m_optimizerStep.bind(t.param("param_count"), r.paramCount).run();
 }
 
 void RecordInserter::insertRow(const DeviceTimeRecord& r) {
     bool collective = std::holds_alternative<CollectiveSeq>(r.subject);
     int64_t seq = std::visit([](auto id) { return id.value(); }, r.subject);
-    m_deviceTime.bind(1, int64_t(collective)).bind(2, seq).bind(3, r.durationNs);
+    constexpr auto& t = kDeviceTimes;
+    m_deviceTime.bind(t.param("subject"), int64_t(collective)).bind(t.param("seq"), seq);
+    m_deviceTime.bind(t.param("duration_ns"), r.durationNs);
     if (r.deviceStartNs)
-        m_deviceTime.bind(4, *r.deviceStartNs);
+        m_deviceTime.bind(t.param("device_start_ns"), *r.deviceStartNs);
     else
-        m_deviceTime.bindNull(4);
+        m_deviceTime.bindNull(t.param("device_start_ns"));
     m_deviceTime.run();
 }
 
 void RecordInserter::insertRow(const IncidentRecord& r) {
+    constexpr auto& t = kIncidents;
     auto& s = m_incident;
-    s.bindId(1, r.seq).bind(2, r.timeNs).bind(3, r.step).bind(4, int64_t(r.thread));
-    s.bind(5, r.op.value()).bind(6, int64_t(r.operandIndex)).bindId(7, r.plainTensor);
-    s.bind(8, std::string_view(&reinterpret_cast<const char&>(r.origin), 1));
-    s.bindId(9, r.evidence).bindId(10, r.policyRule).bind(11, int64_t(r.action));
-    s.bind(12, int64_t(r.outcome)).bindId(13, r.error);
+    s.bindId(t.param("seq"), r.seq).bind(t.param("time_ns"), r.timeNs);
+    s.bind(t.param("step"), r.step).bind(t.param("thread"), int64_t(r.thread));
+    s.bind(t.param("op_id"), r.op.value()).bind(t.param("operand_index"), int64_t(r.operandIndex));
+    s.bindId(t.param("plain_tensor_id"), r.plainTensor);
+    s.bind(t.param("origin"), std::string_view(&reinterpret_cast<const char&>(r.origin), 1));
+    s.bindId(t.param("evidence_id"), r.evidence).bindId(t.param("policy_rule_id"), r.policyRule);
+    s.bind(t.param("action"), int64_t(r.action)).bind(t.param("outcome"), int64_t(r.outcome));
+    s.bindId(t.param("error_id"), r.error);
     if (r.fingerprint)
-        s.bind(14, std::bit_cast<int64_t>(*r.fingerprint));
+        s.bind(t.param("fingerprint"), std::bit_cast<int64_t>(*r.fingerprint));
     else
-        s.bindNull(14);
-    s.bindId(15, r.promotedPlacements).bindId(16, r.stack).bind(17, int64_t(r.kind));
-    s.bindId(18, r.detail).run();
-    for (const OperandRecord& o : r.operands) {
-        m_operand.bindId(1, r.seq).bind(2, int64_t(o.role)).bind(3, int64_t(o.index));
-        m_operand.bind(4, int64_t(o.kind)).bindId(5, o.tensor);
-        if (o.kind == OperandKind::Scalar)
-            m_operand.bind(6, o.scalar);
+        s.bindNull(t.param("fingerprint"));
+    s.bindId(t.param("promoted_placements_id"), r.promotedPlacements);
+    s.bindId(t.param("stack_id"), r.stack).bind(t.param("kind"), int64_t(r.kind));
+    s.bindId(t.param("detail_id"), r.detail).run();
+    constexpr auto& o = kIncidentOperands;
+    for (const OperandRecord& op : r.operands) {
+        m_operand.bindId(o.param("incident_seq"), r.seq).bind(o.param("role"), int64_t(op.role));
+        m_operand.bind(o.param("idx"), int64_t(op.index)).bind(o.param("kind"), int64_t(op.kind));
+        m_operand.bindId(o.param("tensor_id"), op.tensor);
+        if (op.kind == OperandKind::Scalar)
+            m_operand.bind(o.param("scalar"), op.scalar);
         else
-            m_operand.bindNull(6);
-        m_operand.bindId(7, o.placements).run();
+            m_operand.bindNull(o.param("scalar"));
+        m_operand.bindId(o.param("placements_id"), op.placements).run();
     }
 }
 

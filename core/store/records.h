@@ -5,6 +5,7 @@
 // value; RankReader returns the same structs. The SQL that stores them lives
 // only in core/store/schema.cpp and its inserter/reader.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -18,7 +19,7 @@
 namespace meshscope {
 
 // Where in the training step an op ran.
-enum class Phase : uint8_t { Other = 0, Forward = 1, Backward = 2, Optimizer = 3, Data = 4 };
+enum class Phase : uint8_t { Other = 0, Forward = 1, Backward = 2, Optimizer = 3, Data = 4, End };
 
 // What the policy did with an incident.
 enum class Action : uint8_t {
@@ -27,20 +28,49 @@ enum class Action : uint8_t {
     ShardedFromLocal = 2,  // DTensor.from_local with Shard(batch dim)
     Scalarized = 3,        // one-element tensor turned into a Python scalar
     StrictError = 4,       // raised an enriched error
+    End,
 };
 
 // How the incident ended.
-enum class Outcome : uint8_t { Raised = 0, Reconciled = 1, Failed = 2 };
+enum class Outcome : uint8_t { Raised = 0, Reconciled = 1, Failed = 2, End };
 
 enum class OperandKind : uint8_t { None = 0, Tensor = 1, Scalar = 2 };
 enum class OperandRole : uint8_t { Input = 0, Output = 1 };
 
+// Each enum's names as the store, reports and the Python package write
+// them, one row per enumerator in enum order (checked when compiling).
+template <typename Enum>
+struct StoreName {
+    Enum kind;
+    std::string_view key;
+};
+inline constexpr std::array kPhaseNames = std::to_array<StoreName<Phase>>({
+    {Phase::Other, "other"},
+    {Phase::Forward, "forward"},
+    {Phase::Backward, "backward"},
+    {Phase::Optimizer, "optimizer"},
+    {Phase::Data, "data"},
+});
+static_assert(kindTableIsComplete(kPhaseNames, Phase::End), "kPhaseNames: one row per Phase");
+inline constexpr std::array kActionNames = std::to_array<StoreName<Action>>({
+    {Action::Observed, "observed"},
+    {Action::Replicated, "replicated"},
+    {Action::ShardedFromLocal, "sharded_from_local"},
+    {Action::Scalarized, "scalarized"},
+    {Action::StrictError, "strict_error"},
+});
+static_assert(kindTableIsComplete(kActionNames, Action::End), "kActionNames: one row per Action");
+inline constexpr std::array kOutcomeNames = std::to_array<StoreName<Outcome>>({
+    {Outcome::Raised, "raised"},
+    {Outcome::Reconciled, "reconciled"},
+    {Outcome::Failed, "failed"},
+});
+static_assert(kindTableIsComplete(kOutcomeNames, Outcome::End),
+              "kOutcomeNames: one row per Outcome");
+
 std::string_view toString(Phase phase);
 std::string_view toString(Action action);
 std::string_view toString(Outcome outcome);
-std::optional<Phase> phaseFromString(std::string_view text);
-std::optional<Action> actionFromString(std::string_view text);
-std::optional<Outcome> outcomeFromString(std::string_view text);
 
 // One Python/C++ frame of an interned stack.
 struct Frame {
@@ -189,8 +219,18 @@ enum class DropReason : uint8_t {
     ForkedChild = 2,  // submitted from a fork()ed child that does not own the file
     Closed = 3,       // submitted after close()
     StringLimit = 4,  // interner full; the string was replaced by a marker
+    End,
 };
-inline constexpr int kDropReasonCount = 5;
+inline constexpr int kDropReasonCount = int(DropReason::End);
+inline constexpr std::array kDropReasonNames = std::to_array<StoreName<DropReason>>({
+    {DropReason::QueueFull, "queue_full"},
+    {DropReason::WriteError, "write_error"},
+    {DropReason::ForkedChild, "forked_child"},
+    {DropReason::Closed, "closed"},
+    {DropReason::StringLimit, "string_limit"},
+});
+static_assert(kindTableIsComplete(kDropReasonNames, DropReason::End),
+              "kDropReasonNames: one row per DropReason");
 std::string_view toString(DropReason reason);
 
 }  // namespace meshscope

@@ -396,6 +396,7 @@ ImU32 phaseColor(Phase phase) {
         case Phase::Data:
             return IM_COL32(0, 150, 136, 255);
         case Phase::Other:
+        case Phase::End:
             break;
     }
     return IM_COL32(120, 144, 156, 255);
