@@ -111,9 +111,8 @@ PyObject* afterCall(PyObject* out, const char* what, Body&& body) {
 void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_t nargs) {
     Agent* agent = Agent::current();
     if (!agent || !PyErr_Occurred()) return;
-    PyObject *type, *value, *trace;
-    PyErr_Fetch(&type, &value, &trace);
-    PyErr_NormalizeException(&type, &value, &trace);
+    PendingError pending(/*normalized=*/true);
+    PyObject* value = pending.value();
     try {
         if (value && !alreadyRecorded(value)) {
             std::string error = exceptionText(value);
@@ -165,8 +164,6 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
         agent->ownError("record",
                         std::string("meshscope: could not record a failure: ") + e.what());
     }
-    PyErr_Clear();
-    PyErr_Restore(type, value, trace);
 }
 
 // Calls a DTensor-level `original` (`name`: "DTensor.full_tensor") and
@@ -180,7 +177,7 @@ PyObject* callRecordingFailure(const char* name, PyObject* original, PyObject* c
 
 bool phaseFromCode(PyObject* code, Phase& phase) {
     long value = PyLong_Check(code) ? PyLong_AsLong(code) : -1;
-    if (value < long(Phase::Other) || value > long(Phase::Data)) {
+    if (value < long(Phase::Other) || value >= long(Phase::End)) {
         PyErr_Clear();
         PyErr_SetString(PyExc_ValueError, "meshscope: not a phase code");
         return false;

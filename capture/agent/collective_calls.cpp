@@ -78,12 +78,8 @@ void noteFailure(Agent& agent, Id id, PyObject* exception, std::string_view what
 // The same for the exception being raised; it stays raised.
 void recordFailure(Agent& agent, Id id, std::string_view what) {
     if (!PyErr_Occurred()) return;
-    PyObject *type, *value, *trace;
-    PyErr_Fetch(&type, &value, &trace);
-    PyErr_NormalizeException(&type, &value, &trace);
-    noteFailure(agent, id, value, what);
-    PyErr_Clear();
-    PyErr_Restore(type, value, trace);
+    PendingError pending(/*normalized=*/true);
+    noteFailure(agent, id, pending.value(), what);
 }
 
 // The replacement of a functional collective: `self` is (original, kind,

@@ -291,8 +291,8 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
     const c10::FunctionSchema& schema = op.schema();
     C10dFacts facts = c10dFacts(schema, torch::jit::last(*stack, schema.arguments().size()));
     RankWriter& writer = agent.writer();
-    CurrentOp current;
     int64_t start = writer.nowNs();
+    OpFrame frame(agent, Operands{});  // no GPU timing of its own: the plugin's
     CollectiveTracker::Id id;
     {
         GilHold gil;  // the user frame; released before the call, which may block
@@ -300,21 +300,19 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
         try {
             if (Agent::current() == &agent)
                 id = agent.tracker().issue(
-                    {std::string(facts.kind), facts.group, facts.bytes, start},
-                    current.enclosing());
+                    {std::string(facts.kind), facts.group, facts.bytes, start}, frame.enclosing());
         } catch (const std::exception& e) {
             agent.ownError("record", std::string("could not follow a collective: ") + e.what());
         }
     }
-    ++Agent::threadDepth();
     try {
         redispatch(op, ks, stack);
     } catch (const std::exception& e) {
-        --Agent::threadDepth();
+        frame.ran();
         recordOpFailure(agent, op, inputs, e, id);
         throw;
     }
-    --Agent::threadDepth();
+    frame.ran();
     int64_t end = writer.nowNs();
     GilHold gil;
     if (Agent::current() != &agent) return;
@@ -324,7 +322,7 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
                         .recordDTensorOp(start, end, Operands{});
         // a gloo collective is waited for after this call, in Work.wait()
         agent.tracker().issued(id, workOnStack(*stack), facts.completesOnWait, at::Tensor(), seq,
-                               current.token());
+                               frame.token());
     } catch (const std::exception& e) {
         agent.ownError("record", std::string("could not record a c10d collective: ") + e.what());
     }
@@ -397,9 +395,8 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     }
 
     RankWriter& writer = agent->writer();
-    OpScope scope(*agent, inputs);
     int64_t start = writer.nowNs();
-    ++Agent::threadDepth();
+    OpFrame frame(*agent, inputs);
     auto record = [&](bool ran) {
         int64_t end = writer.nowNs();
         GilHold gil;
@@ -408,7 +405,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         try {
             Operands outputs;
             if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            scope.recorded(
+            frame.recorded(
                 OpHandler(*agent, agent->torch().opInfo(schema, writer), std::move(inputs))
                     .recordDTensorOp(start, end, outputs));
         } catch (const std::exception& e) {
@@ -424,8 +421,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     try {
         redispatch(op, ks, stack);
     } catch (const std::exception& e) {
-        scope.ran();
-        --Agent::threadDepth();
+        frame.ran();
         if (!saved.empty() && retryReplicated(*agent, op, inputs, saved, *stack, base, e)) {
             record(true);
             return;
@@ -434,8 +430,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         record(false);
         throw;
     }
-    scope.ran();
-    --Agent::threadDepth();
+    frame.ran();
     agent->counters().ops.fetch_add(1, std::memory_order_relaxed);
     record(true);
 }

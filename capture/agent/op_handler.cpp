@@ -90,19 +90,13 @@ void addNote(const std::string& note, bool inMessage = false) {
 }
 
 std::string pendingErrorText() {
-    PyObject *type, *value, *trace;
-    PyErr_Fetch(&type, &value, &trace);
-    PyErr_NormalizeException(&type, &value, &trace);
+    PendingError pending(/*normalized=*/true);
     std::string text;
-    if (value) {
-        PyRef str = PyRef::steal(PyObject_Str(value));
+    if (pending.value()) {
+        PyRef str = PyRef::steal(PyObject_Str(pending.value()));
         const char* utf8 = str ? PyUnicode_AsUTF8(str.get()) : nullptr;
-        if (utf8)
-            text = utf8;
-        else
-            PyErr_Clear();
+        if (utf8) text = utf8;
     }
-    PyErr_Restore(type, value, trace);
     return text;
 }
 
@@ -268,10 +262,8 @@ PyObject* OpHandler::substitutePromoted() {
     int64_t start = m_writer.nowNs();
     PyObject* result = call(m_info->call.get(), editor.args.get(), editor.kwargs.get());
     int64_t end = m_writer.nowNs();
-    PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
-    PyErr_Fetch(&type, &value, &trace);
+    PendingError pending;  // the op's own exception survives its record
     recordOp(start, end, result, IncidentSeq{}, *m_info);
-    PyErr_Restore(type, value, trace);
     return result;
 }
 
@@ -413,17 +405,15 @@ OpSeq OpHandler::recordOp(int64_t start, int64_t end, const Operands& outputs, I
 }
 
 PyObject* OpHandler::dtensorOp() {
-    OpScope scope(m_agent, m_inputs);
     int64_t start = m_writer.nowNs();
-    ++Agent::threadDepth();
+    OpFrame frame(m_agent, m_inputs);
     PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
-    scope.ran();
-    --Agent::threadDepth();
+    frame.ran();
     int64_t end = m_writer.nowNs();
     m_agent.counters().ops.fetch_add(1, std::memory_order_relaxed);
     PendingError pending;  // the op's own exception survives our bookkeeping
     try {
-        scope.recorded(recordOp(start, end, result, IncidentSeq{}, *m_info));
+        frame.recorded(recordOp(start, end, result, IncidentSeq{}, *m_info));
     } catch (const std::exception& e) {
         m_agent.ownError("record", std::string("could not record an op: ") + e.what());
     }
@@ -559,32 +549,35 @@ PyObject* OpHandler::observeWithModeBelow(IncidentRecord& inc, const Operand& pl
                                           const PolicyDecision& decision, PyObject* below) {
     std::string name = Py_TYPE(below)->tp_name;
     PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
-    PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
-    PyErr_Fetch(&type, &value, &trace);
-    inc.fingerprint = fingerprint(plain);
-    if (result) {
-        bool replicates = name.find("Promotion") != std::string::npos;
-        inc.action = replicates ? Action::Replicated : Action::Observed;
-        inc.outcome = Outcome::Reconciled;
-        inc.promotedPlacements = m_writer.intern(replicates ? "[Replicate()]" : "by " + name);
-        std::string did = !replicates ? "let the op run"
-                          : name == "KerasDTensorPromotionMode"
-                              ? "replicated it: Keras' torch backend promotes a plain tensor "
-                                "that meets a DTensor with DTensor.from_local(t, mesh, "
-                                "[Replicate()] * mesh.ndim), trusting every rank to hold the "
-                                "same values (the fingerprint checks that)"
-                              : "replicated it";
-        inc.policyRule = m_writer.intern(decision.rule + "; " + name + " (below meshscope) " + did);
-    } else {
-        inc.outcome = Outcome::Raised;
-        inc.policyRule = m_writer.intern(decision.rule);
+    IncidentSeq seq;
+    std::string text;
+    {
+        PendingError pending;  // the op's exception, kept while we record
+        inc.fingerprint = fingerprint(plain);
+        if (result) {
+            bool replicates = name.find("Promotion") != std::string::npos;
+            inc.action = replicates ? Action::Replicated : Action::Observed;
+            inc.outcome = Outcome::Reconciled;
+            inc.promotedPlacements = m_writer.intern(replicates ? "[Replicate()]" : "by " + name);
+            std::string did = !replicates ? "let the op run"
+                              : name == "KerasDTensorPromotionMode"
+                                  ? "replicated it: Keras' torch backend promotes a plain tensor "
+                                    "that meets a DTensor with DTensor.from_local(t, mesh, "
+                                    "[Replicate()] * mesh.ndim), trusting every rank to hold the "
+                                    "same values (the fingerprint checks that)"
+                                  : "replicated it";
+            inc.policyRule =
+                m_writer.intern(decision.rule + "; " + name + " (below meshscope) " + did);
+        } else {
+            inc.outcome = Outcome::Raised;
+            inc.policyRule = m_writer.intern(decision.rule);
+        }
+        text = result ? "" : incidentText(inc, plain, cls, frame);
+        seq = m_writer.submit(std::move(inc));
+        recordOp(m_writer.nowNs(), m_writer.nowNs(), result, seq, *m_info);
+        if (!result) m_writer.flushNow();
     }
-    std::string text = result ? "" : incidentText(inc, plain, cls, frame);
-    IncidentSeq seq = m_writer.submit(std::move(inc));
-    recordOp(m_writer.nowNs(), m_writer.nowNs(), result, seq, *m_info);
     if (result) return result;
-    m_writer.flushNow();
-    PyErr_Restore(type, value, trace);
     addNote("meshscope: " + text + "\n  recorded as incident #" + std::to_string(seq.value()) +
                 " in " + m_writer.path().string(),
             m_traced);
@@ -741,11 +734,10 @@ PyObject* OpHandler::reconcile(IncidentRecord& inc, const Operand& first, const 
     if (plans.size() > 1) inc.fingerprint = combined.digest();
     inc.promotedPlacements = m_writer.intern(placements);
 
-    OpScope scope(m_agent, m_inputs);  // the promoted op's redistributions are its collectives
     int64_t start = m_writer.nowNs();
     PyObject* result = nullptr;
-    ++Agent::threadDepth();
-    if (!error.empty()) {  // let PyTorch raise its own error for the original op
+    OpFrame opFrame(m_agent, m_inputs);  // the promoted op's redistributions are its collectives
+    if (!error.empty()) {                // let PyTorch raise its own error for the original op
         result = call(m_info->call.get(), m_args, m_kwargs);
     } else if (byTorch) {
         result = call(m_info->call.get(), m_args, m_kwargs);
@@ -754,26 +746,27 @@ PyObject* OpHandler::reconcile(IncidentRecord& inc, const Operand& first, const 
         if (!result && !sharded.empty())
             result = retryReplicated(editor, *callInfo, sharded, target, rule);
     }
-    scope.ran();
-    --Agent::threadDepth();
+    opFrame.ran();
     inc.policyRule = m_writer.intern(rule);
     int64_t end = m_writer.nowNs();
     if (!result && error.empty()) error = pendingErrorText();
     inc.outcome = result && error.empty() ? Outcome::Reconciled : Outcome::Failed;
     if (!error.empty()) inc.error = m_writer.intern(error);
-    PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
-    PyErr_Fetch(&type, &value, &trace);  // the op's exception, kept while we record
     Action action = inc.action;
-    IncidentSeq seq = m_writer.submit(std::move(inc));
-    scope.recorded(recordOp(start, end, result, seq, *callInfo));
+    IncidentSeq seq;
+    bool raised;
+    {
+        PendingError pending;  // the op's exception, kept while we record
+        raised = pending.active();
+        seq = m_writer.submit(std::move(inc));
+        opFrame.recorded(recordOp(start, end, result, seq, *callInfo));
+        if (!result || !error.empty()) m_writer.flushNow();
+    }
     if (result && error.empty()) {
         m_agent.counters().reconciled.fetch_add(1, std::memory_order_relaxed);
         return result;
     }
-    m_writer.flushNow();
-    PyErr_Clear();
-    if (!type) return result;  // reconciliation failed, yet the original op ran
-    PyErr_Restore(type, value, trace);
+    if (!raised) return result;  // reconciliation failed, yet the original op ran
     addNote("meshscope: could not reconcile " + m_info->text + " by " +
             std::string(toString(action)) + " (" + error + "); recorded as incident #" +
             std::to_string(seq.value()) + " in " + m_writer.path().string());

@@ -56,35 +56,58 @@ inline std::optional<c10::Device> timedDevice(const Operands& operands) {
     return std::nullopt;
 }
 
-// What ties a running op to its record besides host times: the collectives
-// a plugin sees while it runs, and its GPU duration. Open it before the op
-// runs, call ran() when the op returns and recorded() once it has a seq.
-class OpScope {
+// The frame of an op the agent runs on this thread: its nesting depth (ops
+// it calls record one level deeper), and what ties it to its record besides
+// host times: the collectives a plugin sees while it runs, and its GPU
+// duration (`inputs` on a device; none for an empty list). Open it right
+// before the op runs; ran() when the op returned or raised (leaving the
+// scope does it too), recorded() once the op has a seq.
+class OpFrame {
   public:
-    OpScope(Agent& agent, const Operands& inputs)
-        : m_agent(agent), m_gpu(agent.deviceTimes(), timedDevice(inputs)) {}
-    void ran() { m_gpu.end(); }
+    OpFrame(Agent& agent, const Operands& inputs)
+        : m_agent(agent), m_gpu(agent.deviceTimes(), timedDevice(inputs)) {
+        ++Agent::threadDepth();
+    }
+    ~OpFrame() { ran(); }
+    OpFrame(const OpFrame&) = delete;
+    OpFrame& operator=(const OpFrame&) = delete;
+    void ran() {
+        if (!m_running) return;
+        m_running = false;
+        m_gpu.end();
+        --Agent::threadDepth();
+    }
     void recorded(OpSeq seq) {
         m_current.recorded(m_agent.collectives(), seq);
         m_gpu.stop(seq);
     }
+    // CurrentOp's tokens (collective_bridge.h), for a collective issued here.
+    uint64_t token() const { return m_current.token(); }
+    uint64_t enclosing() const { return m_current.enclosing(); }
 
   private:
     Agent& m_agent;
     CurrentOp m_current;
     DeviceTimer::Span m_gpu;
+    bool m_running = true;
 };
 
 // Holds the pending Python exception (if any) aside while the agent calls
-// Python itself, and restores it on scope exit.
+// Python itself, and restores it on scope exit (whatever the agent's own
+// calls left pending is dropped). `normalized`: the exception is an
+// instance, which value() then is.
 class PendingError {
   public:
-    PendingError() { PyErr_Fetch(&m_type, &m_value, &m_trace); }
+    explicit PendingError(bool normalized = false) {
+        PyErr_Fetch(&m_type, &m_value, &m_trace);
+        if (normalized && m_type) PyErr_NormalizeException(&m_type, &m_value, &m_trace);
+    }
     ~PendingError() {
         PyErr_Clear();
         if (m_type) PyErr_Restore(m_type, m_value, m_trace);
     }
     bool active() const { return m_type != nullptr; }
+    PyObject* value() const { return m_value; }  // borrowed
     PendingError(const PendingError&) = delete;
     PendingError& operator=(const PendingError&) = delete;
 
