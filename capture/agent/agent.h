@@ -25,6 +25,7 @@
 #include "capture/agent/tensor_descriptions.h"
 #include "capture/agent/tensor_table.h"
 #include "capture/agent/torch_types.h"
+#include "core/model/settings.h"
 #include "core/policy/policy.h"
 #include "core/store/rank_writer.h"
 
@@ -55,13 +56,13 @@ struct AgentConfig {
     // 0 never. Each timed op costs two event records on the training
     // thread; the default samples (MESHSCOPE_DEVICE_TIMING, README).
     int64_t deviceTimingEvery = kDefaultDeviceTimingEvery;
-    static constexpr int64_t kDefaultDeviceTimingEvery = 10;
+    static constexpr int64_t kDefaultDeviceTimingEvery = defaultNumber(setting("device_timing"));
     // Seconds a collective may stay pending before the watchdog writes the
     // rank's Python stacks (MESHSCOPE_WATCHDOG_S; 0: no watchdog). The
     // default is the heartbeat timeout of PyTorch's NCCL watchdog
     // (TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC), under the process groups' 10 min.
     double watchdogSeconds = kDefaultWatchdogSeconds;
-    static constexpr double kDefaultWatchdogSeconds = 480;
+    static constexpr double kDefaultWatchdogSeconds = double(defaultNumber(setting("watchdog_s")));
 };
 
 class Agent {

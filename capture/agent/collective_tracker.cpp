@@ -13,6 +13,7 @@
 #include "capture/agent/op_handler.h"
 #include "capture/agent/torch_types.h"
 #include "core/analysis/fix_suggestion.h"
+#include "core/model/settings.h"
 
 namespace meshscope::capture {
 namespace {
@@ -480,9 +481,9 @@ void CollectiveMonitor::reportHangs(const std::vector<TrackedCollective>& late) 
             unsigned long blocked = c.waiter ? c.waiter : c.returned ? 0 : c.pythonThread;
             ThreadStack at = blocked ? m_agent.frames().stackOfThread(blocked, w) : ThreadStack{};
             double waited = double(w.nowNs() - c.startNs) / 1e9;
-            std::string why = fmt::format(
-                "pending for {:.1f} s (watchdog: MESHSCOPE_WATCHDOG_S={:g}); the training goes on",
-                waited, m_seconds);
+            std::string why =
+                fmt::format("pending for {:.1f} s (watchdog: {}={:g}); the training goes on",
+                            waited, setting("watchdog_s").env, m_seconds);
             IncidentSeq seq = m_agent.tracker().recordIncident(c, IncidentKind::CollectiveHang, why,
                                                                at.stack, stacks);
             const std::string& where = at.where;

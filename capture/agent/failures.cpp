@@ -6,22 +6,19 @@
 
 #include "capture/agent/agent.h"
 #include "capture/agent/op_handler.h"
+#include "capture/agent/python_callbacks.h"
 #include "capture/agent/torch_types.h"
 #include "core/analysis/fix_suggestion.h"
 
 namespace meshscope::capture {
 
 std::string threadStacks() {
-    PyObject *type, *value, *trace;
-    PyErr_Fetch(&type, &value, &trace);
+    PendingError pending;
     std::string out;
-    PyRef module = PyRef::steal(PyImport_ImportModule("meshscope._attach"));
-    PyRef text = module ? PyRef::steal(PyObject_CallMethod(module.get(), "_thread_stacks", nullptr))
-                        : PyRef{};
+    PyObject* stacks = callback(Callback::ThreadStacks);
+    PyRef text = stacks ? PyRef::steal(PyObject_CallNoArgs(stacks)) : PyRef{};
     const char* utf8 = text && PyUnicode_Check(text.get()) ? PyUnicode_AsUTF8(text.get()) : nullptr;
     out = utf8 ? utf8 : "(the Python stacks could not be read)\n";
-    PyErr_Clear();
-    PyErr_Restore(type, value, trace);
     return out;
 }
 

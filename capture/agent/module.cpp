@@ -30,6 +30,8 @@
 #include "capture/agent/fingerprint.h"
 #include "capture/agent/observer.h"
 #include "capture/agent/op_handler.h"
+#include "capture/agent/python_callbacks.h"
+#include "core/model/settings.h"
 #include "core/policy/policy.h"
 #include "core/report/run_json.h"
 #include "core/store/run_directory.h"
@@ -282,10 +284,27 @@ PYBIND11_MODULE(_capture, m) {
     m.def("detach", &detach);
     m.def("attached", [] { return Agent::current() != nullptr; });
     // Phase codes of enter_phase()/leave_phase().
-    for (Phase phase :
-         {Phase::Other, Phase::Forward, Phase::Backward, Phase::Optimizer, Phase::Data})
-        m.attr(("PHASE_" + upper(toString(phase))).c_str()) = int(phase);
-    for (PyMethodDef* methods : {adapterMethods(), collectiveMethods()})
+    for (const auto& phase : kPhaseNames)
+        m.attr(("PHASE_" + upper(phase.key)).c_str()) = int(phase.kind);
+    // The settings the environment carries: {key: (variable, default)}.
+    m.def("settings", [] {
+        py::dict out;
+        for (const Setting& s : kSettings)
+            out[py::str(std::string(s.key))] =
+                py::make_tuple(std::string(s.env), std::string(s.fallback));
+        return out;
+    });
+    // Origin letters of tag() (core/model/vocabulary.h), for the adapters.
+    for (auto [name, origin] : {std::pair{"UNSHARDED_PARAM", OriginClass::UnshardedParam},
+                                {"CREATED_IN_FORWARD", OriginClass::CreatedInForward},
+                                {"STRIPPED_DTENSOR", OriginClass::StrippedDTensor},
+                                {"INPUT_DATA", OriginClass::InputData},
+                                {"OPTIMIZER_STATE", OriginClass::OptimizerState},
+                                {"WEIGHT_LOADING", OriginClass::WeightLoading},
+                                {"UNKNOWN", OriginClass::Unknown},
+                                {"USER_CODE", OriginClass::UserCode}})
+        m.attr((std::string("ORIGIN_") + name).c_str()) = originText(origin);
+    for (PyMethodDef* methods : {adapterMethods(), collectiveMethods(), callbackMethods()})
         for (PyMethodDef* def = methods; def->ml_name; ++def)
             m.add_object(def->ml_name,
                          py::reinterpret_steal<py::object>(PyCFunction_New(def, nullptr)));

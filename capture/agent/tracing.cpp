@@ -2,22 +2,13 @@
 
 #include <torch/csrc/autograd/python_variable.h>
 
+#include "capture/agent/python_callbacks.h"
 #include "core/store/rank_writer.h"
 
 namespace meshscope::capture {
-namespace {
-
-PyObject* helper(const char* name) {
-    PyRef mod = PyRef::steal(PyImport_ImportModule("meshscope._tracing"));
-    PyObject* fn = mod ? PyObject_GetAttrString(mod.get(), name) : nullptr;
-    if (!fn) PyErr_Clear();
-    return fn;  // kept for the process
-}
-
-}  // namespace
 
 std::optional<TracedFrames> tracedFrames(RankWriter& writer) {
-    static PyObject* userStack = helper("user_stack");
+    PyObject* userStack = callback(Callback::TracedUserStack);
     PyRef stack = PyRef::steal(userStack ? PyObject_CallNoArgs(userStack) : nullptr);
     if (!stack || !PyList_Check(stack.get())) {
         PyErr_Clear();
@@ -38,14 +29,14 @@ std::optional<TracedFrames> tracedFrames(RankWriter& writer) {
 }
 
 PyRef realTensorOf(PyObject* fake) {
-    static PyObject* realTensor = helper("real_tensor");
+    PyObject* realTensor = callback(Callback::RealTensor);
     PyRef real = PyRef::steal(realTensor ? PyObject_CallOneArg(realTensor, fake) : nullptr);
     PyErr_Clear();
     return real && THPVariable_Check(real.get()) ? std::move(real) : PyRef{};
 }
 
 std::string tracedLocalHolding(PyObject* fake) {
-    static PyObject* heldAs = helper("held_as");
+    PyObject* heldAs = callback(Callback::TracedLocal);
     PyRef name = PyRef::steal(heldAs ? PyObject_CallOneArg(heldAs, fake) : nullptr);
     const char* text = name && PyUnicode_Check(name.get()) ? PyUnicode_AsUTF8(name.get()) : nullptr;
     PyErr_Clear();

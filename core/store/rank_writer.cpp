@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/model/settings.h"
 #include "core/store/record_inserter.h"
 #include "core/store/schema.h"
 #include "core/store/store_error.h"
@@ -67,9 +68,10 @@ std::unique_ptr<RankWriter> RankWriter::create(const std::filesystem::path& file
             int64_t floor = (db.pragmaInt("page_count") + 1) * pageSize;
             if (options.maxFileBytes < floor) {
                 options.warn(fmt::format(
-                    "{}: a file limit of {} bytes (MESHSCOPE_MAX_FILE_BYTES) is below the {} "
-                    "bytes an empty rank file takes; the limit is {} bytes",
-                    file.string(), options.maxFileBytes, floor, floor));
+                    "{}: a file limit of {} bytes ({}) is below the {} bytes an empty rank file "
+                    "takes; the limit is {} bytes",
+                    file.string(), options.maxFileBytes, setting("max_file_bytes").env, floor,
+                    floor));
                 options.maxFileBytes = floor;
             }
             db.exec("PRAGMA max_page_count=" +

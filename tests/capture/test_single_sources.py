@@ -116,3 +116,53 @@ def test_record_names_its_default_run_in_cpp(tmp_path):
     made = list((tmp_path / "meshscope-runs").iterdir())
     assert len(made) == 1 and re.fullmatch(STAMP, made[0].name), made
     assert f"recording into {made[0]}" in proc.stderr
+
+
+def test_origin_letters_and_phase_codes_come_from_the_extension():
+    """The adapters tag tensors with the origin letters and enter the phases
+    the extension exports (core/model/vocabulary.h, core/store/records.h),
+    never with letters of their own."""
+    letters = {n: getattr(_capture, n) for n in dir(_capture) if n.startswith("ORIGIN_")}
+    assert sorted(letters.values()) == list("ABCDEFGH"), letters
+    assert letters["ORIGIN_UNSHARDED_PARAM"] == "A" and letters["ORIGIN_USER_CODE"] == "H"
+    phases = {n: getattr(_capture, n) for n in dir(_capture) if n.startswith("PHASE_")}
+    assert phases == {"PHASE_OTHER": 0, "PHASE_FORWARD": 1, "PHASE_BACKWARD": 2,
+                      "PHASE_OPTIMIZER": 3, "PHASE_DATA": 4}
+    for name in ("_adapters.py", "_attach.py"):
+        source = (ROOT / "capture" / "python" / "meshscope" / name).read_text()
+        literal = re.findall(r'(?<![\w\\])"[A-H]"', source)
+        assert not literal, f"{name}: origin letters written as literals {literal}"
+
+
+def test_settings_have_one_table_and_no_package_file_names_a_variable_itself():
+    """The MESHSCOPE_* variables and their defaults come from one C++ table
+    (core/model/settings.h) through meshscope._capture.settings(); the
+    package and the CLI's record command read them from there."""
+    settings = _capture.settings()
+    assert settings["watchdog_s"] == ("MESHSCOPE_WATCHDOG_S", "480")
+    assert settings["device_timing"] == ("MESHSCOPE_DEVICE_TIMING", "every:10")
+    assert settings["policy"][1] == "observe" and settings["level"][1] == "dtensor"
+    assert len({env for env, _ in settings.values()}) == len(settings)
+    assert all(env.startswith("MESHSCOPE_") for env, _ in settings.values())
+    from meshscope import _attach as attach_module
+    assert attach_module._WATCHDOG_DEFAULT_S == 480.0
+    assert attach_module._device_timing_every("") == 10
+    code = re.compile(r'environ(?:\.get)?[\[(]\s*"MESHSCOPE_')
+    for path in sorted((ROOT / "capture" / "python" / "meshscope").glob("*.py")):
+        assert not code.search(path.read_text()), f"{path.name} reads a MESHSCOPE_ variable by name"
+    for path in (ROOT / "app" / "cli" / "record").glob("*.cpp"):
+        text = path.read_text()
+        assert not re.search(r'env\["MESHSCOPE_|getenv\("MESHSCOPE_|envname\("MESHSCOPE_', text), \
+            f"{path.name} names a MESHSCOPE_ variable itself"
+
+
+def test_the_agents_cpp_calls_python_only_through_what_the_package_provides():
+    """C++ calls back into Python through functions the package hands over
+    by name (meshscope._capture.provide; capture/agent/python_callbacks.h),
+    never by importing the package's private modules."""
+    for path in sorted((ROOT / "capture" / "agent").glob("*.cpp")):
+        text = path.read_text()
+        assert not re.search(r'ImportModule\("meshscope\.', text), \
+            f"{path.name} imports a meshscope module itself"
+    with pytest.raises(ValueError, match="no callback named 'nope'"):
+        _capture.provide("nope", print)

@@ -17,6 +17,7 @@
 #include "app/cli/record/launcher.h"
 #include "core/analysis/run_analysis.h"
 #include "core/analysis/run_summary.h"
+#include "core/model/settings.h"
 #include "core/policy/policy.h"
 #include "core/store/schema.h"
 
@@ -26,7 +27,8 @@ namespace {
 // Where the Python package with the loader lives: $MESHSCOPE_PYTHONPATH, the
 // build tree's staged package, or the `meshscope` importable by python3.
 std::vector<std::string> agentPythonPath() {
-    if (const char* env = std::getenv("MESHSCOPE_PYTHONPATH"); env && *env) {
+    if (const char* env = std::getenv(std::string(setting("pythonpath").env).c_str());
+        env && *env) {
         std::string root = env;
         return {root + "/meshscope/_loader", root};
     }
@@ -56,7 +58,8 @@ std::vector<std::string> agentPythonPath() {
     if (found.empty())
         throw std::runtime_error(
             "cannot find the meshscope Python package: build with the capture agent "
-            "(scripts/build.sh), pip install it, or set MESHSCOPE_PYTHONPATH");
+            "(scripts/build.sh), pip install it, or set " +
+            std::string(setting("pythonpath").env));
     return {found + "/meshscope/_loader", found};
 }
 
@@ -180,20 +183,23 @@ Command addRecord(CLI::App& app) {
         ->check(CLI::Range(1, 256));
     sub->add_option("--kill-grace", o->rec.killGraceSeconds,
                     "Seconds between SIGTERM and SIGKILL when the job stops (a rank failed, or "
-                    "Ctrl-C / SIGTERM to meshscope); env MESHSCOPE_KILL_GRACE")
-        ->envname("MESHSCOPE_KILL_GRACE")
+                    "Ctrl-C / SIGTERM to meshscope); env " +
+                        std::string(setting("kill_grace").env))
+        ->envname(std::string(setting("kill_grace").env))
         ->check(CLI::Range(0, 3600))
         ->capture_default_str();
     sub->add_option("--watchdog", o->rec.watchdogSeconds,
                     "Seconds a collective may stay pending before each rank writes the Python "
-                    "stacks of its threads into its rank file and prints them (0: off; default "
-                    "480, PyTorch's NCCL heartbeat timeout); env MESHSCOPE_WATCHDOG_S")
+                    "stacks of its threads into its rank file and prints them (0: off; default " +
+                        std::string(setting("watchdog_s").fallback) +
+                        ", PyTorch's NCCL heartbeat timeout); env " +
+                        std::string(setting("watchdog_s").env))
         ->check(CLI::Range(0.0, 86400.0));
     sub->add_option("--run-id", o->rec.runId,
                     "The run id every rank records (default: a new one). Give each node of a "
-                    "multi-node job the same id, then `meshscope merge` their folders; env "
-                    "MESHSCOPE_RUN_ID")
-        ->envname("MESHSCOPE_RUN_ID");
+                    "multi-node job the same id, then `meshscope merge` their folders; env " +
+                        std::string(setting("run_id").env))
+        ->envname(std::string(setting("run_id").env));
     sub->add_flag("--gui", o->gui, "Open the run in meshscope-gui and follow it live");
     sub->add_option("command", o->rec.command, "Training command, after --")
         ->required()

@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/model/settings.h"
 #include "core/policy/policy.h"
 #include "core/store/manifest.h"
 #include "core/store/run_directory.h"
@@ -344,22 +345,24 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
 
     Env env = currentEnvironment();
     env["PYTHONPATH"] = joinPath(options.pythonPath, env["PYTHONPATH"]);
-    env["MESHSCOPE_RUN_DIR"] = result.runDir.string();
-    env["MESHSCOPE_RUN_ID"] = options.runId.empty() ? newRunId() : options.runId;
+    auto var = [](std::string_view key) { return std::string(key); };
+    env[var(setting("run_dir").env)] = result.runDir.string();
+    env[var(setting("run_id").env)] = options.runId.empty() ? newRunId() : options.runId;
     std::vector<std::string> shown;  // the manifest's command: as typed, torchrun included
     for (const std::string& argument : options.command)
         shown.push_back(shownText(argument));
-    env["MESHSCOPE_COMMAND"] = nlohmann::json(shown).dump();
-    env["MESHSCOPE_POLICY"] = policy;
-    env["MESHSCOPE_LEVEL"] = options.level;
+    env[var(setting("command").env)] = nlohmann::json(shown).dump();
+    env[var(setting("policy").env)] = policy;
+    env[var(setting("level").env)] = options.level;
     if (options.watchdogSeconds)
-        env["MESHSCOPE_WATCHDOG_S"] = fmt::format("{:g}", *options.watchdogSeconds);
-    env["MESHSCOPE_ATTACH"] =
+        env[var(setting("watchdog_s").env)] = fmt::format("{:g}", *options.watchdogSeconds);
+    env[var(setting("attach").env)] =
         options.nproc == 0 && isTorchrunCommand(options.command) ? "rank-env" : "always";
-    env.erase("MESHSCOPE_ATTACHED_PID");
+    env.erase(var(setting("attached_pid").env));
     log << "meshscope: recording into " << result.runDir.string() << "\n";
 
-    env["MESHSCOPE_LAUNCHER_PID"] = std::to_string(getpid());  // ranks die with the launcher
+    env[var(setting("launcher_pid").env)] =
+        std::to_string(getpid());  // ranks die with the launcher
     g_stopSignal.store(0);
     struct sigaction forward {};
     forward.sa_sigaction = forwardSignal;

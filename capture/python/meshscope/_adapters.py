@@ -161,17 +161,19 @@ def describe_tensor(tensor: torch.Tensor) -> tuple[Any, ...] | None:
                     where = (_keras_plan(name[len(_KERAS_VARIABLES):])
                              if name.startswith(_KERAS_VARIABLES) else _torch_plan(root, name, kind))
                     what = f"{kind} {name} of {type(root).__name__} not in the sharding plan{where}"
-                    return ("A", what) if p is tensor else ("A", f"gradient of {what}", p)
+                    origin = _capture.ORIGIN_UNSHARDED_PARAM
+                    return (origin, what) if p is tensor else (origin, f"gradient of {what}", p)
     for opt in _optimizers:
         kind = type(opt).__name__
         for group_index, group in enumerate(opt.param_groups):
             for key, value in group.items():
                 if value is tensor:
-                    return "E", f"optimizer {kind} param_group[{group_index}] '{key}' kept as a tensor"
+                    return (_capture.ORIGIN_OPTIMIZER_STATE,
+                            f"optimizer {kind} param_group[{group_index}] '{key}' kept as a tensor")
         for state in opt.state.values():
             for key, value in state.items():
                 if value is tensor:
-                    return "E", f"optimizer {kind} state '{key}'"
+                    return _capture.ORIGIN_OPTIMIZER_STATE, f"optimizer {kind} state '{key}'"
     return None
 
 
@@ -297,7 +299,7 @@ def _install_dataloader(patches: Patches) -> None:
             finally:
                 _capture.leave_phase(previous)
             _walk_tensors(data, lambda t, path: _capture.tag(
-                t, "D", f"created by {label}{(' ' + path) if path else ''}"))
+                t, _capture.ORIGIN_INPUT_DATA, f"created by {label}{(' ' + path) if path else ''}"))
             return data
         return __next__
 
@@ -447,7 +449,7 @@ def _patch_keras_trainer(patches: Patches, trainer: Any) -> None:
             def step(self: Any, data: Any, *args: Any, **kwargs: Any) -> Any:
                 label = f"Keras {kind} batch #{next(counter)}"
                 _walk_tensors(data, lambda t, path: _capture.provenance(t) is None and _capture.tag(
-                    t, "D", f"created by {label}{(' ' + path) if path else ''}"))
+                    t, _capture.ORIGIN_INPUT_DATA, f"created by {label}{(' ' + path) if path else ''}"))
                 return original(self, data, *args, **kwargs)
             return step
         return wrap

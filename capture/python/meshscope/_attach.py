@@ -26,6 +26,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _pop_mode, _push_mode
 
 from meshscope import _adapters, _capture, _nccl
+from meshscope import _tracing  # noqa: F401  (imported: it provides the agent's callbacks)
 
 
 class MixedTensorError(RuntimeError):
@@ -40,7 +41,7 @@ def _job_command() -> list[str]:
     """The job's command line as typed: `meshscope record` passes it (with
     torchrun and the interpreter); otherwise this process's own, the
     interpreter and its options included."""
-    given = os.environ.get("MESHSCOPE_COMMAND")
+    given = os.environ.get(_env_name("command"))
     if given:
         try:
             command = json.loads(given)
@@ -92,7 +93,19 @@ def _env_int(name: str, default: int) -> int:
         raise ValueError(f"meshscope: environment variable {name}={value!r} is not an integer")
 
 
-DEFAULT_DEVICE_TIMING_EVERY = 10
+# The settings the environment carries, with their defaults: one table in
+# C++ (core/model/settings.h) for the CLI, the agent and this package.
+_SETTINGS: dict[str, tuple[str, str]] = _capture.settings()
+
+
+def _env_name(key: str) -> str:
+    return _SETTINGS[key][0]
+
+
+def _setting(key: str) -> str:
+    """The setting's environment variable, else its default ("" for none)."""
+    env, default = _SETTINGS[key]
+    return os.environ.get(env, "") or default
 
 
 def _device_timing_every(value: str) -> int:
@@ -101,14 +114,14 @@ def _device_timing_every(value: str) -> int:
     steps 0, 10, 20, ...), "all" (every step), "off"."""
     text = value.strip().lower()
     if text in ("", "default"):
-        return DEFAULT_DEVICE_TIMING_EVERY
+        text = _SETTINGS["device_timing"][1]
     if text == "all":
         return 1
     if text == "off":
         return 0
     if text.startswith("every:") and text[6:].isdigit() and int(text[6:]) > 0:
         return int(text[6:])
-    raise ValueError(f"meshscope: MESHSCOPE_DEVICE_TIMING={value!r}: use all, off or every:N "
+    raise ValueError(f"meshscope: {_env_name('device_timing')}={value!r}: use all, off or every:N "
                      "(N steps apart, N >= 1)")
 
 
@@ -192,7 +205,7 @@ def _caller_site() -> str:
     return ""
 
 
-_WATCHDOG_DEFAULT_S = 480.0
+_WATCHDOG_DEFAULT_S = float(_SETTINGS["watchdog_s"][1])
 
 
 def _watchdog_seconds(given: float | None) -> float:
@@ -204,7 +217,7 @@ def _watchdog_seconds(given: float | None) -> float:
                 0 <= given < float("inf"):
             raise ValueError(f"meshscope: watchdog must be seconds >= 0 (got {given!r})")
         return float(given)
-    text = os.environ.get("MESHSCOPE_WATCHDOG_S", "").strip()
+    text = os.environ.get(_env_name("watchdog_s"), "").strip()
     if not text:
         return _WATCHDOG_DEFAULT_S
     try:
@@ -213,7 +226,7 @@ def _watchdog_seconds(given: float | None) -> float:
             raise ValueError
         return value
     except ValueError:
-        print(f"meshscope: MESHSCOPE_WATCHDOG_S={text!r} is not seconds >= 0; using "
+        print(f"meshscope: {_env_name('watchdog_s')}={text!r} is not seconds >= 0; using "
               f"{_WATCHDOG_DEFAULT_S:g}", file=sys.stderr)
         return _WATCHDOG_DEFAULT_S
 
@@ -232,6 +245,9 @@ def _thread_stacks() -> str:
         out.append(f"Thread {ident:#x} ({names.get(ident, 'unnamed')}):\n")
         out.extend(traceback.format_stack(frame))
     return "".join(out)
+
+
+_capture.provide("thread_stacks", _thread_stacks)  # what the watchdog writes
 
 
 def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathLike[str] = "observe",
@@ -260,7 +276,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         rank, world, backend, device = _dist_info()
         local_rank = _env_int("LOCAL_RANK", rank)
         if run_dir is None:
-            run_dir = os.environ.get("MESHSCOPE_RUN_DIR") or _default_run_dir(rank, world)
+            run_dir = _setting("run_dir") or _default_run_dir(rank, world)
         run_dir = _unused_run_dir(os.path.abspath(os.fspath(run_dir)), rank)
         names = _capture.policy_names()
         if policy not in names:
@@ -268,10 +284,9 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
             if not os.path.isfile(policy):
                 raise ValueError(f"meshscope: policy '{policy}' is neither a policy name "
                                  f"({', '.join(names)}) nor a readable TOML file")
-        limits = {key: _env_int(env, 0) for key, env in (
-            ("max_file_bytes", "MESHSCOPE_MAX_FILE_BYTES"),
-            ("queue_capacity", "MESHSCOPE_QUEUE_CAPACITY")) if os.environ.get(env)}
-        device_timing = _device_timing_every(os.environ.get("MESHSCOPE_DEVICE_TIMING", ""))
+        limits = {key: _env_int(_env_name(key), 0) for key in ("max_file_bytes", "queue_capacity")
+                  if os.environ.get(_env_name(key))}
+        device_timing = _device_timing_every(os.environ.get(_env_name("device_timing"), ""))
         watchdog_s = _watchdog_seconds(watchdog)
         nccl_profiler = _nccl.point_nccl_at_plugin()
         attached_at = _shown(_caller_site())
@@ -281,7 +296,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
             "run_dir": os.fsencode(run_dir), "policy": os.fsencode(policy), "level": level,
             "rank": rank,
             "world_size": world, "local_rank": local_rank,
-            "run_id": run_id or os.environ.get("MESHSCOPE_RUN_ID", ""),
+            "run_id": run_id or _setting("run_id"),
             "backend": backend, "device_type": device, "torch_version": torch.__version__,
             "command": [_shown(a) for a in _job_command()], "internal_prefixes": _internal_prefixes(),
             "attached_at": attached_at,
@@ -339,7 +354,7 @@ def detach() -> None:
 def _install_hook() -> None:
     global _mode, _hook_enabled
     ok, why = _capture.install_hook()
-    if ok and os.environ.get("MESHSCOPE_HOOK", "dispatcher") != "mode":
+    if ok and _setting("hook") != "mode":
         _capture.enable_hook(True)
         _hook_enabled = True
         return
@@ -488,7 +503,7 @@ def _die_with_launcher() -> None:
     """Under `meshscope record`, every process of the job dies with its
     parent (the launcher, or torchrun under it): none is left running when
     the launcher itself is killed."""
-    launcher = os.environ.get("MESHSCOPE_LAUNCHER_PID")
+    launcher = _setting("launcher_pid")
     if not launcher or not sys.platform.startswith("linux"):
         return
     try:
@@ -503,16 +518,15 @@ def _die_with_launcher() -> None:
 
 def attach_from_environment() -> Session | None:
     """Used by the loader that `meshscope record` puts on PYTHONPATH."""
-    if not os.environ.get("MESHSCOPE_RUN_DIR"):
+    if not _setting("run_dir"):
         return None
     _die_with_launcher()
-    mode = os.environ.get("MESHSCOPE_ATTACH", "always")
+    mode = _setting("attach")
     if mode == "rank-env" and "RANK" not in os.environ:
         return None  # the torchrun launcher itself, not a worker
-    owner = os.environ.get("MESHSCOPE_ATTACHED_PID")
+    owner = _setting("attached_pid")
     if owner and owner != str(os.getpid()):
         return None  # a spawned child (DataLoader worker) of a recording rank
-    session = attach(policy=os.environ.get("MESHSCOPE_POLICY", "observe"),
-                     level=os.environ.get("MESHSCOPE_LEVEL", "dtensor"))
-    os.environ["MESHSCOPE_ATTACHED_PID"] = str(os.getpid())
+    session = attach(policy=_setting("policy"), level=_setting("level"))
+    os.environ[_env_name("attached_pid")] = str(os.getpid())
     return session

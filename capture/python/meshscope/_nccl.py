@@ -29,8 +29,9 @@ def point_nccl_at_plugin() -> str:
     """Sets NCCL_PROFILER_PLUGIN when it is unset; returns what NCCL will load
     (or why nothing), for the rank's metadata."""
     global _set_here
-    if os.environ.get("MESHSCOPE_NCCL_PROFILER", "1") == "0":
-        return "off (MESHSCOPE_NCCL_PROFILER=0)"
+    env, default = _capture.settings()["nccl_profiler"]
+    if (os.environ.get(env, "") or default) == "0":
+        return f"off ({env}=0)"
     current = os.environ.get(_ENV)
     if current:
         return current if current == _set_here else f"{current} (set by the user)"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from meshscope import _capture
+
 
 def user_stack() -> list[tuple[str, int, str]] | None:
     """The frames Dynamo is tracing, innermost last; None when not tracing."""
@@ -51,3 +53,9 @@ def held_as(fake: Any) -> str:
                 continue
         tx = getattr(tx, "parent", None)
     return ""
+
+
+# The agent's C++ calls these while Dynamo traces (capture/agent/tracing.cpp).
+_capture.provide("traced_user_stack", user_stack)
+_capture.provide("real_tensor", real_tensor)
+_capture.provide("traced_local", held_as)

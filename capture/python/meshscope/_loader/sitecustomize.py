@@ -10,6 +10,8 @@ import sys
 
 
 def _attach() -> None:
+    # The one variable read by name (core/model/settings.h has it as run_dir):
+    # asking meshscope._capture would import torch into every interpreter.
     if not os.environ.get("MESHSCOPE_RUN_DIR"):
         return
     try:
