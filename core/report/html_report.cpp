@@ -1,7 +1,7 @@
 #include "core/report/html_report.h"
 
 #include "core/analysis/incident_explanation.h"
-#include "core/model/placement.h"
+#include "core/analysis/mesh_picture.h"
 #include "core/model/run_clock.h"
 
 #include <algorithm>
@@ -45,7 +45,7 @@ code,pre{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px}
 .grid{display:grid;grid-template-columns:minmax(360px,1fr) minmax(420px,1.2fr);gap:16px}.muted{color:#69707d}.explain{margin:6px 0 10px;font-weight:500}
 svg text{font-family:system-ui,sans-serif}.legend span{margin-right:14px}
 details.stacks>summary{cursor:pointer;color:#69707d;margin:6px 0}details.stacks pre{max-height:420px;overflow:auto}
-td pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0}
+td pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0}div.mesh{overflow-x:auto;max-width:100%}
 )css";
 
 std::string esc(std::string_view text) {
@@ -205,64 +205,56 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
            "optimizer steps</span></div>\n";
 }
 
+}  // namespace
+
 // ---- the mesh drawing of one incident ----
 
+// Ranks drawn at most: a report of a 1,024-rank mesh shows its first 64.
+constexpr size_t kMaxMeshCells = 64;
+
 void writeMeshDrawing(const IncidentDetail& d, std::ostream& out) {
-    std::vector<int64_t> meshShape = d.mesh ? d.mesh->shape : std::vector<int64_t>{};
-    std::vector<int64_t> ranks = d.mesh ? d.mesh->ranks : std::vector<int64_t>{};
-    if (meshShape.empty()) meshShape = {int64_t(std::max<size_t>(ranks.size(), 1))};
-    int64_t cells = 1;
-    for (int64_t n : meshShape)
-        cells *= std::max<int64_t>(n, 1);
-    cells = std::min<int64_t>(cells, 64);
-    const int64_t cols = meshShape.size() >= 2 ? std::max<int64_t>(meshShape.back(), 1)
-                                               : std::min<int64_t>(cells, 4);
-    const int64_t rows = (cells + cols - 1) / cols;
+    // The layout the GUI's inspector draws too (core/analysis/mesh_picture.h).
+    MeshPicture pic = MeshPicture::ofIncident(d);
+    if (!pic.mesh || pic.mesh->shape.empty()) {  // an incident on no known mesh: its ranks in a row
+        MeshRecord mesh;
+        mesh.shape = {int64_t(std::max<size_t>(d.mesh ? d.mesh->ranks.size() : 1, 1))};
+        mesh.dimNames = {"rank"};
+        if (d.mesh) mesh.ranks = d.mesh->ranks, mesh.deviceType = d.mesh->deviceType;
+        pic.mesh = mesh;
+    }
+    MeshGrid grid = meshGrid(pic, kMaxMeshCells);
+    const int64_t cols = int64_t(std::max<size_t>(grid.columns, 1));
+    const int64_t rows = (int64_t(grid.cells.size()) + cols - 1) / cols;
     // The gap holds the arrow and the action above it ("sharded_from_local").
     const int cellW = 190, plainW = 170, gap = 128;
-    std::vector<const OperandDetail*> dtensors;
-    const OperandDetail* plain = nullptr;
-    for (const OperandDetail& o : d.operands) {
-        if (o.plain && !plain) plain = &o;
-        if (!o.plain && !o.scalar && !o.placements.empty() && !o.output) dtensors.push_back(&o);
-    }
-    int lines = int(dtensors.size()) + (plain && !d.promotedPlacements.empty() ? 1 : 0);
-    const int cellH = 30 + 15 * std::max(lines, 1);
+    const OperandDetail* plain = pic.plain ? &*pic.plain : nullptr;
+    size_t lines = grid.cells.empty() ? 1 : grid.cells.front().lines.size() - 1;
+    const int cellH = 30 + 15 * int(std::max<size_t>(lines, 1));
     int width = plainW + gap + int(cols) * (cellW + 8) + 10;
     int height = std::max(int(rows) * (cellH + 8) + 30, 132);
     out << fmt::format(
         "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' role='img' "
         "aria-label='operands on the device mesh'>\n",
-        width, height);
-    std::string meshTitle = "device mesh";
-    if (d.mesh) {
-        std::string dims;
-        for (size_t k = 0; k < d.mesh->shape.size(); ++k)
-            dims += fmt::format(
-                "{}{}={}", k ? ", " : "",
-                k < d.mesh->dimNames.size() ? d.mesh->dimNames[k] : "dim" + std::to_string(k),
-                d.mesh->shape[k]);
-        meshTitle = fmt::format("device mesh ({}) on {}", dims, d.mesh->deviceType);
-    }
+        width, height);  // inside div.mesh, which scrolls a wide mesh
     int meshX = plainW + gap;
     out << fmt::format("<text x='{}' y='14' font-size='12' fill='#69707d'>{}</text>\n", meshX,
-                       esc(meshTitle));
+                       esc(d.mesh ? grid.title : std::string("device mesh")));
     if (plain) {
         const bool raised = d.outcome != Outcome::Reconciled;
         const std::string colour =
             stateColour(raised ? IncidentState::Raised : IncidentState::Promoted);
         // Its label or the evidence of its origin, in two lines; all of it on hover.
         const std::string& about = plain->label.empty() ? d.evidence : plain->label;
-        std::vector<std::string> lines = wrapLabel(about, 25, 2);
+        std::vector<std::string> wrapped = wrapLabel(about, 25, 2);
         out << fmt::format(
             "<g><title>{}</title><rect x='2' y='24' width='{}' height='92' rx='4' fill='#fff6f6' "
             "stroke='#d32f2f' stroke-dasharray='5 3'/>\n<text x='10' y='42' font-size='12' "
             "font-weight='600'>plain torch.Tensor</text>\n<text x='10' y='60' "
             "font-size='12'>{} {}</text>\n",
             esc(about), plainW - 4, esc(plain->dtype), esc(plain->shape));
-        for (size_t i = 0; i < lines.size(); ++i)
+        for (size_t i = 0; i < wrapped.size(); ++i)
             out << fmt::format("<text x='10' y='{}' font-size='12'>{}</text>\n", 77 + 16 * i,
-                               esc(lines[i]));
+                               esc(wrapped[i]));
         out << fmt::format(
             "<text x='10' y='109' font-size='11' fill='#69707d'>operand {}</text></g>\n",
             plain->index);
@@ -273,39 +265,35 @@ void writeMeshDrawing(const IncidentDetail& d, std::ostream& out) {
             plainW, gap - 8, colour, meshX - 8, colour, plainW + gap / 2,
             raised ? "raised" : esc(toString(d.action)));
     }
-    for (int64_t c = 0; c < cells; ++c) {
-        int64_t row = c / cols, col = c % cols;
+    for (size_t c = 0; c < grid.cells.size(); ++c) {
+        const MeshCell& cell = grid.cells[c];
+        int64_t row = int64_t(c) / cols, col = int64_t(c) % cols;
         int cx = meshX + int(col) * (cellW + 8), cy = 24 + int(row) * (cellH + 8);
-        // Coordinates of this cell on the mesh (row-major).
-        std::vector<int64_t> coordinate(meshShape.size());
-        int64_t rest = c;
-        for (size_t k = meshShape.size(); k-- > 0;) {
-            coordinate[k] = rest % std::max<int64_t>(meshShape[k], 1);
-            rest /= std::max<int64_t>(meshShape[k], 1);
-        }
-        int64_t rank = size_t(c) < ranks.size() ? ranks[size_t(c)] : c;
-        bool self = rank == d.rank;
         out << fmt::format(
             "<rect x='{}' y='{}' width='{}' height='{}' rx='4' fill='{}' stroke='#8a94a6'/>\n<text "
-            "x='{}' y='{}' font-size='12' font-weight='600'>rank {}{}</text>\n",
-            cx, cy, cellW, cellH, self ? "#eef4ff" : "#fff", cx + 8, cy + 17, rank,
-            self ? " (this incident)" : "");
-        int line = 0;
-        for (const OperandDetail* o : dtensors)
+            "x='{}' y='{}' font-size='12' font-weight='600'>{}{}</text>\n",
+            cx, cy, cellW, cellH, cell.here ? "#eef4ff" : "#fff", cx + 8, cy + 17,
+            esc(cell.lines.front()), cell.here ? " (this incident)" : "");
+        for (size_t i = 1; i < cell.lines.size(); ++i) {
+            // "op0 rows 0-7 of [16, 32]": the operand's name muted, its piece plain
+            const std::string& line = cell.lines[i];
+            size_t space = line.find(' ');
+            std::string name = line.substr(0, space),
+                        piece = space == std::string::npos ? "" : line.substr(space + 1);
+            bool promoted = cell.promotedLine && i + 1 == cell.lines.size();
             out << fmt::format(
-                "<text x='{}' y='{}' font-size='11'><tspan fill='#69707d'>op{}"
-                "</tspan> {}</text>\n",
-                cx + 8, cy + 34 + 15 * line++, o->index,
-                esc(describeLocalPiece(o->shape, o->placements, meshShape, coordinate)));
-        if (plain && !d.promotedPlacements.empty())
-            out << fmt::format(
-                "<text x='{}' y='{}' font-size='11' fill='{}'><tspan>op{}</tspan> {}</text>\n",
-                cx + 8, cy + 34 + 15 * line++,
-                d.outcome == Outcome::Reconciled ? "#1b5e20" : "#a31515", plain->index,
-                esc(describeLocalPiece(plain->shape, d.promotedPlacements, meshShape, coordinate)));
+                "<text x='{}' y='{}' font-size='11'{}><tspan{}>{}</tspan> {}</text>\n", cx + 8,
+                cy + 34 + 15 * int(i - 1),
+                promoted ? fmt::format(" fill='{}'",
+                                       d.outcome == Outcome::Reconciled ? "#1b5e20" : "#a31515")
+                         : "",
+                promoted ? "" : " fill='#69707d'", esc(name), esc(piece));
+        }
     }
     out << "</svg>\n";
 }
+
+namespace {
 
 void writeStack(const std::vector<SourceFrame>& stack, std::ostream& out) {
     if (stack.empty()) return;
@@ -442,7 +430,9 @@ void writeGroup(const IncidentGroup& g, std::ostream& out) {
     writeFix(e, out);
     out << "</div><div>\n<h4>Operands on the mesh (rank " << ex.rank << ", step " << ex.step
         << ")</h4>\n";
+    out << "<div class=mesh>";
     writeMeshDrawing(ex, out);
+    out << "</div>";
     writeOperandTable(ex, out);
     out << "<h4>Stack (innermost first)</h4>\n";
     writeStack(ex.stack, out);

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/analysis/mesh_picture.h"
 #include "core/model/placement.h"
 #include "core/report/html_report.h"
 #include "core/synth/synthetic_run.h"
@@ -144,6 +145,58 @@ TEST(HtmlReport, LocalPieceOfEachPlacement) {
     // torch.chunk: 5 rows over 2 ranks are 3 + 2.
     EXPECT_EQ(describeLocalPiece("[5]", "[Shard(0)]", {2}, {1}), "rows 3-4 of [5]");
     EXPECT_EQ(describeLocalPiece("[4]", "weird", {2}, {0}), "weird");
+}
+
+// One layout for the report's mesh drawing and the GUI's inspector
+// (core/analysis/mesh_picture.h): columns along the last mesh dim, rows
+// along the others, the selection's rank marked, a cap on cells drawn.
+TEST(MeshGrid, ColumnsAlongTheLastDimRowsAlongTheOthers) {
+    IncidentDetail d;
+    d.rank = 5;
+    d.mesh = MeshRecord{MeshId{1}, "cuda", {2, 4}, {"dp", "tp"}, {0, 1, 2, 3, 4, 5, 6, 7}};
+    OperandDetail w;
+    w.index = 0;
+    w.shape = "[8, 16]";
+    w.placements = "[Replicate(), Shard(1)]";
+    OperandDetail x;
+    x.index = 1;
+    x.plain = true;
+    x.shape = "[4, 16]";
+    d.operands = {w, x};
+    d.promotedPlacements = "[Shard(0), Replicate()]";
+    d.outcome = Outcome::Reconciled;
+    MeshGrid g = meshGrid(MeshPicture::ofIncident(d), 64);
+    EXPECT_EQ(g.columns, 4u);
+    ASSERT_EQ(g.cells.size(), 8u);
+    EXPECT_EQ(g.rowLabels, (std::vector<std::string>{"dp 0", "dp 1"}));
+    EXPECT_EQ(g.columnLabels.back(), "tp 3");
+    EXPECT_EQ(g.title, "device mesh (dp=2, tp=4) on cuda");
+    const MeshCell& here = g.cells[5];  // dp 1, tp 1
+    EXPECT_TRUE(here.here);
+    EXPECT_EQ(here.lines, (std::vector<std::string>{"rank 5", "op0 cols 4-7 of [8, 16]",
+                                                    "op1 rows 2-3 of [4, 16]"}));
+    EXPECT_TRUE(here.promotedLine);
+    // capped: the first cells, and the title says how many of how many
+    MeshGrid capped = meshGrid(MeshPicture::ofIncident(d), 3);
+    EXPECT_EQ(capped.cells.size(), 3u);
+    EXPECT_EQ(capped.title, "device mesh (dp=2, tp=4) on cuda, first 3 of 8 ranks drawn");
+    // damaged strings show the placements instead of a piece
+    d.operands[0].shape = "[" + std::string(300, '9') + "]";
+    EXPECT_EQ(meshGrid(MeshPicture::ofIncident(d), 64).cells[0].lines[1],
+              "op0 [Replicate(), Shard(1)]");
+    // the report draws exactly these cells
+    d.operands[0].shape = "[8, 16]";
+    std::ostringstream svg;
+    writeMeshDrawing(d, svg);
+    for (const MeshCell& cell : g.cells)
+        for (size_t i = 1; i < cell.lines.size(); ++i) {
+            std::string piece = cell.lines[i].substr(cell.lines[i].find(' ') + 1);
+            EXPECT_NE(svg.str().find("</tspan> " + htmlEscape(piece) + "</text>"),
+                      std::string::npos)
+                << piece;
+        }
+    EXPECT_NE(svg.str().find(">rank 5 (this incident)</text>"), std::string::npos);
+    EXPECT_NE(svg.str().find(htmlEscape(g.title)), std::string::npos);
 }
 
 }  // namespace

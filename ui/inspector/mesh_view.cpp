@@ -5,9 +5,7 @@
 #include <QPainterPath>
 #include <algorithm>
 #include <cmath>
-#include <exception>
 
-#include "core/model/placement.h"
 #include "ui/inspector/op_detail.h"
 
 namespace meshscope::ui {
@@ -16,46 +14,6 @@ namespace {
 
 QString qs(const std::string& s) {
     return QString::fromStdString(s);
-}
-
-std::string dimName(const MeshRecord& mesh, size_t k) {
-    if (k < mesh.dimNames.size() && !mesh.dimNames[k].empty()) return mesh.dimNames[k];
-    return "dim" + std::to_string(k);
-}
-
-// Row-major coordinate of cell `c` on a mesh of `shape`.
-std::vector<int64_t> coordinateOf(size_t c, const std::vector<int64_t>& shape) {
-    std::vector<int64_t> coord(shape.size());
-    auto rest = int64_t(c);
-    for (size_t k = shape.size(); k-- > 0;) {
-        int64_t n = std::max<int64_t>(shape[k], 1);
-        coord[k] = rest % n;
-        rest /= n;
-    }
-    return coord;
-}
-
-// Ranks on a mesh of `shape`; saturates, since a damaged file may claim any size.
-size_t cellsOf(const std::vector<int64_t>& shape) {
-    constexpr size_t kCap = size_t(1) << 30;
-    size_t n = 1;
-    for (int64_t s : shape)
-        n = std::min(kCap, n * size_t(std::clamp<int64_t>(s, 1, int64_t(kCap))));
-    return n;
-}
-
-// describeLocalPiece() on recorded strings: those are untrusted, and a
-// number too large for int64 throws, a very long one exhausts std::regex's
-// recursion. Either way the placements themselves are still worth showing.
-std::string localPiece(const std::string& shape, const std::string& placements,
-                       const std::vector<int64_t>& meshShape, const std::vector<int64_t>& coord) {
-    constexpr size_t kLongest = 256;
-    if (shape.size() > kLongest || placements.size() > kLongest) return placements;
-    try {
-        return describeLocalPiece(shape, placements, meshShape, coord);
-    } catch (const std::exception&) {
-        return placements;
-    }
 }
 
 QColor mix(const QColor& a, const QColor& b, double t) {
@@ -115,30 +73,13 @@ MeshView::MeshView(QWidget* parent) : QWidget(parent) {
 }
 
 void MeshView::setIncident(const IncidentDetail& d) {
-    m_picture = {};
-    m_picture.mesh = d.mesh;
-    m_picture.rank = d.rank;
-    for (const OperandDetail& o : d.operands) {
-        if (o.plain && !m_picture.plain)
-            m_picture.plain = o;
-        else if (!o.plain && !o.scalar && !o.placements.empty())
-            m_picture.dtensors.push_back(o);
-    }
-    m_picture.promotedPlacements = d.promotedPlacements;
-    m_picture.outcome = d.outcome;
-    m_picture.action = d.action;
+    m_picture = MeshPicture::ofIncident(d);
     m_empty = false;
     rebuild();
 }
 
 void MeshView::setOp(const OpDetail& op) {
-    m_picture = {};
-    m_picture.mesh = op.mesh;
-    m_picture.rank = op.rank;
-    // An op has no plain operand of an incident: every operand with
-    // placements is a DTensor and gets drawn on the mesh.
-    for (const OperandDetail& o : op.operands)
-        if (!o.scalar && !o.placements.empty()) m_picture.dtensors.push_back(o);
+    m_picture = MeshPicture::ofOp(op.mesh, op.rank, op.operands);
     m_empty = false;
     rebuild();
 }
@@ -182,50 +123,24 @@ void MeshView::rebuildCells() {
     m_title.clear();
     m_columns = 1;
     m_meshCells = 0;
-    const MeshPicture& pic = m_picture;
-    if (!pic.mesh || pic.mesh->shape.empty()) return;
-    const MeshRecord& mesh = *pic.mesh;
-    const std::vector<int64_t>& shape = mesh.shape;
-    const auto fullColumns = size_t(std::max<int64_t>(shape.back(), 1));
-    m_meshCells = cellsOf(shape);
-    m_columns = std::min(fullColumns, kMaxCells);
-    const size_t meshRows = std::max<size_t>(m_meshCells / fullColumns, 1);
-    const size_t rows = std::clamp<size_t>(kMaxCells / m_columns, 1, meshRows);
-    for (size_t r = 0; r < rows; ++r) {
-        std::vector<int64_t> first = coordinateOf(r * fullColumns, shape);
-        QStringList leading;
-        for (size_t k = 0; k + 1 < shape.size(); ++k)
-            leading << shown(dimName(mesh, k)) + " " + QString::number(first[k]);
-        m_rowLabels << leading.join(", ");
-        for (size_t c = 0; c < m_columns; ++c) {
-            size_t cell = r * fullColumns + c;
-            int64_t rank = cell < mesh.ranks.size() ? mesh.ranks[cell] : int64_t(cell);
-            m_here.push_back(rank == pic.rank);
-            std::vector<std::string> lines = {"rank " + std::to_string(rank) +
-                                              (rank == pic.rank ? " (here)" : "")};
-            std::vector<int64_t> coord = coordinateOf(cell, shape);
-            for (const OperandDetail& o : pic.dtensors)
-                lines.push_back((o.output ? "out" : "op") + std::to_string(o.index) + " " +
-                                localPiece(o.shape, o.placements, shape, coord));
-            if (pic.plain && !pic.promotedPlacements.empty())
-                lines.push_back("op" + std::to_string(pic.plain->index) + " " +
-                                localPiece(pic.plain->shape, pic.promotedPlacements, shape, coord));
-            QStringList text;
-            for (const std::string& line : lines)
-                text << shown(line);
-            m_cellText.push_back(std::move(text));
-            m_cells.push_back(std::move(lines));
-        }
+    MeshGrid grid = meshGrid(m_picture, kMaxCells);  // the layout the HTML report draws too
+    if (grid.cells.empty()) return;
+    m_columns = grid.columns;
+    m_meshCells = grid.meshCells;
+    for (MeshCell& cell : grid.cells) {
+        if (cell.here) cell.lines.front() += " (here)";
+        QStringList text;
+        for (const std::string& line : cell.lines)
+            text << shown(line);
+        m_here.push_back(cell.here);
+        m_cellText.push_back(std::move(text));
+        m_cells.push_back(std::move(cell.lines));
     }
-    for (size_t c = 0; c < m_columns; ++c)
-        m_columnLabels << shown(dimName(mesh, shape.size() - 1)) + " " + QString::number(c);
-    QStringList dims;
-    for (size_t k = 0; k < shape.size(); ++k)
-        dims << shown(dimName(mesh, k)) + "=" + QString::number(shape[k]);
-    m_title = "device mesh (" + dims.join(", ") + ") on " + shown(mesh.deviceType);
-    if (m_cells.size() < m_meshCells)
-        m_title +=
-            QStringLiteral(", first %1 of %2 ranks drawn").arg(m_cells.size()).arg(m_meshCells);
+    for (const std::string& label : grid.rowLabels)
+        m_rowLabels << shown(label);
+    for (const std::string& label : grid.columnLabels)
+        m_columnLabels << shown(label);
+    m_title = shown(grid.title);
 }
 
 // Every length derives from the font (padding is half a line), so the

@@ -5,8 +5,8 @@
 // each cell what that rank holds of every DTensor operand ("rows 0-3 of
 // [8, 16]"), and the plain operand drawn apart with an arrow into the mesh
 // labelled with what happened to it (promoted to which placements, or
-// raised). The same picture as the HTML report's, from the same
-// describeLocalPiece(). Sizes come from font metrics; colours from the
+// raised). The same picture as the HTML report's: the layout is core's
+// meshGrid(). Sizes come from font metrics; colours from the
 // palette, so it follows high-DPI scaling and dark themes.
 
 #include <QLine>
@@ -18,22 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "core/analysis/mesh_picture.h"
 #include "core/analysis/run_analysis.h"
 
 namespace meshscope::ui {
 
 struct OpDetail;
-
-// What the drawing shows, independent of how it is laid out.
-struct MeshPicture {
-    std::optional<MeshRecord> mesh;
-    int rank = 0;  // the rank the selection belongs to
-    std::vector<OperandDetail> dtensors;
-    std::optional<OperandDetail> plain;
-    std::string promotedPlacements;  // empty when the plain tensor was not promoted
-    Outcome outcome = Outcome::Raised;
-    Action action = Action::Observed;
-};
 
 class MeshView : public QWidget {
     Q_OBJECT
