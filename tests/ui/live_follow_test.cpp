@@ -10,6 +10,7 @@
 #include <QtTest>
 #include <filesystem>
 
+#include "core/store/run_directory.h"
 #include "ui/app/main_window.h"
 #include "ui/inspector/inspector_widget.h"
 #include "ui/models/incident_table_model.h"
@@ -99,6 +100,54 @@ class LiveFollowTest : public QObject {
         QVERIFY(w.canvas().renderFrameNow() > 0);
         QString report = QString::fromStdString((dir / "after.html").string());
         QCOMPARE(w.exportReportBlocking(report, "html"), QString());
+        fs::remove_all(dir);
+    }
+
+    // A poll whose only new rows are collectives (a rank blocked in a
+    // collective issues no ops) still grows the timeline: the rank's first
+    // collective gets its track.
+    void aPollThatAddsOnlyCollectivesGrowsTheTimeline() {
+        fs::path dir = fs::temp_directory_path() / ("meshscope-coll-" + std::to_string(getpid()));
+        fs::remove_all(dir);
+        meshscope::Manifest manifest;
+        manifest.runId = "collectives-only";
+        manifest.worldSize = 1;
+        std::unique_ptr<meshscope::RankWriter> writer =
+            meshscope::createRankWriter(dir, manifest, 0);
+        meshscope::OpRecord op;
+        op.startNs = writer->nowNs();
+        op.endNs = op.startNs + 1000;
+        op.name = writer->intern("aten::mm");
+        writer->submit(std::move(op));
+        writer->flushNow();
+
+        MainWindow w;
+        w.resize(1000, 600);
+        w.show();
+        w.session().setPollInterval(100);
+        QSignalSpy ready(&w.session(), &RunSession::timelineReady);
+        w.openRun(QString::fromStdString(dir.string()));
+        QVERIFY(ready.wait(kWaitMs) || ready.count() == 1);
+        QVERIFY(w.session().live());
+        auto data = w.session().timeline();
+        QCOMPARE(data->ranks.at(0).collectives.size(), size_t(0));
+
+        QSignalSpy grew(&w.session(), &RunSession::grew);
+        meshscope::CollectiveRecord c;
+        c.seq = writer->reserveCollectiveSeq();
+        c.kind = writer->intern("all_reduce");
+        c.group = writer->intern("default_pg");
+        c.bytes = 4096;
+        c.startNs = writer->nowNs();
+        c.issuedNs = c.startNs + 10;
+        c.endNs = c.startNs + 5000;
+        writer->submit(meshscope::Record{c});
+        writer->flushNow();
+        QTRY_VERIFY_WITH_TIMEOUT(grew.count() > 0, kWaitMs);
+        QCOMPARE(data->ranks.at(0).collectives.size(), size_t(1));
+        QCOMPARE(data->totalOps(), int64_t(1));  // nothing else arrived
+        QVERIFY(w.canvas().renderFrameNow() > 0);
+        writer->close();
         fs::remove_all(dir);
     }
 };

@@ -235,19 +235,20 @@ void RunSession::finishAnalysis(std::shared_ptr<const RunAnalysis> analysis, QSt
 void RunSession::poll() {
     if (!m_reader || !m_timeline) return;
     pickUpNewRanks();
-    qint64 ops = 0, incidents = 0, steps = 0;
+    qint64 ops = 0, incidents = 0, collectives = 0, steps = 0;
     auto& readers = m_reader->ranks();
     for (size_t i = 0; i < readers.size() && i < m_timeline->ranks.size(); ++i) {
         FeedResult fed = feedRank(readers[i], m_timeline->ranks[i], kLiveChunk);
         ops += fed.ops;
         incidents += fed.incidents;
+        collectives += fed.collectives;  // a rank blocked in a collective adds nothing else
         steps += fed.steps;
         if (!fed.error.empty() && !m_problems.contains(QString::fromStdString(fed.error)))
             m_problems << QString::fromStdString(fed.error);
     }
     if (steps > 0 && m_timeline->alignMode == AlignMode::Step) m_timeline->realign(AlignMode::Step);
     updateRankStates();
-    if (ops + incidents + steps > 0) emit grew(ops, incidents);
+    if (ops + incidents + collectives + steps > 0) emit grew(ops, incidents);
     if (incidents > 0) startAnalysis();
     bool anyLive = std::any_of(m_timeline->ranks.begin(), m_timeline->ranks.end(),
                                [](const RankTimeline& r) { return r.state == RankState::Live; });
