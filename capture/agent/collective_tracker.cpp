@@ -141,7 +141,8 @@ CollectiveTracker::Id CollectiveTracker::issue(CollectiveIssue what, uint64_t en
     c.pythonThread = PyThread_get_thread_ident();
     UserFrame frame = m_agent.frames().userFrame(w);
     c.stack = frame.stack;
-    c.where = frame.where();
+    c.file = std::move(frame.file);
+    c.line = frame.line;
     c.enclosing = enclosingToken;
     Id id = c.seq;
     Released released(*this);
@@ -212,6 +213,7 @@ CollectiveTracker::Id CollectiveTracker::waitingForTensor(const at::Tensor& tens
 void CollectiveTracker::waited(Id id) {
     if (!id) return;
     c10::intrusive_ptr<c10d::Work> work;  // destroyed last, outside the lock
+    bool onWait = false;
     {
         Released released(*this);
         std::lock_guard lock(m_mutex);
@@ -219,6 +221,7 @@ void CollectiveTracker::waited(Id id) {
         if (it == m_live.end()) return;
         it->second.waiter = 0;
         it->second.waited = true;
+        onWait = it->second.completesOnWait;
         if (!it->second.work)
             end(it, CollectiveState::Completed, m_agent.writer().nowNs(), "", released);
         else
@@ -227,12 +230,6 @@ void CollectiveTracker::waited(Id id) {
     if (!work) return;
     // gloo: complete once wait() returned; NCCL: on the device, perhaps later
     WorkState state = ask(*work);
-    bool onWait = false;
-    {
-        std::lock_guard lock(m_mutex);
-        auto it = m_live.find(id.value());
-        onWait = it != m_live.end() && it->second.completesOnWait;
-    }
     if (!state.done && !onWait) return;
     Released released(*this);
     std::lock_guard lock(m_mutex);
@@ -267,7 +264,7 @@ std::string CollectiveTracker::failed(Id id, const std::string& error, std::stri
     UserFrame frame = m_agent.frames().userFrame(w);
     FixSuggestion fix = fixForFailure(IncidentKind::CollectiveError, c.kind, {}, error);
     std::string described =
-        tracked ? c.describe() + (c.where.empty() ? "" : ", issued" + c.where) : c.kind;
+        tracked ? c.describe() + (c.file.empty() ? "" : ", issued" + c.where()) : c.kind;
     return failureNote(IncidentKind::CollectiveError, described, frame.where(), error, fix.summary,
                        fix.code, seq, w.path().string());
 }
@@ -397,7 +394,7 @@ IncidentSeq CollectiveTracker::recordIncident(const TrackedCollective& c, Incide
     inc.op = c.kindId;
     inc.operandIndex = c.seq ? int32_t(std::min<int64_t>(c.position(), INT32_MAX)) : -1;
     inc.evidence =
-        w.intern(c.seq ? c.describe() + (c.where.empty() ? "" : ", issued" + c.where) : c.kind);
+        w.intern(c.seq ? c.describe() + (c.file.empty() ? "" : ", issued" + c.where()) : c.kind);
     inc.error = w.intern(error);
     if (!detail.empty()) inc.detail = w.intern(detail);
     inc.stack = stack ? stack : c.stack;
@@ -490,8 +487,8 @@ void CollectiveMonitor::reportHangs(const std::vector<TrackedCollective>& late) 
             std::string text = fmt::format(
                 "meshscope watchdog: rank {}: {}{}{} has not completed after {:.1f} s; recorded "
                 "as incident #{} in {}\nPython stacks of rank {} (most recent call last):\n{}",
-                m_agent.config().rank, c.describe(), c.where.empty() ? "" : ", issued" + c.where,
-                where.empty() || where == c.where ? "" : ", waited for" + where, waited,
+                m_agent.config().rank, c.describe(), c.file.empty() ? "" : ", issued" + c.where(),
+                where.empty() || where == c.where() ? "" : ", waited for" + where, waited,
                 seq.value(), w.path().string(), m_agent.config().rank, stacks);
             PySys_WriteStderr("%s", "");  // flushes Python's pending stderr first
             std::fputs(text.c_str(), stderr);

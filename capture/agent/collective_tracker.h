@@ -46,6 +46,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "capture/agent/frames.h"
 #include "core/store/rank_writer.h"
 #include "core/store/records.h"
 
@@ -72,14 +73,17 @@ struct TrackedCollective {
     uint32_t thread = 0;
     unsigned long pythonThread = 0;  // ident of the thread that issued it
     StackId stack;                   // the user frame that issued it
-    std::string where;               // " at train.py:30", or ""
-    OpSeq op;                        // the op it was recorded under (c10d calls)
-    uint64_t enclosing = 0;          // CollectiveBridge token of the op it ran inside
-    bool returned = false;           // the issuing call returned
-    bool waited = false;             // a wait returned on the host
-    unsigned long waiter = 0;        // ident of a thread blocked in its wait, 0: none
-    bool reported = false;           // a hang incident was written for it
-    bool completesOnWait = false;    // its backend's work is complete once wait() returned
+    std::string file;                // the issuing user frame's, or ""
+    int line = 0;
+    // " at train.py:30", or "": made only for messages, not per collective
+    std::string where() const { return whereText(file, line); }
+    OpSeq op;                      // the op it was recorded under (c10d calls)
+    uint64_t enclosing = 0;        // CollectiveBridge token of the op it ran inside
+    bool returned = false;         // the issuing call returned
+    bool waited = false;           // a wait returned on the host
+    unsigned long waiter = 0;      // ident of a thread blocked in its wait, 0: none
+    bool reported = false;         // a hang incident was written for it
+    bool completesOnWait = false;  // its backend's work is complete once wait() returned
     // What says it is complete: the backend's work, and for functional
     // collectives the result that wait_tensor is called on (by storage).
     c10::intrusive_ptr<c10d::Work> work;

@@ -21,15 +21,18 @@ class RankWriter;
 
 namespace meshscope::capture {
 
+// " at file:line" for evidence texts, or "" without a file.
+inline std::string whereText(const std::string& file, int line) {
+    return file.empty() ? std::string() : " at " + file + ":" + std::to_string(line);
+}
+
 struct UserFrame {
     StackId stack;  // one-frame stack (interned)
     std::string file;
     int line = 0;
     std::string module;  // __name__ of the frame's globals, for policy rules
     // " at file:line" for evidence texts, or "" when no user frame was found.
-    std::string where() const {
-        return file.empty() ? std::string() : " at " + file + ":" + std::to_string(line);
-    }
+    std::string where() const { return whereText(file, line); }
 };
 
 // Another thread's stack from its innermost user frame.

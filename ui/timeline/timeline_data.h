@@ -129,7 +129,7 @@ struct RankTimeline {
     const std::string& string(uint32_t id) const;
     bool empty() const { return firstNs > lastNs; }
     Lane& lane(uint32_t thread, uint16_t depth);  // created when missing
-    std::vector<size_t> laneOrder() const;  // lane indices by (thread, depth)
+    std::vector<size_t> laneOrder() const;        // lane indices by (thread, depth)
     std::string threadName(uint32_t thread) const;
 };
 
