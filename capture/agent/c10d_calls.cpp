@@ -67,11 +67,11 @@ c10d::ProcessGroup* processGroup(const c10::IValue& v) {
 }
 
 // The device of the first tensor `v` holds.
-std::optional<c10::DeviceType> deviceOf(const c10::IValue& v) {
-    if (v.isTensor()) return v.toTensor().device().type();
+std::optional<c10::Device> deviceOf(const c10::IValue& v) {
+    if (v.isTensor()) return v.toTensor().device();
     if (v.isTensorList()) {
         c10::List<at::Tensor> list = v.toTensorList();
-        if (!list.empty()) return list.get(0).device().type();
+        if (!list.empty()) return list.get(0).device();
     } else if (v.isList()) {
         for (const c10::IValue& item : v.toListRef())
             if (auto d = deviceOf(item)) return d;
@@ -109,6 +109,8 @@ C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue
         if (found) break;
     }
     facts.completesOnWait = completesOnWait(schema, args);
+    for (size_t i = 0; i < args.size() && !facts.device; ++i)
+        facts.device = deviceOf(args[i]);
     for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
         if (arguments[i].name() != "process_group") continue;
         if (c10d::ProcessGroup* pg = processGroup(args[i])) {
@@ -129,7 +131,7 @@ bool completesOnWait(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValu
     if (!pg) return false;
     std::optional<c10::DeviceType> device;
     for (size_t i = 0; i < args.size() && !device; ++i)
-        device = deviceOf(args[i]);
+        if (std::optional<c10::Device> d = deviceOf(args[i])) device = d->type();
     // A few groups serve every collective of a thread: their answer is kept
     // (a group at the address of one destroyed asks afresh only if its
     // device differs; a new group there is the same kind of group in practice).

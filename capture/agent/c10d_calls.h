@@ -10,6 +10,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,8 @@ struct C10dFacts {
     // of gloo's works never report is_completed()); NCCL's completes on the
     // device after wait() returned, and an unknown backend is asked too.
     bool completesOnWait = false;
+    // The device of the tensors it sends (none for a barrier).
+    std::optional<c10::Device> device;
 };
 C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args);
 // Only C10dFacts::completesOnWait, cached per process group and device: what

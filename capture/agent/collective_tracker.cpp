@@ -1,5 +1,6 @@
 #include "capture/agent/collective_tracker.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <fmt/format.h>
 #include <pythread.h>
 
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <exception>
 #include <map>
+#include <memory>
 
 #include "capture/agent/agent.h"
 #include "capture/agent/failures.h"
@@ -48,6 +50,16 @@ WorkState ask(c10d::Work& work) {
     return state;
 }
 
+WorkState ask(const c10::Event& event) {
+    WorkState state;
+    try {
+        state.done = event.query();
+    } catch (...) {  // a device gone (the driver shutting down): not known, asked again
+        state.done = false;
+    }
+    return state;
+}
+
 const void* storageKey(const at::Tensor& t) {
     return t.defined() && t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
 }
@@ -58,6 +70,7 @@ const void* storageKey(const at::Tensor& t) {
 TrackedCollective detached(const TrackedCollective& c) {
     TrackedCollective copy = c;
     copy.work.reset();
+    copy.streamDone.reset();
     copy.result = c10::weak_intrusive_ptr<c10::StorageImpl>(c10::intrusive_ptr<c10::StorageImpl>());
     return copy;
 }
@@ -157,11 +170,12 @@ CollectiveTracker::Id CollectiveTracker::issue(CollectiveIssue what, uint64_t en
 }
 
 void CollectiveTracker::issued(Id id, c10::intrusive_ptr<c10d::Work> work, bool completesOnWait,
-                               const at::Tensor& result, OpSeq op, uint64_t own) {
+                               const at::Tensor& result, OpSeq op, uint64_t own,
+                               std::shared_ptr<c10::Event> streamDone) {
     if (!id) return;
     if (own) m_agent.collectives().collectiveIssued(own, id);
     int64_t now = m_agent.writer().nowNs();
-    bool onDevice = work && !completesOnWait;
+    bool onDevice = (work && !completesOnWait) || (!work && streamDone);
     {
         Released released(*this);
         std::lock_guard lock(m_mutex);
@@ -179,6 +193,8 @@ void CollectiveTracker::issued(Id id, c10::intrusive_ptr<c10d::Work> work, bool 
         }
         if (work)  // asked after its wait, and by the monitor's next poll
             c.work = std::move(work);
+        else if (streamDone)  // asked by the monitor until its stream passed the mark
+            c.streamDone = std::move(streamDone);
         else if (!c.resultKey)  // nothing to wait for: done when the call returned
             end(it, CollectiveState::Completed, now, "", released);
     }
@@ -288,16 +304,34 @@ std::optional<TrackedCollective> CollectiveTracker::latestOnThisThread() {
     return detached(*latest);
 }
 
+std::shared_ptr<c10::Event> CollectiveTracker::streamMark(std::optional<c10::Device> device) {
+    if (!device || device->is_cpu() || device->is_meta()) return {};
+    try {
+        const c10::impl::DeviceGuardImplInterface* impl =
+            c10::impl::getDeviceGuardImpl(device->type());
+        auto event = std::make_shared<c10::Event>(device->type());
+        event->record(impl->getStream(*device));
+        return event;
+    } catch (...) {  // no events on this backend (or none now): complete when the call returned
+        return {};
+    }
+}
+
 bool CollectiveTracker::poll() {
-    std::vector<std::pair<int64_t, c10::intrusive_ptr<c10d::Work>>> asks;  // outlive the lock
+    struct Ask {
+        int64_t seq;
+        c10::intrusive_ptr<c10d::Work> work;  // either this
+        std::shared_ptr<c10::Event> event;    // or this; both outlive the lock
+    };
+    std::vector<Ask> asks;
     {
         Released released(*this);
         std::lock_guard lock(m_mutex);
         int64_t now = m_agent.writer().nowNs();
         for (auto it = m_live.begin(); it != m_live.end();) {
             TrackedCollective& c = it->second;
-            if (c.work) {
-                asks.emplace_back(it->first, c.work);
+            if (c.work || c.streamDone) {
+                asks.push_back({it->first, c.work, c.streamDone});
                 ++it;
             } else if (c.returned && c.resultKey && !c.waiter && c.result.expired()) {
                 // its result is gone and nothing waited for it
@@ -309,9 +343,9 @@ bool CollectiveTracker::poll() {
     }
     if (asks.empty()) return false;
     std::vector<std::pair<int64_t, WorkState>> answers;
-    for (auto& [seq, work] : asks) {
-        WorkState state = ask(*work);
-        if (state.done) answers.emplace_back(seq, std::move(state));
+    for (const Ask& a : asks) {
+        WorkState state = a.work ? ask(*a.work) : ask(*a.event);
+        if (state.done) answers.emplace_back(a.seq, std::move(state));
     }
     std::vector<std::pair<TrackedCollective, std::string>> failures;
     {
@@ -363,7 +397,7 @@ void CollectiveTracker::endAll(const std::string& why, IncidentKind kind) {
             TrackedCollective& c = it->second;
             // a functional collective whose result nobody waited for and no
             // work to ask: whether it completed is not known
-            bool unwaited = !c.work && c.returned && !c.waiter;
+            bool unwaited = !c.work && !c.streamDone && c.returned && !c.waiter;
             auto [latest, fresh] = stuck.try_emplace(c.thread);
             if (!unwaited && (fresh || c.seq.value() > latest->second.seq.value()))
                 latest->second = detached(c);

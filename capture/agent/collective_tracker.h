@@ -17,7 +17,11 @@
 //
 // A collective is complete when its backend says so: Work::isCompleted()
 // (NCCL: the work finished on the device, which can be long after wait()
-// returned on the host); without a Work, when its wait returned. The
+// returned on the host). A call that returns no Work ran on a device stream
+// (NCCL's synchronous collectives since torch 2.7 run on the current stream
+// and return none) or is done: on a stream, it is complete when an event
+// recorded there as the call returned has passed (streamMark); otherwise
+// when its wait returned, or when the call returned. The
 // monitor thread (CollectiveMonitor) asks the works still pending, ends
 // those that completed or failed asynchronously, and, as the watchdog,
 // writes a hang incident with every thread's Python stacks once one stays
@@ -34,6 +38,8 @@
 #include <Python.h>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/Event.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
@@ -87,6 +93,7 @@ struct TrackedCollective {
     // What says it is complete: the backend's work, and for functional
     // collectives the result that wait_tensor is called on (by storage).
     c10::intrusive_ptr<c10d::Work> work;
+    std::shared_ptr<c10::Event> streamDone;  // no work: passed once it ran on its stream
     c10::weak_intrusive_ptr<c10::StorageImpl> result{c10::intrusive_ptr<c10::StorageImpl>()};
     const void* resultKey = nullptr;
 
@@ -109,9 +116,14 @@ class CollectiveTracker {
     // when it says so; `result`: a functional collective's result
     // (undefined: none); `op`: the op the hook recorded it under; `own`: the
     // CollectiveBridge token of the call, under which NCCL's own events of
-    // it are reported.
+    // it are reported; `streamDone`: without a work, the call's streamMark.
     void issued(Id id, c10::intrusive_ptr<c10d::Work> work, bool completesOnWait,
-                const at::Tensor& result, OpSeq op, uint64_t own);
+                const at::Tensor& result, OpSeq op, uint64_t own,
+                std::shared_ptr<c10::Event> streamDone = {});
+    // An event recorded now on `device`'s current stream, or null: a CPU
+    // device, or one without events. Passed once what the stream ran before
+    // it (a collective the call just enqueued) finished.
+    static std::shared_ptr<c10::Event> streamMark(std::optional<c10::Device> device);
     // A wait starts on the calling thread (returns the collective waited
     // for, if tracked), and returns: the collective may be complete.
     Id waitingForWork(const c10d::Work* work);

@@ -314,6 +314,10 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
     }
     frame.ran();
     int64_t end = writer.nowNs();
+    // no work: a synchronous NCCL collective, enqueued on the current stream
+    c10::intrusive_ptr<c10d::Work> work = workOnStack(*stack);
+    std::shared_ptr<c10::Event> streamDone =
+        work || !id ? nullptr : CollectiveTracker::streamMark(facts.device);
     GilHold gil;
     if (Agent::current() != &agent) return;
     PendingError pending;
@@ -321,8 +325,8 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
         OpSeq seq = OpHandler(agent, agent.torch().opInfo(schema, writer), std::move(inputs))
                         .recordDTensorOp(start, end, Operands{});
         // a gloo collective is waited for after this call, in Work.wait()
-        agent.tracker().issued(id, workOnStack(*stack), facts.completesOnWait, at::Tensor(), seq,
-                               frame.token());
+        agent.tracker().issued(id, std::move(work), facts.completesOnWait, at::Tensor(), seq,
+                               frame.token(), std::move(streamDone));
     } catch (const std::exception& e) {
         agent.ownError("record", std::string("could not record a c10d collective: ") + e.what());
     }

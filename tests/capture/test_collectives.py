@@ -151,3 +151,48 @@ def test_live_run_is_checked_on_its_complete_steps(tmp_path, backend):
     for found in results:
         assert found.returncode == 0, found.stdout + found.stderr
         assert "note: rank 0: still recording (step" in found.stderr, found.stderr
+
+
+SYNC_AND_ASYNC = '''
+import sys
+sys.path.insert(0, {scenarios!r})
+import torch
+import torch.distributed as dist
+from common import setup
+
+rank, world, mesh = setup()
+t = torch.ones(8)
+opts = dist.AllreduceOptions()
+opts.asyncOp = False  # what dist.all_reduce(t) asks its group for
+work = dist.distributed_c10d._get_default_group().allreduce([t], opts)  # SYNC
+if work is not None:  # gloo's: waited for, as dist.all_reduce does
+    work.wait()
+open(f"{{sys.argv[1]}}.{{rank}}", "w").write(type(work).__name__)
+handle = dist.all_reduce(t, async_op=True)  # ASYNC
+handle.wait()
+assert t[0].item() == world * world, t
+dist.destroy_process_group()
+'''
+
+
+def test_synchronous_collectives_without_a_work_are_recorded_complete(tmp_path, backend):
+    """A synchronous collective returns no Work on NCCL since torch 2.8
+    (ProcessGroupNCCL: `return asyncOp ? work : nullptr`), as on ncclsim; on
+    gloo it returns one and Python waits for it. Either way both collectives
+    are recorded completed, each at its line, and never as unwaited."""
+    script = tmp_path / "sync_async.py"
+    script.write_text(SYNC_AND_ASYNC.format(scenarios=str(SCENARIOS)))
+    proc = subprocess.run([cli(), "record", "-o", str(tmp_path / "run"), "-n", "2", "--",
+                           PYTHON, str(script), str(tmp_path / "work")], capture_output=True,
+                          text=True,
+                          timeout=HANG_GUARD_S, cwd=SCENARIOS)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    want = "NoneType" if backend == "ncclsim" else "Work"
+    assert [(tmp_path / f"work.{r}").read_text() for r in (0, 1)] == [want, want]
+    lines = script.read_text().splitlines()
+    sync, asynchronous = (next(i + 1 for i, l in enumerate(lines) if mark in l)
+                          for mark in ("# SYNC", "# ASYNC"))
+    for r in (0, 1):
+        kept = [c for c in collectives(tmp_path / "run", r) if c[1] == "all_reduce"]
+        assert [(c[2], c[4]) for c in kept] == [("completed", sync), ("completed", asynchronous)], kept
+    assert check(tmp_path / "run").returncode == 0

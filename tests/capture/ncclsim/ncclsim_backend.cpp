@@ -3,6 +3,8 @@
 // (STYLE.md 18). It runs every collective through a gloo backend and wraps
 // the work:
 //
+// - A synchronous collective (async_op=False) returns no work, as NCCL's
+//   do since torch 2.8.
 // - Work::wait() returns once the data is there (on a GPU: once the current
 //   stream waits for the collective) and never raises: NCCL reports errors
 //   asynchronously, not from wait().
@@ -128,68 +130,72 @@ class SimBackend : public c10d::Backend {
 
     c10::intrusive_ptr<Work> broadcast(std::vector<at::Tensor>& t,
                                        const c10d::BroadcastOptions& o) override {
-        return track(m_gloo->broadcast(t, o), c10d::OpType::BROADCAST);
+        return track(m_gloo->broadcast(t, o), c10d::OpType::BROADCAST, o.asyncOp);
     }
     c10::intrusive_ptr<Work> allreduce(std::vector<at::Tensor>& t,
                                        const c10d::AllreduceOptions& o) override {
-        return track(m_gloo->allreduce(t, o), c10d::OpType::ALLREDUCE);
+        return track(m_gloo->allreduce(t, o), c10d::OpType::ALLREDUCE, o.asyncOp);
     }
     c10::intrusive_ptr<Work> allreduce_coalesced(
         std::vector<at::Tensor>& t, const c10d::AllreduceCoalescedOptions& o) override {
-        return track(m_gloo->allreduce_coalesced(t, o), c10d::OpType::ALLREDUCE_COALESCED);
+        return track(m_gloo->allreduce_coalesced(t, o), c10d::OpType::ALLREDUCE_COALESCED,
+                     o.asyncOp);
     }
     c10::intrusive_ptr<Work> reduce(std::vector<at::Tensor>& t,
                                     const c10d::ReduceOptions& o) override {
-        return track(m_gloo->reduce(t, o), c10d::OpType::REDUCE);
+        return track(m_gloo->reduce(t, o), c10d::OpType::REDUCE, o.asyncOp);
     }
     c10::intrusive_ptr<Work> allgather(std::vector<std::vector<at::Tensor>>& out,
                                        std::vector<at::Tensor>& in,
                                        const c10d::AllgatherOptions& o) override {
-        return track(m_gloo->allgather(out, in, o), c10d::OpType::ALLGATHER);
+        return track(m_gloo->allgather(out, in, o), c10d::OpType::ALLGATHER, o.asyncOp);
     }
     c10::intrusive_ptr<Work> _allgather_base(at::Tensor& out, at::Tensor& in,
                                              const c10d::AllgatherOptions& o) override {
-        return track(m_gloo->_allgather_base(out, in, o), c10d::OpType::_ALLGATHER_BASE);
+        return track(m_gloo->_allgather_base(out, in, o), c10d::OpType::_ALLGATHER_BASE, o.asyncOp);
     }
     c10::intrusive_ptr<Work> allgather_into_tensor_coalesced(
         std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
         const c10d::AllgatherOptions& o) override {
-        return track(m_gloo->allgather_into_tensor_coalesced(out, in, o), c10d::OpType::COALESCED);
+        return track(m_gloo->allgather_into_tensor_coalesced(out, in, o), c10d::OpType::COALESCED,
+                     o.asyncOp);
     }
     c10::intrusive_ptr<Work> gather(std::vector<std::vector<at::Tensor>>& out,
                                     std::vector<at::Tensor>& in,
                                     const c10d::GatherOptions& o) override {
-        return track(m_gloo->gather(out, in, o), c10d::OpType::GATHER);
+        return track(m_gloo->gather(out, in, o), c10d::OpType::GATHER, o.asyncOp);
     }
     c10::intrusive_ptr<Work> scatter(std::vector<at::Tensor>& out,
                                      std::vector<std::vector<at::Tensor>>& in,
                                      const c10d::ScatterOptions& o) override {
-        return track(m_gloo->scatter(out, in, o), c10d::OpType::SCATTER);
+        return track(m_gloo->scatter(out, in, o), c10d::OpType::SCATTER, o.asyncOp);
     }
     c10::intrusive_ptr<Work> reduce_scatter(std::vector<at::Tensor>& out,
                                             std::vector<std::vector<at::Tensor>>& in,
                                             const c10d::ReduceScatterOptions& o) override {
-        return track(m_gloo->reduce_scatter(out, in, o), c10d::OpType::REDUCE_SCATTER);
+        return track(m_gloo->reduce_scatter(out, in, o), c10d::OpType::REDUCE_SCATTER, o.asyncOp);
     }
     c10::intrusive_ptr<Work> _reduce_scatter_base(at::Tensor& out, at::Tensor& in,
                                                   const c10d::ReduceScatterOptions& o) override {
-        return track(m_gloo->_reduce_scatter_base(out, in, o), c10d::OpType::_REDUCE_SCATTER_BASE);
+        return track(m_gloo->_reduce_scatter_base(out, in, o), c10d::OpType::_REDUCE_SCATTER_BASE,
+                     o.asyncOp);
     }
     c10::intrusive_ptr<Work> reduce_scatter_tensor_coalesced(
         std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
         const c10d::ReduceScatterOptions& o) override {
-        return track(m_gloo->reduce_scatter_tensor_coalesced(out, in, o), c10d::OpType::COALESCED);
+        return track(m_gloo->reduce_scatter_tensor_coalesced(out, in, o), c10d::OpType::COALESCED,
+                     o.asyncOp);
     }
     c10::intrusive_ptr<Work> alltoall_base(at::Tensor& out, at::Tensor& in,
                                            std::vector<int64_t>& outSplits,
                                            std::vector<int64_t>& inSplits,
                                            const c10d::AllToAllOptions& o) override {
         return track(m_gloo->alltoall_base(out, in, outSplits, inSplits, o),
-                     c10d::OpType::ALLTOALL_BASE);
+                     c10d::OpType::ALLTOALL_BASE, o.asyncOp);
     }
     c10::intrusive_ptr<Work> alltoall(std::vector<at::Tensor>& out, std::vector<at::Tensor>& in,
                                       const c10d::AllToAllOptions& o) override {
-        return track(m_gloo->alltoall(out, in, o), c10d::OpType::ALLTOALL);
+        return track(m_gloo->alltoall(out, in, o), c10d::OpType::ALLTOALL, o.asyncOp);
     }
     c10::intrusive_ptr<Work> send(std::vector<at::Tensor>& t, int dst, int tag) override {
         return track(m_gloo->send(t, dst, tag), c10d::OpType::SEND);
@@ -205,11 +211,20 @@ class SimBackend : public c10d::Backend {
     }
 
   private:
-    c10::intrusive_ptr<Work> track(c10::intrusive_ptr<Work> inner, c10d::OpType type) {
+    // A synchronous call (`asyncOp` false) returns no work, as
+    // ProcessGroupNCCL's do since torch 2.8 (`return asyncOp ? work :
+    // nullptr`: NCCL runs it on the current stream; here it is done when the
+    // call returns); its errors reach the watchdog, not the caller.
+    c10::intrusive_ptr<Work> track(c10::intrusive_ptr<Work> inner, c10d::OpType type,
+                                   bool asyncOp = true) {
         auto work = c10::make_intrusive<SimWork>(std::move(inner), rank_, type, ++m_seq, m_timeout);
-        std::lock_guard lock(m_mutex);
-        m_works.push_back(work);
-        return work;
+        {
+            std::lock_guard lock(m_mutex);
+            m_works.push_back(work);
+        }
+        if (asyncOp) return work;
+        work->wait(m_timeout);
+        return {};
     }
 
     // ProcessGroupNCCL's watchdog, as its default error handling behaves.
