@@ -31,15 +31,10 @@ PyObject* torchDispatch(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     PyObject* func = argv[0];
     PyObject* args = argc > 2 && PyTuple_Check(argv[2]) ? argv[2] : nullptr;
     PyObject* kwargs = argc > 3 && argv[3] != Py_None ? argv[3] : nullptr;
-    Agent* agent = Agent::current();
-    if (agent) {
-        try {
-            return OpHandler(*agent, func, args, kwargs).run();
-        } catch (const std::exception& e) {
-            // The agent's own trouble never changes the training: run the op as is.
-            agent->ownError("dispatch", std::string("meshscope: dispatch hook error: ") + e.what());
-            PyErr_Clear();
-        }
+    if (Agent* agent = Agent::current()) {
+        bool runAsIs = false;  // the agent's own trouble before the op ran
+        PyObject* result = OpHandler(*agent, func, args, kwargs).handle(runAsIs);
+        if (!runAsIs) return result;
     }
     static PyRef empty = PyRef::steal(PyTuple_New(0));
     PyRef call = PyRef::steal(PyObject_GetAttrString(func, "_op"));
@@ -158,11 +153,26 @@ void mixedOp(Agent& agent, const c10::OperatorHandle& op, torch::jit::Stack* sta
     c10::impl::ExcludeDispatchKeyGuard guard(kHookKey);
     const c10::FunctionSchema& schema = op.schema();
     size_t nargs = schema.arguments().size();
-    std::optional<PythonArgs> call =
-        pythonArgs(schema, torch::jit::last(*stack, nargs), [](size_t, PyRef v) { return v; });
+    std::vector<c10::IValue> args(stack->end() - nargs, stack->end());  // to run it as is
+    std::optional<PythonArgs> call;
+    try {
+        call = pythonArgs(schema, args, [](size_t, PyRef v) { return v; });
+    } catch (const std::exception& e) {
+        agent.ownError("dispatch", std::string("meshscope: dispatch hook error: ") + e.what());
+    }
     torch::jit::drop(*stack, nargs);
-    PyObject* func = torch::detail::getTorchApiFunction(op).ptr();
-    PyRef result = PyRef::steal(OpHandler(agent, func, call->args.get(), call->kwargs.get()).run());
+    bool runAsIs = !call;  // the agent's own trouble before the op ran
+    PyRef result;
+    if (call) {
+        PyObject* func = torch::detail::getTorchApiFunction(op).ptr();
+        result = PyRef::steal(
+            OpHandler(agent, func, call->args.get(), call->kwargs.get()).handle(runAsIs));
+    }
+    if (runAsIs) {  // as without meshscope: DTensor's own mixed-tensor error
+        PyErr_Clear();
+        stack->insert(stack->end(), args.begin(), args.end());
+        return op.callBoxed(stack);
+    }
     if (!result) throw pybind11::error_already_set();
     pushResult(schema, result.get(), *stack);
 }
@@ -321,14 +331,19 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
     GilHold gil;
     if (Agent::current() != &agent) return;
     PendingError pending;
+    OpSeq seq;
     try {
-        OpSeq seq = OpHandler(agent, agent.torch().opInfo(schema, writer), std::move(inputs))
-                        .recordDTensorOp(start, end, Operands{});
+        seq = OpHandler(agent, agent.torch().opInfo(schema, writer), std::move(inputs))
+                  .recordDTensorOp(start, end, Operands{});
+    } catch (const std::exception& e) {
+        agent.ownError("record", std::string("could not record a c10d collective: ") + e.what());
+    }
+    try {  // followed on even when its op record failed: it returned
         // a gloo collective is waited for after this call, in Work.wait()
         agent.tracker().issued(id, std::move(work), facts.completesOnWait, at::Tensor(), seq,
                                frame.token(), std::move(streamDone));
     } catch (const std::exception& e) {
-        agent.ownError("record", std::string("could not record a c10d collective: ") + e.what());
+        agent.ownError("record", std::string("could not follow a collective: ") + e.what());
     }
 }
 

@@ -117,6 +117,25 @@ class PendingError {
 
 struct ArgEditor;
 
+// What the op did once an OpHandler ran it: its result, or the exception it
+// raised. The error boundary answers with it when the agent's own trouble
+// comes after the op ran, so an op never runs twice. Requires the GIL.
+class OpOutcome {
+  public:
+    void ran(PyObject* result);  // right after the call returned
+    bool happened() const { return m_ran; }
+    // The op's result (a new reference), or nullptr with its exception set.
+    PyObject* replay();
+
+  private:
+    bool m_ran = false;
+    PyRef m_result, m_type, m_value, m_trace;
+};
+
+// Tests only: throws when MESHSCOPE_FAULT names `phase` ("before": before
+// the op runs; "provenance", "record", "reconcile": after it ran).
+void injectedFault(std::string_view phase);
+
 class OpHandler {
   public:
     OpHandler(Agent& agent, PyObject* func, PyObject* args, PyObject* kwargs)
@@ -138,6 +157,11 @@ class OpHandler {
           m_info(&info),
           m_inputs(std::move(inputs)) {}
 
+    // The error boundary around run(): the agent's own trouble before the
+    // op ran sets `runAsIs` (the caller runs the op as without meshscope);
+    // after it ran, the op's own outcome is returned. Either way counted and
+    // reported once (Agent::ownError); never raised into the training.
+    PyObject* handle(bool& runAsIs);
     PyObject* run();
     // Dispatcher hook: records a DTensor op that has run (outputs empty when
     // it raised).
@@ -226,6 +250,7 @@ class OpHandler {
     std::string m_tracedFile;           // of the innermost
     PyObject* m_fake = nullptr;         // the traced plain operand (borrowed)
     PyRef m_real;                       // the real tensor behind it
+    OpOutcome m_outcome;                // of the latest call()
 };
 
 // The exception type strict mode raises (meshscope.MixedTensorError).

@@ -47,6 +47,9 @@ inline constexpr std::array kSettings = std::to_array<Setting>({
      "seconds record waits after SIGTERM before SIGKILL (record --kill-grace)"},
     {"pythonpath", "MESHSCOPE_PYTHONPATH", "",
      "where record finds the Python package with the loader"},
+    {"fault", "MESHSCOPE_FAULT", "",
+     "tests only: the phase of the agent's op handling that fails on purpose (before, "
+     "provenance, record, reconcile)"},
 });
 
 // The setting named `key`; a key the table lacks does not compile.
