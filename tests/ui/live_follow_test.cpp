@@ -21,7 +21,27 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr int kWaitMs = 120000;  // generous waits for another process, not a speed check
+
+// One op of `name`, committed.
+void addOp(meshscope::RankWriter& writer, const char* name) {
+    meshscope::OpRecord op;
+    op.startNs = writer.nowNs();
+    op.endNs = op.startNs + 1000;
+    op.name = writer.intern(name);
+    writer.submit(std::move(op));
+    writer.flushNow();
 }
+
+// Opens the run at `dir` in `w`, polling every 100 ms; false when it did not load.
+bool openPolled(MainWindow& w, const fs::path& dir) {
+    w.resize(1000, 600);
+    w.show();
+    w.session().setPollInterval(100);
+    QSignalSpy ready(&w.session(), &RunSession::timelineReady);
+    w.openRun(QString::fromStdString(dir.string()));
+    return ready.wait(kWaitMs) || ready.count() == 1;
+}
+}  // namespace
 
 class LiveFollowTest : public QObject {
     Q_OBJECT
@@ -114,20 +134,10 @@ class LiveFollowTest : public QObject {
         manifest.worldSize = 1;
         std::unique_ptr<meshscope::RankWriter> writer =
             meshscope::createRankWriter(dir, manifest, 0);
-        meshscope::OpRecord op;
-        op.startNs = writer->nowNs();
-        op.endNs = op.startNs + 1000;
-        op.name = writer->intern("aten::mm");
-        writer->submit(std::move(op));
-        writer->flushNow();
+        addOp(*writer, "aten::mm");
 
         MainWindow w;
-        w.resize(1000, 600);
-        w.show();
-        w.session().setPollInterval(100);
-        QSignalSpy ready(&w.session(), &RunSession::timelineReady);
-        w.openRun(QString::fromStdString(dir.string()));
-        QVERIFY(ready.wait(kWaitMs) || ready.count() == 1);
+        QVERIFY(openPolled(w, dir));
         QVERIFY(w.session().live());
         auto data = w.session().timeline();
         QCOMPARE(data->ranks.at(0).collectives.size(), size_t(0));
@@ -148,6 +158,45 @@ class LiveFollowTest : public QObject {
         QCOMPARE(data->totalOps(), int64_t(1));  // nothing else arrived
         QVERIFY(w.canvas().renderFrameNow() > 0);
         writer->close();
+        fs::remove_all(dir);
+    }
+
+    // A rank that starts late (rank 0 after rank 1) joins the timeline in
+    // order, which moves rank 1 in the ranks vector: every track still draws
+    // its own rank (tracks find their rank by number, not by reference).
+    void aRankThatStartsLateJoinsInOrder() {
+        fs::path dir = fs::temp_directory_path() / ("meshscope-late-" + std::to_string(getpid()));
+        fs::remove_all(dir);
+        meshscope::Manifest manifest;
+        manifest.runId = "late-rank";
+        manifest.worldSize = 2;
+        std::unique_ptr<meshscope::RankWriter> one = meshscope::createRankWriter(dir, manifest, 1);
+        addOp(*one, "aten::mm");
+
+        MainWindow w;
+        QVERIFY(openPolled(w, dir));
+        auto data = w.session().timeline();
+        QCOMPARE(data->ranks.size(), size_t(1));
+        QCOMPARE(data->ranks[0].rank, 1);
+        QVERIFY(w.canvas().renderFrameNow() > 0);
+
+        std::unique_ptr<meshscope::RankWriter> zero = meshscope::createRankWriter(dir, manifest, 0);
+        addOp(*zero, "aten::add.Tensor");
+        addOp(*zero, "aten::add.Tensor");
+        QTRY_VERIFY_WITH_TIMEOUT(data->ranks.size() == 2, kWaitMs);
+        QCOMPARE(data->ranks[0].rank, 0);
+        QCOMPARE(data->ranks[1].rank, 1);
+        QCOMPARE(data->ranks[0].opCount, int64_t(2));
+        QCOMPARE(data->ranks[1].opCount, int64_t(1));
+        // each rank's tracks draw its own ops: the whole run in view, 3 spans
+        w.canvas().fitAll();
+        QVERIFY(w.canvas().renderFrameNow() > 0);
+        QCOMPARE(w.canvas().spansInView(), int64_t(3));
+        // the analysis of the run is redone: rank 0 is no longer missing
+        QTRY_VERIFY_WITH_TIMEOUT(!w.statusText().contains("missing"), kWaitMs);
+        QVERIFY(w.grab().save(QString(UI_SCREENSHOTS) + "/live-late-rank.png"));
+        one->close();
+        zero->close();
         fs::remove_all(dir);
     }
 };

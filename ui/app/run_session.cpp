@@ -234,7 +234,9 @@ void RunSession::finishAnalysis(std::shared_ptr<const RunAnalysis> analysis, QSt
 
 void RunSession::poll() {
     if (!m_reader || !m_timeline) return;
+    size_t known = m_reader->ranks().size();
     pickUpNewRanks();
+    bool joined = m_reader->ranks().size() > known;  // findings said it was missing
     qint64 ops = 0, incidents = 0, collectives = 0, steps = 0;
     auto& readers = m_reader->ranks();
     for (size_t i = 0; i < readers.size() && i < m_timeline->ranks.size(); ++i) {
@@ -249,7 +251,7 @@ void RunSession::poll() {
     if (steps > 0 && m_timeline->alignMode == AlignMode::Step) m_timeline->realign(AlignMode::Step);
     updateRankStates();
     if (ops + incidents + collectives + steps > 0) emit grew(ops, incidents);
-    if (incidents > 0) startAnalysis();
+    if (incidents > 0 || joined) startAnalysis();
     bool anyLive = std::any_of(m_timeline->ranks.begin(), m_timeline->ranks.end(),
                                [](const RankTimeline& r) { return r.state == RankState::Live; });
     if (!anyLive && m_reader->worldSize() <= int(readers.size())) {

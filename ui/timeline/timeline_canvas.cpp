@@ -82,7 +82,7 @@ void TimelineCanvas::relayout() {
     m_laneCount = 0;
     if (!m_data) return;
     for (const RankTimeline& r : m_data->ranks) {
-        auto tracks = makeRankTracks(r);
+        auto tracks = makeRankTracks(*m_data, r.rank);
         // makeRankTracks order: header, incidents, [collectives], lanes in laneOrder().
         m_incidentY[r.rank] = m_contentHeight + tracks[0]->height();
         float laneY = m_contentHeight;

@@ -149,6 +149,24 @@ RankTimeline* TimelineData::findRank(int rank) {
     return nullptr;
 }
 
+const RankTimeline* TimelineData::findRank(int rank) const {
+    for (const RankTimeline& r : ranks)
+        if (r.rank == rank) return &r;
+    return nullptr;
+}
+
+const RankTimeline& RankRef::operator*() const {
+    const std::vector<RankTimeline>& ranks = m_data->ranks;
+    if (m_hint < ranks.size() && ranks[m_hint].rank == m_rank) return ranks[m_hint];
+    for (size_t i = 0; i < ranks.size(); ++i)
+        if (ranks[i].rank == m_rank) {
+            m_hint = i;
+            return ranks[i];
+        }
+    static const RankTimeline gone;  // never: ranks are only added
+    return gone;
+}
+
 namespace {
 
 // First span that may end at or after raw time t.

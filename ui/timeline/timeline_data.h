@@ -154,6 +154,23 @@ struct TimelineData {
     // killed rank of a finished run is never live. applyStops does it too.
     void applyReach(const std::vector<RecordingReach>& reaches);
     RankTimeline* findRank(int rank);
+    const RankTimeline* findRank(int rank) const;
+};
+
+// A rank of a TimelineData by its number, found again when `ranks` changed
+// (a rank that starts late is inserted in order, which moves the others):
+// what the timeline's tracks hold instead of references into the vector.
+class RankRef {
+  public:
+    RankRef(const TimelineData& data, int rank) : m_data(&data), m_rank(rank) {}
+    const RankTimeline& operator*() const;
+    const RankTimeline* operator->() const { return &**this; }
+    int rank() const { return m_rank; }
+
+  private:
+    const TimelineData* m_data;
+    int m_rank;
+    mutable size_t m_hint = 0;  // where it was last found
 };
 
 // Maps one rank's raw ns to pixels of the current view and back.

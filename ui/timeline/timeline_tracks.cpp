@@ -33,37 +33,38 @@ std::string shortOpName(const std::string& name) {
 
 class RankHeaderTrack : public Track {
   public:
-    explicit RankHeaderTrack(const RankTimeline& rank) : m_rank(rank) {}
+    explicit RankHeaderTrack(RankRef rank) : m_ref(rank) {}
     float height() const override { return 20; }
     void draw(DrawContext& ctx, float y) override;
 
   private:
-    const RankTimeline& m_rank;
+    RankRef m_ref;
+    const RankTimeline& rank() const { return *m_ref; }
 };
 
 void RankHeaderTrack::draw(DrawContext& ctx, float y) {
     ImDrawList* dl = ctx.draw;
     float right = ctx.left + float(ctx.view->width());
     ctx.opaqueRect(ImVec2(0, y), ImVec2(right, y + height()), IM_COL32(232, 236, 241, 255));
-    std::string label = fmt::format("rank {}", m_rank.rank);
+    std::string label = fmt::format("rank {}", rank().rank);
     dl->AddText(ImVec2(6, y + 3), kText, label.c_str());
     // live in green; how a rank ended badly in red (killed, died, STOPPED)
-    bool live = m_rank.state == RankState::Live;
+    bool live = rank().state == RankState::Live;
     std::string state = live                                 ? "live"
-                        : !m_rank.endLabel.empty()           ? m_rank.endLabel
-                        : m_rank.state == RankState::Stopped ? "STOPPED"
+                        : !rank().endLabel.empty()           ? rank().endLabel
+                        : rank().state == RankState::Stopped ? "STOPPED"
                                                              : "";
     if (state.size() > 60) state = state.substr(0, 57) + "...";  // the stops dock has it all
     if (!state.empty())
         dl->AddText(ImVec2(58, y + 3),
                     live ? IM_COL32(46, 125, 50, 255) : IM_COL32(198, 40, 40, 255), state.c_str());
     // Optimizer steps: the step() call as a band, labelled with its number.
-    Projection p = ctx.projection(m_rank);
+    Projection p = ctx.projection(rank());
     float lastLabel = -1e9f, lastX1 = -1e9f;
     // Steps are in time order: start at the first one that ends in view, and
     // draw at most one band per pixel (13,000 steps on a 1,000 px canvas).
     int64_t t0 = p.toRaw(0);
-    auto first = std::lower_bound(m_rank.steps.begin(), m_rank.steps.end(), t0,
+    auto first = std::lower_bound(rank().steps.begin(), rank().steps.end(), t0,
                                   [](const StepBand& s, int64_t v) { return s.end < v; });
     // Touching bands are drawn as one bar (dense steps cost one rectangle);
     // labels go on top afterwards.
@@ -74,7 +75,7 @@ void RankHeaderTrack::draw(DrawContext& ctx, float y) {
                               IM_COL32(149, 117, 205, 200));
     };
     std::vector<std::pair<float, int64_t>> labels;
-    for (auto it = first; it != m_rank.steps.end(); ++it) {
+    for (auto it = first; it != rank().steps.end(); ++it) {
         const StepBand& s = *it;
         float x0 = ctx.left + float(p.toPx(s.start)), x1 = ctx.left + float(p.toPx(s.end));
         if (x0 > right) break;
@@ -95,10 +96,10 @@ void RankHeaderTrack::draw(DrawContext& ctx, float y) {
         }
         if (!ctx.hover && ctx.mouseIn(x0 - 1, y, x1 + 1, y + height()))
             ctx.hover = Hover{{},
-                              {fmt::format("rank {} optimizer step {}", m_rank.rank, s.step),
+                              {fmt::format("rank {} optimizer step {}", rank().rank, s.step),
                                formatDuration(double(s.end) - double(s.start))},
-                              m_rank.align.toAligned(s.start),
-                              m_rank.align.toAligned(s.end)};
+                              rank().align.toAligned(s.start),
+                              rank().align.toAligned(s.end)};
     }
     flush();
     for (const auto& [x, step] : labels) {
@@ -109,52 +110,53 @@ void RankHeaderTrack::draw(DrawContext& ctx, float y) {
 
 class IncidentTrack : public Track {
   public:
-    explicit IncidentTrack(const RankTimeline& rank) : m_rank(rank) {}
+    explicit IncidentTrack(RankRef rank) : m_ref(rank) {}
     float height() const override { return 16; }
     void draw(DrawContext& ctx, float y) override;
 
   private:
     void hoverMark(DrawContext& ctx, const IncidentMark& m);
     void drawStop(DrawContext& ctx, float y, const StopMark& stop);
-    const RankTimeline& m_rank;
+    RankRef m_ref;
+    const RankTimeline& rank() const { return *m_ref; }
 };
 
 void IncidentTrack::hoverMark(DrawContext& ctx, const IncidentMark& m) {
     std::vector<std::string> lines = {
-        fmt::format("incident #{} on rank {}: {}", m.seq, m_rank.rank, m_rank.string(m.op)),
+        fmt::format("incident #{} on rank {}: {}", m.seq, rank().rank, rank().string(m.op)),
         m.kind == IncidentKind::MixedTensor
             ? fmt::format("{} -> {}", toString(m.action), toString(m.outcome))
             : std::string(incidentKindInfo(m.kind).title),
         fmt::format("step {}", m.step)};
     if (m.verdict != Verdict::NotChecked)
         lines.push_back(fmt::format("cross-rank: {}", toString(m.verdict)));
-    double t = m_rank.align.toAligned(m.time);
-    ctx.hover = Hover{{TimelineSelection::Kind::Incident, m_rank.rank, m.seq}, lines, t, t};
+    double t = rank().align.toAligned(m.time);
+    ctx.hover = Hover{{TimelineSelection::Kind::Incident, rank().rank, m.seq}, lines, t, t};
 }
 
 void IncidentTrack::draw(DrawContext& ctx, float y) {
     ImDrawList* dl = ctx.draw;
     dl->AddText(ImVec2(ctx.gutter - 66, y + 1), kMuted, "incidents");
-    Projection p = ctx.projection(m_rank);
+    Projection p = ctx.projection(rank());
     int64_t t0 = p.toRaw(0), t1 = saturatingAdd(p.toRaw(ctx.view->width()), 1);
-    auto it = std::lower_bound(m_rank.incidents.begin(), m_rank.incidents.end(), t0,
+    auto it = std::lower_bound(rank().incidents.begin(), rank().incidents.end(), t0,
                                [](const IncidentMark& m, int64_t v) { return m.time < v; });
     // At most one marker per colour every few pixels (they are 10 px wide),
     // and no anti-aliased fringe: 100k incidents stay a few thousand quads.
     // Mixed tensors are coloured by state, other kinds by kind.
     std::array<float, kIncidentStates.size() + kIncidentKinds.size()> lastX;
     lastX.fill(-1e9f);
-    if (m_rank.stop) drawStop(ctx, y, *m_rank.stop);  // under the marker it stopped at
+    if (rank().stop) drawStop(ctx, y, *rank().stop);  // under the marker it stopped at
     ImDrawListFlags flags = dl->Flags;
     dl->Flags &= ~ImDrawListFlags_AntiAliasedFill;
-    for (; it != m_rank.incidents.end() && it->time < t1; ++it) {
+    for (; it != rank().incidents.end() && it->time < t1; ++it) {
         float x = ctx.left + float(p.toPx(it->time));
         size_t kind =
             it->kind == IncidentKind::MixedTensor
                 ? size_t(markKind(*it))
                 : kIncidentStates.size() + std::min(size_t(it->kind), kIncidentKinds.size() - 1);
         bool selected = ctx.selection ==
-                        TimelineSelection{TimelineSelection::Kind::Incident, m_rank.rank, it->seq};
+                        TimelineSelection{TimelineSelection::Kind::Incident, rank().rank, it->seq};
         if (x - lastX[kind] < 6 && !selected) continue;
         lastX[kind] = x;
         float cy = y + height() / 2;
@@ -173,7 +175,7 @@ void IncidentTrack::draw(DrawContext& ctx, float y) {
 // right; the hover gives its state line.
 void IncidentTrack::drawStop(DrawContext& ctx, float y, const StopMark& stop) {
     ImDrawList* dl = ctx.draw;
-    float x = ctx.left + float(ctx.projection(m_rank).toPx(stop.time));
+    float x = ctx.left + float(ctx.projection(rank()).toPx(stop.time));
     float right = ctx.left + float(ctx.view->width());
     if (x < ctx.left - 8 || x > right) return;
     ImU32 color = stop.kind ? kindColor(*stop.kind) : kMuted;
@@ -184,20 +186,21 @@ void IncidentTrack::drawStop(DrawContext& ctx, float y, const StopMark& stop) {
     ++ctx.itemsDrawn;
     float textEnd = pole + 10 + ImGui::CalcTextSize(stop.label.c_str()).x;
     if (!ctx.hover && ctx.mouseIn(pole - 1, y, std::min(textEnd, right), y + height())) {
-        double t = m_rank.align.toAligned(stop.time);
+        double t = rank().align.toAligned(stop.time);
         ctx.hover =
-            Hover{{}, {fmt::format("rank {} {}", m_rank.rank, stop.label), stop.state}, t, t};
+            Hover{{}, {fmt::format("rank {} {}", rank().rank, stop.label), stop.state}, t, t};
     }
 }
 
 class CollectiveTrack : public Track {
   public:
-    explicit CollectiveTrack(const RankTimeline& rank) : m_rank(rank) {}
+    explicit CollectiveTrack(RankRef rank) : m_ref(rank) {}
     float height() const override { return 12; }
     void draw(DrawContext& ctx, float y) override;
 
   private:
-    const RankTimeline& m_rank;
+    RankRef m_ref;
+    const RankTimeline& rank() const { return *m_ref; }
 };
 
 // Completed collectives teal; failed red; pending when the recording ended
@@ -220,39 +223,39 @@ ImU32 stateColour(CollectiveState state) {
 void CollectiveTrack::draw(DrawContext& ctx, float y) {
     ImDrawList* dl = ctx.draw;
     dl->AddText(ImVec2(ctx.gutter - 78, y - 2), kMuted, "collectives");
-    Projection p = ctx.projection(m_rank);
+    Projection p = ctx.projection(rank());
     int64_t t0 = p.toRaw(0), t1 = saturatingAdd(p.toRaw(ctx.view->width()), 1);
-    auto it = std::lower_bound(m_rank.collectives.begin(), m_rank.collectives.end(),
-                               saturatingSub(t0, m_rank.maxCollectiveDuration),
+    auto it = std::lower_bound(rank().collectives.begin(), rank().collectives.end(),
+                               saturatingSub(t0, rank().maxCollectiveDuration),
                                [](const CollectiveSpan& c, int64_t v) { return c.start < v; });
     float lastX = -1e9f;
-    for (; it != m_rank.collectives.end() && it->start < t1; ++it) {
+    for (; it != rank().collectives.end() && it->start < t1; ++it) {
         if (it->end < t0) continue;
         float x0 = ctx.left + float(p.toPx(it->start)), x1 = ctx.left + float(p.toPx(it->end));
         x1 = std::max(x1, x0 + 1);
         if (x1 < lastX + 2) continue;  // within the previous one's pixels
         lastX = x1;
         bool selected = ctx.selection == TimelineSelection{TimelineSelection::Kind::Collective,
-                                                           m_rank.rank, it->seq};
+                                                           rank().rank, it->seq};
         ctx.opaqueRect(ImVec2(x0, y + 1), ImVec2(x1, y + height() - 1), stateColour(it->state));
         if (it->state == CollectiveState::Pending)  // open at its end: the wait goes on
             dl->AddLine(ImVec2(x1, y), ImVec2(x1, y + height()), IM_COL32(198, 40, 40, 255), 2.0f);
         if (selected) dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + height()), kSelected, 0, 0, 2.0f);
         ++ctx.itemsDrawn;
         if (!ctx.hover && ctx.mouseIn(x0 - 1, y, x1 + 1, y + height()))
-            ctx.hover = Hover{{TimelineSelection::Kind::Collective, m_rank.rank, it->seq},
-                              {fmt::format("{} on rank {}", m_rank.string(it->kind), m_rank.rank),
+            ctx.hover = Hover{{TimelineSelection::Kind::Collective, rank().rank, it->seq},
+                              {fmt::format("{} on rank {}", rank().string(it->kind), rank().rank),
                                fmt::format("{}, {} {}", formatBytes(it->bytes), toString(it->state),
                                            formatDuration(double(it->end - it->start))),
                                fmt::format("step {}", it->step)},
-                              m_rank.align.toAligned(it->start),
-                              m_rank.align.toAligned(it->end)};
+                              rank().align.toAligned(it->start),
+                              rank().align.toAligned(it->end)};
     }
 }
 
 class OpLaneTrack : public Track {
   public:
-    OpLaneTrack(const RankTimeline& rank, size_t lane) : m_rank(rank), m_lane(lane) {}
+    OpLaneTrack(RankRef rank, size_t lane) : m_ref(rank), m_lane(lane) {}
     float height() const override { return kLaneHeight; }
     void draw(DrawContext& ctx, float y) override;
 
@@ -265,17 +268,18 @@ class OpLaneTrack : public Track {
     Piece place(DrawContext& ctx, const Lane& lane, const DrawItem& item, float y);
     // Outline of a promoted or selected op, and its name where it fits.
     void drawOverlay(DrawContext& ctx, const Span& span, const Piece& piece, float y);
-    const RankTimeline& m_rank;
+    RankRef m_ref;
+    const RankTimeline& rank() const { return *m_ref; }
     size_t m_lane;
 };
 
 void OpLaneTrack::draw(DrawContext& ctx, float y) {
-    const Lane& lane = m_rank.lanes[m_lane];
+    const Lane& lane = rank().lanes[m_lane];
     if (lane.depth == 0) {
-        std::string label = m_rank.threadName(lane.thread);
+        std::string label = rank().threadName(lane.thread);
         clippedText(ctx.draw, 16, ctx.gutter - 4, y + 1, kMuted, label);
     }
-    visibleItems(lane, ctx.projection(m_rank), ctx.view->width(), kMinSpanPx, ctx.scratch);
+    visibleItems(lane, ctx.projection(rank()), ctx.view->width(), kMinSpanPx, ctx.scratch);
     // Neighbouring items of one colour that touch are drawn as one bar: the
     // same pixels, but a dense lane costs a few rectangles instead of one
     // per 3 px (software GL pays per primitive). Outlines and labels go on
@@ -297,7 +301,7 @@ void OpLaneTrack::draw(DrawContext& ctx, float y) {
         }
         const Span& span = lane.spans[item.first];
         bool selected =
-            ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, m_rank.rank, span.seq};
+            ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, rank().rank, span.seq};
         if (item.count == 1 && (span.reconciles || selected || piece.x1 - piece.x0 >= 14))
             overlays.emplace_back(&item, piece);
     }
@@ -308,7 +312,7 @@ void OpLaneTrack::draw(DrawContext& ctx, float y) {
 
 OpLaneTrack::Piece OpLaneTrack::place(DrawContext& ctx, const Lane& lane, const DrawItem& item,
                                       float y) {
-    Projection p = ctx.projection(m_rank);
+    Projection p = ctx.projection(rank());
     float x0 = ctx.left + float(p.toPx(item.start)), x1 = ctx.left + float(p.toPx(item.end));
     x0 = std::max(x0, ctx.left - 2);
     x1 = std::min(std::max(x1, x0 + 1), ctx.left + float(ctx.view->width()) + 2);
@@ -320,22 +324,22 @@ OpLaneTrack::Piece OpLaneTrack::place(DrawContext& ctx, const Lane& lane, const 
             ctx.hover = Hover{{},
                               {fmt::format("{} ops folded (zoom in to see them)", item.count),
                                formatDuration(double(item.end) - double(item.start))},
-                              m_rank.align.toAligned(item.start),
-                              m_rank.align.toAligned(item.end)};
+                              rank().align.toAligned(item.start),
+                              rank().align.toAligned(item.end)};
         return {x0, x1, IM_COL32(158, 158, 158, 255)};
     }
     if (hovered) {
         std::vector<std::string> lines = {
-            m_rank.string(first.name),
+            rank().string(first.name),
             fmt::format("{} on rank {}, {}",
-                        formatDuration(double(first.end) - double(first.start)), m_rank.rank,
-                        m_rank.threadName(lane.thread)),
+                        formatDuration(double(first.end) - double(first.start)), rank().rank,
+                        rank().threadName(lane.thread)),
             fmt::format("{} phase, op #{}", toString(first.phase), first.seq)};
         if (first.reconciles) lines.push_back("promoted op: it reconciled a mixed-tensor incident");
-        ctx.hover = Hover{{TimelineSelection::Kind::Op, m_rank.rank, first.seq},
+        ctx.hover = Hover{{TimelineSelection::Kind::Op, rank().rank, first.seq},
                           lines,
-                          m_rank.align.toAligned(first.start),
-                          m_rank.align.toAligned(first.end)};
+                          rank().align.toAligned(first.start),
+                          rank().align.toAligned(first.end)};
     }
     return {x0, x1, phaseColor(first.phase)};
 }
@@ -346,21 +350,22 @@ void OpLaneTrack::drawOverlay(DrawContext& ctx, const Span& span, const Piece& p
     if (span.reconciles)
         dl->AddRect(ImVec2(x0, y + 1), ImVec2(x1, y + kLaneHeight - 1),
                     markColor(IncidentState::Promoted), 0, 0, 2.0f);
-    if (ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, m_rank.rank, span.seq})
+    if (ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, rank().rank, span.seq})
         dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + kLaneHeight), kSelected, 0, 0, 2.5f);
     clippedText(dl, x0 + 2, x1 - 1, y + 1, IM_COL32(255, 255, 255, 255),
-                shortOpName(m_rank.string(span.name)));
+                shortOpName(rank().string(span.name)));
 }
 
 }  // namespace
 
-std::vector<std::unique_ptr<Track>> makeRankTracks(const RankTimeline& rank) {
+std::vector<std::unique_ptr<Track>> makeRankTracks(const TimelineData& data, int rank) {
     std::vector<std::unique_ptr<Track>> tracks;
-    tracks.push_back(std::make_unique<RankHeaderTrack>(rank));
-    tracks.push_back(std::make_unique<IncidentTrack>(rank));
-    if (!rank.collectives.empty()) tracks.push_back(std::make_unique<CollectiveTrack>(rank));
-    for (size_t lane : rank.laneOrder())
-        tracks.push_back(std::make_unique<OpLaneTrack>(rank, lane));
+    RankRef ref(data, rank);
+    tracks.push_back(std::make_unique<RankHeaderTrack>(ref));
+    tracks.push_back(std::make_unique<IncidentTrack>(ref));
+    if (!ref->collectives.empty()) tracks.push_back(std::make_unique<CollectiveTrack>(ref));
+    for (size_t lane : ref->laneOrder())
+        tracks.push_back(std::make_unique<OpLaneTrack>(ref, lane));
     return tracks;
 }
 

@@ -72,8 +72,9 @@ class Track {
     virtual void draw(DrawContext& ctx, float y) = 0;
 };
 
-// Builds the tracks of one rank (header, incidents, collectives, op lanes).
-std::vector<std::unique_ptr<Track>> makeRankTracks(const RankTimeline& rank);
+// Builds the tracks of rank `rank` of `data` (header, incidents,
+// collectives, op lanes); they find their rank by its number (RankRef).
+std::vector<std::unique_ptr<Track>> makeRankTracks(const TimelineData& data, int rank);
 
 // Colours shared with the legend and the tests.
 ImU32 markColor(IncidentState kind);
