@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "capture/agent/arg_editor.h"
+#include "capture/agent/promotion_plan.h"
 #include "capture/agent/tracing.h"
 #include "core/analysis/fix_suggestion.h"
 #include "core/util/content_hash.h"
@@ -122,21 +123,23 @@ Classification OpHandler::classifyOperand(const Operand& op) {
     ClassifyInput ci;
     ci.plainObj = real ? m_real.get() : op.obj;
     ci.plain = &t;
-    ci.provenance = m_agent.tensors().provenance(t);
+    ci.tensors = &m_agent.tensors();
+    ci.ownerLookup = parameterLookup();
+    OriginFacts& f = ci.facts;
+    f.provenance = m_agent.tensors().provenance(t);
     std::string lastStep;
     if (const Provenance* last = m_agent.tensors().lastStep(t);
-        last && ci.provenance && last->createdAt != ci.provenance->createdAt)
+        last && f.provenance && last->createdAt != f.provenance->createdAt)
         lastStep = last->evidence + m_agent.frames().whereOf(last->createdAt);
-    ci.lastStep = lastStep;
-    ci.attachedAt = m_agent.config().attachedAt;
-    ci.madeBeforeAttach = m_agent.tensors().preexisting(t);
-    ci.tensors = &m_agent.tensors();
-    ci.opName = m_info->text;
-    ci.copyIntoDTensor = m_info->isCopy && m_inputs.front().dtensor;
-    ci.insideLoadStateDict = Agent::insideLoadStateDict();
-    ci.phase = m_agent.phase();
-    ci.phaseLabel = Agent::threadPhaseLabel();
-    Classification c = classify(ci);
+    f.lastStep = lastStep;
+    f.attachedAt = m_agent.config().attachedAt;
+    f.madeBeforeAttach = m_agent.tensors().preexisting(t);
+    f.opName = m_info->text;
+    f.copyIntoDTensor = m_info->isCopy && m_inputs.front().dtensor;
+    f.insideLoadStateDict = Agent::insideLoadStateDict();
+    f.phase = m_agent.phase();
+    f.phaseLabel = Agent::threadPhaseLabel();
+    Classification c = classify(std::move(ci));
     if (c.bornAsOwner)  // the record of the plain tensor carries that birth
         m_agent.tensors().setProvenance(t, Provenance{c.origin, c.evidence, c.createdAt});
     if (!m_traced || op.obj != m_fake) return c;
@@ -348,18 +351,9 @@ std::vector<OpHandler::Plan> OpHandler::plan(const Operand& first, const PolicyD
     std::vector<Plan> plans;
     for (const Operand& op : m_inputs) {
         if (!op.mixed) continue;
-        Action want = decision.action;
-        if (&op != &first) {
-            PolicyDecision own = decide(op, classifyOperand(op), frame);
-            if (own.action != Action::Observed && own.action != Action::StrictError) {
-                want = own.action;
-                if (want != decision.action)
-                    rule += "; operand " + std::to_string(op.index) + ": " + own.rule;
-            }
-        }
-        bool scalarLike = isScalarList(op) || op.tensor().numel() == 1;
-        if (want == Action::Scalarized && !scalarLike) want = Action::Replicated;
-        plans.push_back({&op, want, isScalarList(op)});
+        PlannedOperand facts{op.index, std::nullopt, isScalarList(op), op.tensor().numel() == 1};
+        if (&op != &first) facts.own = decide(op, classifyOperand(op), frame);
+        plans.push_back({&op, plannedAction(decision.action, facts, rule), facts.scalarList});
     }
     return plans;
 }
