@@ -1,4 +1,5 @@
-// Live follow: a writer process appends to a run while the GUI polls it.
+// Live follow: a writer process appends to a run while the GUI polls it
+// (a worker thread reads, the GUI thread adds what it read).
 // Rows arrive, the view follows the newest data until the user moves away,
 // the writer is SIGKILLed, its ranks are marked stopped, and the window
 // stays usable (selection, inspector, drawing, export).
@@ -104,6 +105,10 @@ class LiveFollowTest : public QObject {
         QTRY_VERIFY_WITH_TIMEOUT(w.canvas().view().end() >= data->alignedRange().second, kWaitMs);
         QCOMPARE(w.canvas().view().range(), zoomed);
 
+        // The rows were read by the worker's reader, never on the GUI thread.
+        QVERIFY(w.session().livePolls() > 0);
+        QCOMPARE(w.session().livePollsOnGuiThread(), int64_t(0));
+
         // The writer dies without closing its files.
         writer.kill();
         QVERIFY(writer.waitForFinished());
@@ -192,6 +197,8 @@ class LiveFollowTest : public QObject {
         w.canvas().fitAll();
         QVERIFY(w.canvas().renderFrameNow() > 0);
         QCOMPARE(w.canvas().spansInView(), int64_t(3));
+        QCOMPARE(w.session().livePollsOnGuiThread(), int64_t(0));
+        QVERIFY(w.session().rankReader(0) != nullptr);  // the inspector's reader knows it too
         // the analysis of the run is redone: rank 0 is no longer missing
         QTRY_VERIFY_WITH_TIMEOUT(!w.statusText().contains("missing"), kWaitMs);
         QVERIFY(w.grab().save(QString(UI_SCREENSHOTS) + "/live-late-rank.png"));

@@ -211,6 +211,42 @@ TEST_F(FeederTest, FeedingInSmallPiecesGivesTheSameTimeline) {
     }
 }
 
+// A live run's two halves (rows read on a worker, added on the GUI thread)
+// build the same timeline as feeding, also in pieces and when a poll reads
+// rows again.
+TEST_F(FeederTest, ReadingThenApplyingGivesTheSameTimelineAsFeeding) {
+    RunReader run = RunReader::open(dir);
+    const RankReader& reader = run.ranks()[0];
+    RankTimeline fed, applied;
+    initRank(reader, fed);
+    initRank(reader, applied);
+    feedRank(reader, fed, kNoLimit);
+    for (;;) {
+        FeedCursor cursor = cursorOf(applied);
+        RankRows rows = readRows(reader, cursor, 7);
+        ASSERT_EQ(rows.error, "");
+        FeedResult again = applyRows(rows, applied);
+        EXPECT_EQ(applyRows(rows, applied).grew(), false);  // the same rows twice: nothing new
+        if (!again.grew()) break;
+    }
+    EXPECT_EQ(applied.opCount, fed.opCount);
+    ASSERT_EQ(fed.lanes.size(), applied.lanes.size());
+    for (size_t i = 0; i < fed.lanes.size(); ++i) {
+        ASSERT_EQ(fed.lanes[i].spans.size(), applied.lanes[i].spans.size());
+        for (size_t k = 0; k < fed.lanes[i].spans.size(); ++k) {
+            EXPECT_EQ(fed.lanes[i].spans[k].seq, applied.lanes[i].spans[k].seq);
+            EXPECT_EQ(fed.string(fed.lanes[i].spans[k].name),
+                      applied.string(applied.lanes[i].spans[k].name));
+        }
+    }
+    ASSERT_EQ(fed.incidents.size(), applied.incidents.size());
+    for (size_t k = 0; k < fed.incidents.size(); ++k)
+        EXPECT_EQ(fed.string(fed.incidents[k].op), applied.string(applied.incidents[k].op));
+    EXPECT_EQ(fed.collectives.size(), applied.collectives.size());
+    EXPECT_EQ(fed.steps.size(), applied.steps.size());
+    EXPECT_GT(applied.incidents.size(), 0u);
+}
+
 TEST_F(FeederTest, StepAlignmentLinesUpStepEnds) {
     TimelineData data = loadAll();
     data.realign(AlignMode::Step);

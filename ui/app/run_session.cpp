@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <QCoreApplication>
 #include <QPointer>
+#include <QThread>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cerrno>
@@ -71,6 +73,8 @@ void RunSession::cancel() {
 void RunSession::open(const QString& path) {
     cancel();
     m_pollTimer.stop();
+    m_live.reset();  // a poll of the last run still running ends unseen
+    m_pollInFlight = false;
     m_path = path;
     m_loading = true;
     m_analysis.reset();
@@ -232,74 +236,175 @@ void RunSession::finishAnalysis(std::shared_ptr<const RunAnalysis> analysis, QSt
     if (m_analysisWanted) startAnalysis();
 }
 
+// The worker's side of following a live run: a reader of its own, opened on
+// the first poll, one poll at a time.
+struct RunSession::LiveReader {
+    explicit LiveReader(std::string p) : path(std::move(p)) {}
+    std::string path;
+    std::unique_ptr<RunReader> run;
+    std::mutex mutex;
+    std::atomic<int64_t> polls{0}, onGuiThread{0};
+
+    std::shared_ptr<LivePoll> poll(std::vector<FeedCursor> cursors, int64_t maxOps);
+    // Ranks whose files appeared since: added to the own reader, their info
+    // and a reader for the GUI's inspector into `out`.
+    void pickUpNewRanks(std::vector<FeedCursor>& cursors, LivePoll& out);
+};
+
+struct RunSession::LivePoll {
+    std::vector<RankRows> rows;             // per rank, by rank number
+    std::vector<RankInfo> joined;           // ranks new to the GUI
+    std::vector<RankReader> joinedReaders;  // the same ranks, for the GUI thread
+    int worldSize = 0;
+    std::string error;
+};
+
+std::shared_ptr<RunSession::LivePoll> RunSession::LiveReader::poll(std::vector<FeedCursor> cursors,
+                                                                   int64_t maxOps) {
+    std::lock_guard lock(mutex);
+    if (QCoreApplication::instance() &&
+        QThread::currentThread() == QCoreApplication::instance()->thread())
+        ++onGuiThread;
+    auto out = std::make_shared<LivePoll>();
+    try {
+        if (!run) run = std::make_unique<RunReader>(RunReader::open(path));
+        out->worldSize = run->worldSize();
+        if (out->worldSize > int(cursors.size())) pickUpNewRanks(cursors, *out);
+        for (const FeedCursor& cursor : cursors)
+            for (RankReader& reader : run->ranks()) {
+                if (reader.info().rank != cursor.rank) continue;
+                RankRows rows = readRows(reader, cursor, maxOps);
+                try {
+                    reader.refreshInfo();
+                    rows.ended = reader.info().endedNs.has_value();
+                    if (!rows.ops.empty()) rows.meta = reader.info().meta;
+                } catch (const std::exception&) {  // mid-write: asked again next poll
+                }
+                out->rows.push_back(std::move(rows));
+            }
+    } catch (const std::exception& e) {
+        out->error = e.what();
+    }
+    ++polls;
+    return out;
+}
+
+void RunSession::LiveReader::pickUpNewRanks(std::vector<FeedCursor>& cursors, LivePoll& out) {
+    std::set<int> known;
+    for (const FeedCursor& c : cursors)
+        known.insert(c.rank);
+    try {
+        std::set<int> own;
+        for (const RankReader& r : run->ranks())
+            own.insert(r.info().rank);
+        if (int(own.size()) < run->worldSize()) {
+            RunReader fresh = RunReader::open(path);
+            for (RankReader& r : fresh.ranks())
+                if (own.insert(r.info().rank).second) run->ranks().push_back(std::move(r));
+        }
+        std::optional<RunReader> forGui;
+        for (const RankReader& r : run->ranks()) {
+            int rank = r.info().rank;
+            if (known.count(rank)) continue;
+            if (!forGui) forGui = RunReader::open(path);
+            for (RankReader& g : forGui->ranks())
+                if (g.info().rank == rank) {
+                    out.joined.push_back(r.info());
+                    out.joinedReaders.push_back(std::move(g));
+                    cursors.push_back(FeedCursor{rank});
+                    break;
+                }
+        }
+    } catch (const std::exception&) {
+        // The directory is mid-write; try again on the next poll.
+    }
+}
+
+int64_t RunSession::livePolls() const {
+    return m_live ? m_live->polls.load() : 0;
+}
+
+int64_t RunSession::livePollsOnGuiThread() const {
+    return m_live ? m_live->onGuiThread.load() : 0;
+}
+
 void RunSession::poll() {
+    if (!m_reader || !m_timeline || m_pollInFlight) return;
+    if (!m_live) m_live = std::make_shared<LiveReader>(m_path.toStdString());
+    std::vector<FeedCursor> cursors;
+    for (const RankTimeline& track : m_timeline->ranks)
+        cursors.push_back(cursorOf(track));
+    m_pollInFlight = true;
+    uint64_t generation = m_generation;
+    QPointer<RunSession> self(this);
+    std::shared_ptr<LiveReader> live = m_live;
+    (void)QtConcurrent::run([self, generation, live, cursors] {
+        std::shared_ptr<LivePoll> polled = live->poll(cursors, kLiveChunk);
+        QMetaObject::invokeMethod(self, [self, generation, polled] {
+            if (!self) return;
+            self->m_pollInFlight = false;
+            if (self->m_generation == generation) self->applyPoll(*polled);
+        });
+    });
+}
+
+void RunSession::applyPoll(LivePoll& polled) {
     if (!m_reader || !m_timeline) return;
-    size_t known = m_reader->ranks().size();
-    pickUpNewRanks();
-    bool joined = m_reader->ranks().size() > known;  // findings said it was missing
+    bool joined = false;  // findings said it was missing
+    for (size_t i = 0; i < polled.joined.size(); ++i) {
+        const RankInfo& info = polled.joined[i];
+        if (m_timeline->findRank(info.rank)) continue;
+        RankTimeline track;
+        initRank(info, track);
+        // Keep ranks (and the GUI's readers) ascending by rank.
+        auto& ranks = m_timeline->ranks;
+        auto at = std::lower_bound(ranks.begin(), ranks.end(), info.rank,
+                                   [](const RankTimeline& x, int v) { return x.rank < v; });
+        ranks.insert(at, std::move(track));
+        auto& readers = m_reader->ranks();
+        auto where = std::lower_bound(readers.begin(), readers.end(), info.rank,
+                                      [](const RankReader& x, int v) { return x.info().rank < v; });
+        readers.insert(where, std::move(polled.joinedReaders[i]));
+        joined = true;
+    }
+    if (joined) m_timeline->realign(m_timeline->alignMode);
     qint64 ops = 0, incidents = 0, collectives = 0, steps = 0;
-    auto& readers = m_reader->ranks();
-    for (size_t i = 0; i < readers.size() && i < m_timeline->ranks.size(); ++i) {
-        FeedResult fed = feedRank(readers[i], m_timeline->ranks[i], kLiveChunk);
+    std::map<int, bool> ended;
+    for (const RankRows& rows : polled.rows) {
+        RankTimeline* track = m_timeline->findRank(rows.rank);
+        if (!track) continue;
+        FeedResult fed = applyRows(rows, *track);
         ops += fed.ops;
         incidents += fed.incidents;
         collectives += fed.collectives;  // a rank blocked in a collective adds nothing else
         steps += fed.steps;
+        ended[rows.rank] = rows.ended;
         if (!fed.error.empty() && !m_problems.contains(QString::fromStdString(fed.error)))
             m_problems << QString::fromStdString(fed.error);
     }
     if (steps > 0 && m_timeline->alignMode == AlignMode::Step) m_timeline->realign(AlignMode::Step);
-    updateRankStates();
-    if (ops + incidents + collectives + steps > 0) emit grew(ops, incidents);
+    updateRankStates(ended);
+    if (ops + incidents + collectives + steps > 0 || joined) emit grew(ops, incidents);
     if (incidents > 0 || joined) startAnalysis();
     bool anyLive = std::any_of(m_timeline->ranks.begin(), m_timeline->ranks.end(),
                                [](const RankTimeline& r) { return r.state == RankState::Live; });
-    if (!anyLive && m_reader->worldSize() <= int(readers.size())) {
+    int world = polled.worldSize ? polled.worldSize : m_reader->worldSize();
+    if (!anyLive && world <= int(m_timeline->ranks.size())) {
         m_pollTimer.stop();
         startAnalysis();
         emit liveChanged(false);
     }
 }
 
-void RunSession::pickUpNewRanks() {
-    if (m_reader->worldSize() <= int(m_reader->ranks().size())) return;
-    try {
-        RunReader fresh = RunReader::open(m_path.toStdString());
-        std::set<int> have;
-        for (const RankReader& r : m_reader->ranks())
-            have.insert(r.info().rank);
-        for (RankReader& r : fresh.ranks()) {
-            if (have.count(r.info().rank)) continue;
-            RankTimeline track;
-            initRank(r, track);
-            // Keep readers and tracks index-aligned and ascending by rank.
-            auto& readers = m_reader->ranks();
-            auto at =
-                std::lower_bound(readers.begin(), readers.end(), r.info().rank,
-                                 [](const RankReader& x, int v) { return x.info().rank < v; });
-            size_t index = size_t(at - readers.begin());
-            readers.insert(at, std::move(r));
-            m_timeline->ranks.insert(m_timeline->ranks.begin() + int64_t(index), std::move(track));
-        }
-        m_timeline->realign(m_timeline->alignMode);
-    } catch (const std::exception&) {
-        // The directory is mid-write; try again on the next poll.
-    }
-}
-
-void RunSession::updateRankStates() {
+// `ended`: per rank the worker read, whether its writer closed the file.
+void RunSession::updateRankStates(const std::map<int, bool>& ended) {
     auto now = std::chrono::steady_clock::now();
-    auto& readers = m_reader->ranks();
-    for (size_t i = 0; i < readers.size() && i < m_timeline->ranks.size(); ++i) {
-        RankTimeline& track = m_timeline->ranks[i];
+    for (RankTimeline& track : m_timeline->ranks) {
         // finished, or ended as the run says (killed, died): final
         if (track.state == RankState::Finished || !track.endLabel.empty()) continue;
         RankState next = track.state;
-        try {
-            readers[i].refreshInfo();
-            if (readers[i].info().endedNs) next = RankState::Finished;
-        } catch (const std::exception&) {
-        }
+        if (auto it = ended.find(track.rank); it != ended.end() && it->second)
+            next = RankState::Finished;
         auto quiet = std::chrono::duration_cast<std::chrono::milliseconds>(now - track.lastGrowth);
         if (next != RankState::Finished)
             next = quiet.count() > m_stopAfterMs && writerGone(track) ? RankState::Stopped

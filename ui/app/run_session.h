@@ -3,9 +3,12 @@
 // One open run in the GUI. Loading happens on a worker thread (progress,
 // cancel): first the timeline (so the first frame comes early), then the
 // analysis the CLI also uses, on a second reader of its own. A run whose
-// writers have not all closed is followed live: a timer feeds new rows into
-// the same TimelineData through the same TimelineFeeder, re-runs the
-// analysis when incidents arrive, and marks a rank whose writer stopped.
+// writers have not all closed is followed live: on a timer, a worker thread
+// reads the new rows with a reader of its own (a rank that starts late
+// too), and the GUI thread adds them to the same TimelineData
+// (timeline_feeder.h: readRows, applyRows), so the GUI thread reads no file
+// while following; the analysis is re-run when incidents arrive or a rank
+// joins, and a rank whose writer stopped is marked.
 // Nothing a reader reports (a dead writer, a damaged page) escapes as an
 // exception: it becomes a problem line, and a load ends in a shown result or
 // a shown error (loadFailed, analysisFailed), never in silence.
@@ -15,6 +18,7 @@
 #include <QStringList>
 #include <QTimer>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 
@@ -51,6 +55,10 @@ class RunSession : public QObject {
     // Rank states are re-evaluated on every poll; a rank that added nothing
     // for this long and whose writer process is gone is marked stopped.
     void setStopAfterMs(int ms) { m_stopAfterMs = ms; }
+    // Live polls the worker finished, and how many of them ran on the GUI
+    // thread (none should: tests).
+    int64_t livePolls() const;
+    int64_t livePollsOnGuiThread() const;
 
   signals:
     void progress(const QString& stage, qint64 done, qint64 total);
@@ -72,9 +80,11 @@ class RunSession : public QObject {
     void finishAnalysis(std::shared_ptr<const RunAnalysis> analysis, QStringList problems,
                         uint64_t generation);
     void startAnalysis();
+    struct LiveReader;
+    struct LivePoll;
     void poll();
-    void pickUpNewRanks();
-    void updateRankStates();
+    void applyPoll(LivePoll& polled);
+    void updateRankStates(const std::map<int, bool>& ended);
 
     QString m_path;
     std::shared_ptr<TimelineData> m_timeline;
@@ -86,6 +96,8 @@ class RunSession : public QObject {
     bool m_loading = false;
     bool m_analysisRunning = false, m_analysisWanted = false;
     QTimer m_pollTimer;
+    std::shared_ptr<LiveReader> m_live;  // the worker's reader of a live run
+    bool m_pollInFlight = false;
     int m_stopAfterMs = 3000;
 };
 
