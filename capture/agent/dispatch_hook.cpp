@@ -420,16 +420,10 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         int64_t end = writer.nowNs();
         GilHold gil;
         if (Agent::current() != agent) return;
-        PendingError pending;
-        try {
-            Operands outputs;
-            if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            frame.recorded(
-                OpHandler(*agent, agent->torch().opInfo(schema, writer), std::move(inputs))
-                    .recordDTensorOp(start, end, outputs));
-        } catch (const std::exception& e) {
-            agent->ownError("record", std::string("could not record an op: ") + e.what());
-        }
+        Operands outputs;
+        if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
+        OpHandler(*agent, agent->torch().opInfo(schema, writer), std::move(inputs))
+            .recordRan(frame, start, end, outputs);
     };
     // A promotion laid out as Shard(batch) can meet an op DTensor has no
     // correct strategy for (index_put in the backward of an index lookup
@@ -450,7 +444,6 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         throw;
     }
     frame.ran();
-    agent->counters().ops.fetch_add(1, std::memory_order_relaxed);
     record(true);
 }
 

@@ -344,19 +344,24 @@ OpSeq OpHandler::recordOp(int64_t start, int64_t end, const Operands& outputs, I
     return m_writer.submit(std::move(rec));
 }
 
+void OpHandler::recordRan(OpFrame& frame, int64_t start, int64_t end, const Operands& outputs) {
+    m_agent.counters().ops.fetch_add(1, std::memory_order_relaxed);
+    PendingError pending;  // the op's own exception survives our bookkeeping
+    try {
+        if (!m_reference) findReference();
+        frame.recorded(recordOp(start, end, outputs, IncidentSeq{}, *m_info));
+    } catch (const std::exception& e) {
+        m_agent.ownError("record", std::string("could not record an op: ") + e.what());
+    }
+}
+
 PyObject* OpHandler::dtensorOp() {
     int64_t start = m_writer.nowNs();
     OpFrame frame(m_agent, m_inputs);
     PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
     frame.ran();
     int64_t end = m_writer.nowNs();
-    m_agent.counters().ops.fetch_add(1, std::memory_order_relaxed);
-    PendingError pending;  // the op's own exception survives our bookkeeping
-    try {
-        frame.recorded(recordOp(start, end, result, IncidentSeq{}, *m_info));
-    } catch (const std::exception& e) {
-        m_agent.ownError("record", std::string("could not record an op: ") + e.what());
-    }
+    recordRan(frame, start, end, scanResult(result));  // none when it raised
     return result;
 }
 

@@ -166,6 +166,11 @@ class OpHandler {
     // Dispatcher hook: records a DTensor op that has run (outputs empty when
     // it raised).
     OpSeq recordDTensorOp(int64_t start, int64_t end, const Operands& outputs);
+    // The record of a DTensor op that ran under `frame`, from either hook
+    // (outputs empty when it raised): counted, recorded and tied to the
+    // frame; the op's own pending exception survives it, and the agent's
+    // own trouble is reported, never raised.
+    void recordRan(OpFrame& frame, int64_t start, int64_t end, const Operands& outputs);
     // An error DTensor's dispatch or a DTensor API call raised for this op
     // (no strategy, a placement/shape/mesh error): recorded as an incident of
     // `kind` with the op's operands, call site and stack, and flushed.
