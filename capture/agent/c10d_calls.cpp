@@ -89,6 +89,44 @@ std::string backendName(c10d::ProcessGroup& pg, std::optional<c10::DeviceType> d
     return pg.getBackendName();
 }
 
+// The process group a c10d call runs on, or null.
+c10d::ProcessGroup* groupOf(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
+    const auto& arguments = schema.arguments();
+    for (size_t i = 0; i < arguments.size() && i < args.size(); ++i)
+        if (arguments[i].name() == "process_group") return processGroup(args[i]);
+    return nullptr;
+}
+
+std::optional<c10::Device> firstDevice(c10::ArrayRef<c10::IValue> args) {
+    for (const c10::IValue& v : args)
+        if (std::optional<c10::Device> d = deviceOf(v)) return d;
+    return std::nullopt;
+}
+
+// Whether `pg`'s backend for `device` completes a work once its wait()
+// returned (gloo). A few groups serve every collective of a thread: their
+// answer is kept (a group at the address of one destroyed asks afresh only
+// if its device differs; a new group there is the same kind of group in
+// practice).
+bool completesOnWait(c10d::ProcessGroup* pg, std::optional<c10::Device> device) {
+    if (!pg) return false;
+    struct Known {
+        const void* pg;
+        int device;
+        bool onWait;
+    };
+    thread_local std::array<Known, 8> known{};
+    thread_local size_t next = 0;
+    std::optional<c10::DeviceType> type;
+    if (device) type = device->type();
+    int d = type ? int(*type) : -1;
+    for (const Known& k : known)
+        if (k.pg == pg && k.device == d) return k.onWait;
+    bool onWait = backendName(*pg, type) == "gloo";
+    known[next++ % known.size()] = {pg, d, onWait};
+    return onWait;
+}
+
 }  // namespace
 
 C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
@@ -108,46 +146,20 @@ C10dFacts c10dFacts(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue
             }
         if (found) break;
     }
-    facts.completesOnWait = completesOnWait(schema, args);
-    for (size_t i = 0; i < args.size() && !facts.device; ++i)
-        facts.device = deviceOf(args[i]);
-    for (size_t i = 0; i < arguments.size() && i < args.size(); ++i) {
-        if (arguments[i].name() != "process_group") continue;
-        if (c10d::ProcessGroup* pg = processGroup(args[i])) {
-            std::string label = pg->getGroupDesc();
-            if (label.empty()) label = "group " + pg->getGroupName();
-            int size = pg->getSize();
-            facts.group = label + " (" + std::to_string(size) + (size == 1 ? " rank)" : " ranks)");
-        }
+    c10d::ProcessGroup* pg = groupOf(schema, args);
+    facts.device = firstDevice(args);
+    facts.completesOnWait = completesOnWait(pg, facts.device);
+    if (pg) {
+        std::string label = pg->getGroupDesc();
+        if (label.empty()) label = "group " + pg->getGroupName();
+        int size = pg->getSize();
+        facts.group = label + " (" + std::to_string(size) + (size == 1 ? " rank)" : " ranks)");
     }
     return facts;
 }
 
 bool completesOnWait(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args) {
-    const auto& arguments = schema.arguments();
-    c10d::ProcessGroup* pg = nullptr;
-    for (size_t i = 0; i < arguments.size() && i < args.size() && !pg; ++i)
-        if (arguments[i].name() == "process_group") pg = processGroup(args[i]);
-    if (!pg) return false;
-    std::optional<c10::DeviceType> device;
-    for (size_t i = 0; i < args.size() && !device; ++i)
-        if (std::optional<c10::Device> d = deviceOf(args[i])) device = d->type();
-    // A few groups serve every collective of a thread: their answer is kept
-    // (a group at the address of one destroyed asks afresh only if its
-    // device differs; a new group there is the same kind of group in practice).
-    struct Known {
-        const void* pg;
-        int device;
-        bool onWait;
-    };
-    thread_local std::array<Known, 8> known{};
-    thread_local size_t next = 0;
-    int d = device ? int(*device) : -1;
-    for (const Known& k : known)
-        if (k.pg == pg && k.device == d) return k.onWait;
-    bool onWait = backendName(*pg, device) == "gloo";
-    known[next++ % known.size()] = {pg, d, onWait};
-    return onWait;
+    return completesOnWait(groupOf(schema, args), firstDevice(args));
 }
 
 }  // namespace meshscope::capture

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include "ui/timeline/timeline_feeder.h"
 
@@ -270,18 +271,22 @@ std::shared_ptr<RunSession::LivePoll> RunSession::LiveReader::poll(std::vector<F
         if (!run) run = std::make_unique<RunReader>(RunReader::open(path));
         out->worldSize = run->worldSize();
         if (out->worldSize > int(cursors.size())) pickUpNewRanks(cursors, *out);
-        for (const FeedCursor& cursor : cursors)
-            for (RankReader& reader : run->ranks()) {
-                if (reader.info().rank != cursor.rank) continue;
-                RankRows rows = readRows(reader, cursor, maxOps);
-                try {
-                    reader.refreshInfo();
-                    rows.ended = reader.info().endedNs.has_value();
-                    if (!rows.ops.empty()) rows.meta = reader.info().meta;
-                } catch (const std::exception&) {  // mid-write: asked again next poll
-                }
-                out->rows.push_back(std::move(rows));
+        std::unordered_map<int, RankReader*> readers;
+        for (RankReader& reader : run->ranks())
+            readers.emplace(reader.info().rank, &reader);
+        for (const FeedCursor& cursor : cursors) {
+            auto found = readers.find(cursor.rank);
+            if (found == readers.end()) continue;
+            RankReader& reader = *found->second;
+            RankRows rows = readRows(reader, cursor, maxOps);
+            try {
+                reader.refreshInfo();
+                rows.ended = reader.info().endedNs.has_value();
+                if (!rows.ops.empty()) rows.meta = reader.info().meta;
+            } catch (const std::exception&) {  // mid-write: asked again next poll
             }
+            out->rows.push_back(std::move(rows));
+        }
     } catch (const std::exception& e) {
         out->error = e.what();
     }
@@ -370,9 +375,13 @@ void RunSession::applyPoll(LivePoll& polled) {
     if (joined) m_timeline->realign(m_timeline->alignMode);
     qint64 ops = 0, incidents = 0, collectives = 0, steps = 0;
     std::map<int, bool> ended;
+    std::unordered_map<int, RankTimeline*> tracks;
+    for (RankTimeline& track : m_timeline->ranks)
+        tracks.emplace(track.rank, &track);
     for (const RankRows& rows : polled.rows) {
-        RankTimeline* track = m_timeline->findRank(rows.rank);
-        if (!track) continue;
+        auto found = tracks.find(rows.rank);
+        if (found == tracks.end()) continue;
+        RankTimeline* track = found->second;
         FeedResult fed = applyRows(rows, *track);
         ops += fed.ops;
         incidents += fed.incidents;

@@ -155,9 +155,8 @@ const RankTimeline* TimelineData::findRank(int rank) const {
     return nullptr;
 }
 
-const RankTimeline& RankRef::operator*() const {
+const RankTimeline& RankRef::find() const {
     const std::vector<RankTimeline>& ranks = m_data->ranks;
-    if (m_hint < ranks.size() && ranks[m_hint].rank == m_rank) return ranks[m_hint];
     for (size_t i = 0; i < ranks.size(); ++i)
         if (ranks[i].rank == m_rank) {
             m_hint = i;

@@ -163,11 +163,17 @@ struct TimelineData {
 class RankRef {
   public:
     RankRef(const TimelineData& data, int rank) : m_data(&data), m_rank(rank) {}
-    const RankTimeline& operator*() const;
+    // Inline where it was found last (drawing asks per item); else found again.
+    const RankTimeline& operator*() const {
+        const std::vector<RankTimeline>& ranks = m_data->ranks;
+        if (m_hint < ranks.size() && ranks[m_hint].rank == m_rank) return ranks[m_hint];
+        return find();
+    }
     const RankTimeline* operator->() const { return &**this; }
     int rank() const { return m_rank; }
 
   private:
+    const RankTimeline& find() const;
     const TimelineData* m_data;
     int m_rank;
     mutable size_t m_hint = 0;  // where it was last found
