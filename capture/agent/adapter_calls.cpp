@@ -10,7 +10,7 @@
 
 #include "capture/agent/agent.h"
 #include "capture/agent/failures.h"
-#include "capture/agent/op_handler.h"
+#include "capture/agent/op_context.h"
 #include "core/analysis/fix_suggestion.h"
 
 namespace meshscope::capture {
@@ -128,8 +128,7 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
             int64_t ndim = -1;
             for (Py_ssize_t i = 0; i < nargs; ++i)
                 if (THPVariable_Check(args[i])) {
-                    inputs.push_back({args[i], THPVariable_Unpack(args[i]), uint16_t(i), -1,
-                                      types.isDTensor(args[i]), false});
+                    scanPythonValue(args[i], uint16_t(i), inputs, types.dtensorType());
                     if (ndim < 0) ndim = THPVariable_Unpack(args[i]).dim();
                 }
             // a Shard(dim) beyond the tensor's dims fails deep inside DTensor
@@ -155,8 +154,8 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
                 OpInfo info;
                 info.name = agent->writer().intern(name);
                 info.text = name;
-                std::string note =
-                    OpHandler(*agent, info, std::move(inputs)).recordFailure(*kind, error);
+                OpContext failed(*agent, info, std::move(inputs));
+                std::string note = recordFailureIncident(failed, *kind, error);
                 markRecorded(value, note);
             }
         }

@@ -5,7 +5,7 @@
 
 #include <Python.h>
 
-#include "capture/agent/op_handler.h"
+#include "capture/agent/op_context.h"
 #include "capture/agent/torch_types.h"
 
 namespace meshscope::capture {

@@ -10,7 +10,7 @@
 #include "capture/agent/agent.h"
 #include "capture/agent/dispatch_hook.h"
 #include "capture/agent/failures.h"
-#include "capture/agent/op_handler.h"
+#include "capture/agent/op_context.h"
 #include "core/analysis/fix_suggestion.h"
 
 namespace meshscope::capture {

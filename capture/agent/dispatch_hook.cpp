@@ -19,6 +19,7 @@
 #include "capture/agent/collective_tracker.h"
 #include "capture/agent/failures.h"
 #include "capture/agent/op_handler.h"
+#include "capture/agent/op_recorder.h"
 #include "core/analysis/fix_suggestion.h"
 
 namespace meshscope::capture {
@@ -77,39 +78,6 @@ bool isLiftFresh(const c10::OperatorHandle& op) {
 void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     c10::impl::ExcludeDispatchKeyGuard guard(kHookKey);
     op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kHookKey), stack);
-}
-
-// Tensor operands of one boxed value (a tensor, or tensors inside a list).
-// DTensor-ness is read from the tensor's Python object without the GIL: the
-// object's type pointer does not change while the tensor holds it.
-void scanIValue(const c10::IValue& v, uint16_t index, Operands& out, PyTypeObject* dtensorType) {
-    auto add = [&](const at::Tensor& t, int16_t element) {
-        if (!t.defined()) return;
-        PyObject* obj = t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj();
-        bool dtensor = obj && t.key_set().has(c10::DispatchKey::Python) &&
-                       PyObject_TypeCheck(obj, dtensorType);
-        out.push_back({obj, t, index, element, dtensor, false});
-    };
-    if (v.isTensor()) {
-        add(v.toTensor(), -1);
-    } else if (v.isTensorList()) {
-        c10::List<at::Tensor> list = v.toTensorList();
-        for (size_t i = 0; i < list.size(); ++i)
-            add(list.get(i), int16_t(i));
-    } else if (v.isList()) {
-        c10::ArrayRef<c10::IValue> items = v.toListRef();
-        for (size_t i = 0; i < items.size(); ++i)
-            if (items[i].isTensor()) add(items[i].toTensor(), int16_t(i));
-    }
-}
-
-Operands scanStack(const torch::jit::Stack& stack, size_t count, PyTypeObject* dtensorType) {
-    Operands out;
-    out.reserve(count);
-    size_t first = stack.size() - count;
-    for (size_t i = 0; i < count; ++i)
-        scanIValue(stack[first + i], uint16_t(i), out, dtensorType);
-    return out;
 }
 
 // Pushes an op's Python result onto the boxed stack as its schema's returns.
@@ -281,8 +249,8 @@ void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands
                 if (auto latest = agent.tracker().latestOnThisThread()) collective = latest->seq;
             note = agent.tracker().failed(collective, error, op.schema().name());
         } else {
-            note = OpHandler(agent, agent.torch().opInfo(op.schema(), agent.writer()), inputs)
-                       .recordFailure(*kind, error);
+            OpContext failed(agent, agent.torch().opInfo(op.schema(), agent.writer()), inputs);
+            note = recordFailureIncident(failed, *kind, error);
         }
         markRecorded(value, note);
     } catch (const std::exception& own) {
@@ -333,8 +301,8 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
     PendingError pending;
     OpSeq seq;
     try {
-        seq = OpHandler(agent, agent.torch().opInfo(schema, writer), std::move(inputs))
-                  .recordDTensorOp(start, end, Operands{});
+        OpContext call(agent, agent.torch().opInfo(schema, writer), std::move(inputs));
+        seq = OpRecorder(call).recordOp(start, end, Operands{}, IncidentSeq{}, call.info());
     } catch (const std::exception& e) {
         agent.ownError("record", std::string("could not record a c10d collective: ") + e.what());
     }
@@ -379,21 +347,16 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     if (!dtensorType) return redispatch(op, ks, stack);
     const c10::FunctionSchema& schema = op.schema();
     Operands inputs = scanStack(*stack, schema.arguments().size(), dtensorType);
-    bool dtensor = false, mixed = false;
-    for (const Operand& o : inputs)
-        dtensor = dtensor || o.dtensor;
-    if (dtensor)
-        for (Operand& o : inputs)
-            if (!o.dtensor && isPlainMixedCandidate(o.tensor())) mixed = o.mixed = true;
-    if (mixed) return mixedOp(*agent, op, stack);
+    OpKind kind = markMixed(inputs);
+    if (kind == OpKind::Mixed) return mixedOp(*agent, op, stack);
 
-    if (!dtensor && isC10dOp(schema))
+    if (kind == OpKind::Plain && isC10dOp(schema))
         return c10dCollective(*agent, op, ks, stack, std::move(inputs));
-    if (!dtensor) {  // plain op: only provenance bookkeeping, and only when needed
+    if (kind == OpKind::Plain) {  // only provenance bookkeeping, and only when needed
         // no tensor inputs, or torch.tensor()'s lift_fresh: maybe a factory
         // (afterPlainOp knows)
         bool factory =
-            (inputs.empty() || isLiftFresh(op)) && OpHandler::tagsCreations(agent->phase());
+            (inputs.empty() || isLiftFresh(op)) && OpRecorder::tagsCreations(agent->phase());
         TensorTable& tensors = agent->tensors();
         bool propagate = tensors.hasProvenance() &&
                          std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
@@ -405,8 +368,9 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         if (Agent::current() != agent) return;  // detached meanwhile
         try {
             Operands outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            OpHandler(*agent, agent->torch().opInfo(schema, agent->writer()), std::move(inputs))
-                .afterPlainOp(outputs);
+            OpContext plain(*agent, agent->torch().opInfo(schema, agent->writer()),
+                            std::move(inputs));
+            OpRecorder(plain).afterPlainOp(outputs);
         } catch (const std::exception& e) {
             agent->ownError("dispatch", std::string("meshscope: provenance: ") + e.what());
         }
@@ -422,8 +386,8 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         if (Agent::current() != agent) return;
         Operands outputs;
         if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-        OpHandler(*agent, agent->torch().opInfo(schema, writer), std::move(inputs))
-            .recordRan(frame, start, end, outputs);
+        OpContext call(*agent, agent->torch().opInfo(schema, writer), std::move(inputs), kind);
+        OpRecorder(call).recordRan(frame, start, end, outputs);
     };
     // A promotion laid out as Shard(batch) can meet an op DTensor has no
     // correct strategy for (index_put in the backward of an index lookup

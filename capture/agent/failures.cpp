@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "capture/agent/agent.h"
-#include "capture/agent/op_handler.h"
+#include "capture/agent/op_recorder.h"
 #include "capture/agent/python_callbacks.h"
 #include "capture/agent/torch_types.h"
 #include "core/analysis/fix_suggestion.h"
@@ -60,40 +60,43 @@ std::string exceptionText(PyObject* value) {
     return out;
 }
 
-// OpHandler's part in failures: the incident of an op that raised.
-std::string OpHandler::recordFailure(IncidentKind kind, const std::string& error) {
-    m_agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
-    UserFrame frame = m_agent.frames().userFrame(m_writer);
+std::string recordFailureIncident(OpContext& op, IncidentKind kind, const std::string& error) {
+    Agent& agent = op.agent();
+    RankWriter& writer = op.writer();
+    TorchTypes& torch = op.torch();
+    const OpInfo& info = op.info();
+    agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
+    UserFrame frame = agent.frames().userFrame(writer);
     std::vector<std::string> placements;
     std::string operands;
-    for (const Operand& op : m_inputs) {
-        if (!op.dtensor) continue;
-        DTensorFacts facts = m_torch.dtensorFacts(op.obj, m_writer);
+    for (const Operand& o : op.inputs()) {
+        if (!o.dtensor) continue;
+        DTensorFacts facts = torch.dtensorFacts(o.obj, writer);
         placements.emplace_back(facts.placementsText);
-        operands += fmt::format("{}{} {} {} on {}", operands.empty() ? "" : ", ", op.index,
-                                dtypeName(op.tensor().scalar_type()) +
-                                    shapeText(op.tensor().sizes().data(), op.tensor().dim()),
-                                facts.placementsText, m_torch.meshText(facts.mesh));
+        operands += fmt::format("{}{} {} {} on {}", operands.empty() ? "" : ", ", o.index,
+                                dtypeName(o.tensor().scalar_type()) +
+                                    shapeText(o.tensor().sizes().data(), o.tensor().dim()),
+                                facts.placementsText, torch.meshText(facts.mesh));
     }
     IncidentRecord inc;
     inc.kind = kind;
-    inc.timeNs = m_writer.nowNs();
-    inc.step = m_agent.step();
+    inc.timeNs = writer.nowNs();
+    inc.step = agent.step();
     inc.thread = Agent::threadIndex();
-    inc.op = m_info->name;
+    inc.op = info.name;
     std::string what =
-        operands.empty() ? m_info->text : m_info->text + " with DTensor operands " + operands;
-    inc.evidence = m_writer.intern(what);
-    inc.error = m_writer.intern(error);
+        operands.empty() ? info.text : info.text + " with DTensor operands " + operands;
+    inc.evidence = writer.intern(what);
+    inc.error = writer.intern(error);
     inc.action = Action::Observed;
     inc.outcome = Outcome::Raised;
-    inc.stack = m_agent.frames().shortStack(m_writer);
-    addOperands(inc.operands, m_inputs, OperandRole::Input);
-    IncidentSeq seq = m_writer.submit(std::move(inc));
-    m_writer.flushNow();  // on disk before the exception propagates
-    FixSuggestion fix = fixForFailure(kind, m_info->text, placements, error);
+    inc.stack = agent.frames().shortStack(writer);
+    OpRecorder(op).addOperands(inc.operands, op.inputs(), OperandRole::Input);
+    IncidentSeq seq = writer.submit(std::move(inc));
+    writer.flushNow();  // on disk before the exception propagates
+    FixSuggestion fix = fixForFailure(kind, info.text, placements, error);
     return failureNote(kind, what, frame.where(), error, fix.summary, fix.code, seq,
-                       m_writer.path().string());
+                       writer.path().string());
 }
 
 }  // namespace meshscope::capture

@@ -33,6 +33,15 @@ bool alreadyRecorded(PyObject* value);
 // Marks `value` recorded and adds meshscope's `note` to it (PEP 678).
 void markRecorded(PyObject* value, const std::string& note);
 
+class OpContext;
+
+// The incident of an op that raised an error DTensor's dispatch or a DTensor
+// API call raised (no strategy, a placement/shape/mesh error): recorded as
+// an incident of `kind` with the op's operands, call site and stack, and
+// flushed. Returns the note for the exception. (A collective's failure is
+// the CollectiveTracker's.) Requires the GIL.
+std::string recordFailureIncident(OpContext& op, IncidentKind kind, const std::string& error);
+
 // "NotImplementedError: Operator ... does not have a sharding strategy
 // registered.": an exception as its type and message. Requires the GIL.
 std::string exceptionText(PyObject* value);

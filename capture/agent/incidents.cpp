@@ -1,10 +1,9 @@
-// The incident resolver: a mixed op's plain operand classified, the policy
-// decided, the operand promoted (or scalarized), the op called with it, and
-// the incident and op recorded; or the incident raised as DTensor's error
-// with meshscope's note. Part of OpHandler (op_handler.h), which scans and
-// records the op itself.
+// The incident resolver (incidents.h): a mixed op's plain operand
+// classified, the policy decided, the operand promoted (or scalarized), the
+// op called with it, and the incident and op recorded; or the incident
+// raised as DTensor's error with meshscope's note.
 
-#include "capture/agent/op_handler.h"
+#include "capture/agent/incidents.h"
 
 #include <ATen/DTensorState.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "capture/agent/arg_editor.h"
+#include "capture/agent/fingerprint.h"
 #include "capture/agent/promotion_plan.h"
 #include "capture/agent/tracing.h"
 #include "core/analysis/fix_suggestion.h"
@@ -97,51 +97,52 @@ PyRef modeBelow() {
 
 }  // namespace
 
-std::string OpHandler::incidentText(const IncidentRecord& inc, const Operand& plain,
-                                    const Classification& c, const UserFrame& frame) const {
-    std::string text =
-        "operand " + std::to_string(plain.index) +
-        (plain.element >= 0 ? "[" + std::to_string(plain.element) + "]" : "") + " of " +
-        m_info->text + " is a plain torch.Tensor (" + describeTensor(plain.tensor()) +
-        ") meeting DTensor operand " + std::to_string(m_reference->index) + " " +
-        std::string(m_refFacts.placementsText) + " on " + m_torch.meshText(m_refFacts.mesh) + "\n";
+std::string IncidentResolver::incidentText(const IncidentRecord& inc, const Operand& plain,
+                                           const Classification& c, const UserFrame& frame) {
+    std::string text = "operand " + std::to_string(plain.index) +
+                       (plain.element >= 0 ? "[" + std::to_string(plain.element) + "]" : "") +
+                       " of " + m_op.info().text + " is a plain torch.Tensor (" +
+                       describeTensor(plain.tensor()) + ") meeting DTensor operand " +
+                       std::to_string(m_op.reference()->index) + " " +
+                       std::string(m_op.referenceFacts().placementsText) + " on " +
+                       m_op.torch().meshText(m_op.referenceFacts().mesh) + "\n";
     text += "  origin " + std::string(1, char(c.origin)) + " (" +
             std::string(describeOrigin(c.origin)) + "): " + c.evidence + "\n";
     if (!m_plainName.empty()) text += "  the plain tensor is `" + m_plainName + "` there\n";
     if (!frame.file.empty())
         text += "  op called at " + frame.file + ":" + std::to_string(frame.line) + "\n";
-    FixSuggestion fix =
-        fixForIncident(c.origin, c.evidence, m_plainName, m_torch.hasBatchDim(m_refFacts.mesh));
+    FixSuggestion fix = fixForIncident(c.origin, c.evidence, m_plainName,
+                                       m_op.torch().hasBatchDim(m_op.referenceFacts().mesh));
     text += "  fix: " + fix.summary + (fix.code.empty() ? "" : ", e.g. " + fix.code) + "\n";
     text += "  policy: " + std::string(toString(inc.action)) + " (" + m_policyRule + ")";
     return text;
 }
 
-Classification OpHandler::classifyOperand(const Operand& op) {
+Classification IncidentResolver::classifyOperand(const Operand& op) {
     bool real = m_real && op.obj == m_fake;  // a fake tensor Dynamo traces
     const at::Tensor& t = real ? THPVariable_Unpack(m_real.get()) : op.tensor();
     ClassifyInput ci;
     ci.plainObj = real ? m_real.get() : op.obj;
     ci.plain = &t;
-    ci.tensors = &m_agent.tensors();
+    ci.tensors = &m_op.agent().tensors();
     ci.ownerLookup = parameterLookup();
     OriginFacts& f = ci.facts;
-    f.provenance = m_agent.tensors().provenance(t);
+    f.provenance = m_op.agent().tensors().provenance(t);
     std::string lastStep;
-    if (const Provenance* last = m_agent.tensors().lastStep(t);
+    if (const Provenance* last = m_op.agent().tensors().lastStep(t);
         last && f.provenance && last->createdAt != f.provenance->createdAt)
-        lastStep = last->evidence + m_agent.frames().whereOf(last->createdAt);
+        lastStep = last->evidence + m_op.agent().frames().whereOf(last->createdAt);
     f.lastStep = lastStep;
-    f.attachedAt = m_agent.config().attachedAt;
-    f.madeBeforeAttach = m_agent.tensors().preexisting(t);
-    f.opName = m_info->text;
-    f.copyIntoDTensor = m_info->isCopy && m_inputs.front().dtensor;
+    f.attachedAt = m_op.agent().config().attachedAt;
+    f.madeBeforeAttach = m_op.agent().tensors().preexisting(t);
+    f.opName = m_op.info().text;
+    f.copyIntoDTensor = m_op.info().isCopy && m_op.inputs().front().dtensor;
     f.insideLoadStateDict = Agent::insideLoadStateDict();
-    f.phase = m_agent.phase();
+    f.phase = m_op.agent().phase();
     f.phaseLabel = Agent::threadPhaseLabel();
     Classification c = classify(std::move(ci));
     if (c.bornAsOwner)  // the record of the plain tensor carries that birth
-        m_agent.tensors().setProvenance(t, Provenance{c.origin, c.evidence, c.createdAt});
+        m_op.agent().tensors().setProvenance(t, Provenance{c.origin, c.evidence, c.createdAt});
     if (!m_traced || op.obj != m_fake) return c;
     if (c.origin == OriginClass::Unknown && real) {
         c.origin = OriginClass::InputData;
@@ -152,37 +153,32 @@ Classification OpHandler::classifyOperand(const Operand& op) {
 }
 
 // A tensor of per-tensor scalars in a foreach op (`_foreach_addcdiv_.Tensor`).
-bool OpHandler::isScalarList(const Operand& op) const {
-    return isForeach(m_info->text) && op.element < 0 && op.index > 0 && op.tensor().dim() == 1;
+bool IncidentResolver::isScalarList(const Operand& op) const {
+    return isForeach(m_op.info().text) && op.element < 0 && op.index > 0 && op.tensor().dim() == 1;
 }
 
-PolicyDecision OpHandler::decide(const Operand& op, const Classification& cls,
-                                 const UserFrame& frame) const {
-    return m_agent.config().policy.decide(
-        IncidentFacts{m_info->text, cls.origin, frame.file, frame.module, op.tensor().numel(),
-                      isScalarList(op), m_torch.hasBatchDim(m_refFacts.mesh)});
+PolicyDecision IncidentResolver::decide(const Operand& op, const Classification& cls,
+                                        const UserFrame& frame) {
+    return m_op.agent().config().policy.decide(
+        IncidentFacts{m_op.info().text, cls.origin, frame.file, frame.module, op.tensor().numel(),
+                      isScalarList(op), m_op.torch().hasBatchDim(m_op.referenceFacts().mesh)});
 }
 
-PyObject* OpHandler::incident() {
-    m_agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
-    const Operand* plain = nullptr;
-    for (const Operand& op : m_inputs)
-        if (op.mixed) {
-            plain = &op;
-            break;
-        }
+PyObject* IncidentResolver::resolve() {
+    m_op.agent().counters().incidents.fetch_add(1, std::memory_order_relaxed);
+    const Operand* plain = m_op.firstMixed();
     UserFrame frame;
     if (traceFacts(*plain) && !m_tracedFrames.empty()) {
         const Frame& f = m_tracedFrames.front();
         frame.file = m_tracedFile;
         frame.line = f.line;
-        frame.stack = m_writer.internStack(std::span<const Frame>(&f, 1));
+        frame.stack = m_op.writer().internStack(std::span<const Frame>(&f, 1));
     } else {
-        frame = m_agent.frames().userFrame(m_writer, true);
+        frame = m_op.agent().frames().userFrame(m_op.writer(), true);
     }
     Classification cls = classifyOperand(*plain);
     PyObject* plainObj = m_real && plain->obj == m_fake ? m_real.get() : plain->obj;
-    m_plainName = m_agent.frames().heldAs(plainObj, m_writer);
+    m_plainName = m_op.agent().frames().heldAs(plainObj, m_op.writer());
     if (m_plainName.empty() && m_traced && plain->obj == m_fake) {  // a local of traced code
         m_plainName = tracedLocalHolding(m_fake);
     }
@@ -190,7 +186,7 @@ PyObject* OpHandler::incident() {
         PyRef base = PyRef::steal(PyObject_GetAttrString(plainObj, "_base"));
         PyErr_Clear();
         if (base && base.get() != Py_None)
-            m_plainName = m_agent.frames().heldAs(base.get(), m_writer);
+            m_plainName = m_op.agent().frames().heldAs(base.get(), m_op.writer());
     }
     bool byTorch = at::get_dtensor_allow_implicit_replication();
     PolicyDecision decision =
@@ -201,20 +197,20 @@ PyObject* OpHandler::incident() {
     m_policyRule = decision.rule;
 
     IncidentRecord inc;
-    inc.timeNs = m_writer.nowNs();
-    inc.step = m_agent.step();
+    inc.timeNs = m_op.writer().nowNs();
+    inc.step = m_op.agent().step();
     inc.thread = Agent::threadIndex();
-    inc.op = m_info->name;
+    inc.op = m_op.info().name;
     inc.operandIndex = plain->index;
-    inc.plainTensor = tensorId(*plain, nullptr, /*identity=*/true, m_plainName);
+    inc.plainTensor = m_recorder.tensorId(*plain, nullptr, /*identity=*/true, m_plainName);
     inc.origin = cls.origin;
-    inc.evidence = m_writer.intern(cls.evidence);
+    inc.evidence = m_op.writer().intern(cls.evidence);
     inc.action = decision.action;
     inc.stack = m_traced && !m_tracedFrames.empty()
-                    ? m_writer.internStack(std::span<const Frame>(
+                    ? m_op.writer().internStack(std::span<const Frame>(
                           m_tracedFrames.data(), std::min<size_t>(m_tracedFrames.size(), 12)))
-                    : m_agent.frames().shortStack(m_writer);
-    addOperands(inc.operands, m_inputs, OperandRole::Input);
+                    : m_op.agent().frames().shortStack(m_op.writer());
+    m_recorder.addOperands(inc.operands, m_op.inputs(), OperandRole::Input);
 
     if (decision.action == Action::Observed || decision.action == Action::StrictError)
         return raiseIncident(inc, *plain, cls, frame, decision);
@@ -223,11 +219,11 @@ PyObject* OpHandler::incident() {
 
 // Observe with another dispatch mode below meshscope: that mode may reconcile
 // the op itself, so run it first and record what happened.
-PyObject* OpHandler::observeWithModeBelow(IncidentRecord& inc, const Operand& plain,
-                                          const Classification& cls, const UserFrame& frame,
-                                          const PolicyDecision& decision, PyObject* below) {
+PyObject* IncidentResolver::observeWithModeBelow(IncidentRecord& inc, const Operand& plain,
+                                                 const Classification& cls, const UserFrame& frame,
+                                                 const PolicyDecision& decision, PyObject* below) {
     std::string name = Py_TYPE(below)->tp_name;
-    PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
+    PyObject* result = m_op.callAsCalled();
     IncidentSeq seq;
     std::string text;
     {
@@ -237,7 +233,8 @@ PyObject* OpHandler::observeWithModeBelow(IncidentRecord& inc, const Operand& pl
             bool replicates = name.find("Promotion") != std::string::npos;
             inc.action = replicates ? Action::Replicated : Action::Observed;
             inc.outcome = Outcome::Reconciled;
-            inc.promotedPlacements = m_writer.intern(replicates ? "[Replicate()]" : "by " + name);
+            inc.promotedPlacements =
+                m_op.writer().intern(replicates ? "[Replicate()]" : "by " + name);
             std::string did = !replicates ? "let the op run"
                               : name == "KerasDTensorPromotionMode"
                                   ? "replicated it: Keras' torch backend promotes a plain tensor "
@@ -246,53 +243,54 @@ PyObject* OpHandler::observeWithModeBelow(IncidentRecord& inc, const Operand& pl
                                     "same values (the fingerprint checks that)"
                                   : "replicated it";
             inc.policyRule =
-                m_writer.intern(decision.rule + "; " + name + " (below meshscope) " + did);
+                m_op.writer().intern(decision.rule + "; " + name + " (below meshscope) " + did);
         } else {
             inc.outcome = Outcome::Raised;
-            inc.policyRule = m_writer.intern(decision.rule);
+            inc.policyRule = m_op.writer().intern(decision.rule);
         }
         text = result ? "" : incidentText(inc, plain, cls, frame);
-        seq = m_writer.submit(std::move(inc));
-        recordOp(m_writer.nowNs(), m_writer.nowNs(), result, seq, *m_info);
-        if (!result) m_writer.flushNow();
+        seq = m_op.writer().submit(std::move(inc));
+        m_recorder.recordOp(m_op.writer().nowNs(), m_op.writer().nowNs(), result, seq, m_op.info());
+        if (!result) m_op.writer().flushNow();
     }
     if (result) return result;
     addNote("meshscope: " + text + "\n  recorded as incident #" + std::to_string(seq.value()) +
-                " in " + m_writer.path().string(),
+                " in " + m_op.writer().path().string(),
             m_traced);
     return nullptr;
 }
 
-PyObject* OpHandler::raiseIncident(IncidentRecord& inc, const Operand& plain,
-                                   const Classification& cls, const UserFrame& frame,
-                                   const PolicyDecision& decision) {
+PyObject* IncidentResolver::raiseIncident(IncidentRecord& inc, const Operand& plain,
+                                          const Classification& cls, const UserFrame& frame,
+                                          const PolicyDecision& decision) {
     if (decision.action == Action::Observed)
         if (PyRef below = modeBelow())
             return observeWithModeBelow(inc, plain, cls, frame, decision, below.get());
-    inc.policyRule = m_writer.intern(decision.rule);
+    inc.policyRule = m_op.writer().intern(decision.rule);
     inc.outcome = Outcome::Raised;
     std::string text = incidentText(inc, plain, cls, frame);
     bool strict = decision.action == Action::StrictError;
-    if (strict) inc.error = m_writer.intern(text);
-    IncidentSeq seq = m_writer.submit(std::move(inc));
-    m_writer.flushNow();  // on disk before the exception propagates
+    if (strict) inc.error = m_op.writer().intern(text);
+    IncidentSeq seq = m_op.writer().submit(std::move(inc));
+    m_op.writer().flushNow();  // on disk before the exception propagates
     std::string where = "  recorded as incident #" + std::to_string(seq.value()) + " in " +
-                        m_writer.path().string();
+                        m_op.writer().path().string();
     if (strict) {
         std::string message =
             "meshscope strict: mixed torch.Tensor and DTensor: " + text + "\n" + where;
         PyErr_SetString(g_strictError ? g_strictError : PyExc_RuntimeError, message.c_str());
         return nullptr;
     }
-    PyObject* result = call(m_info->call.get(), m_args, m_kwargs);
+    PyObject* result = m_op.callAsCalled();
     if (!result) {
         addNote("meshscope: " + text + "\n" + where, m_traced);
         return nullptr;
     }
     // DTensor accepted what we predicted it would reject.
-    m_agent.warnOnce("predict", "meshscope: " + m_info->text +
-                                    " accepted a plain tensor meshscope expected it to reject; "
-                                    "the incident is recorded as raised");
+    m_op.agent().warnOnce("predict",
+                          "meshscope: " + m_op.info().text +
+                              " accepted a plain tensor meshscope expected it to reject; "
+                              "the incident is recorded as raised");
     return result;
 }
 
@@ -300,21 +298,23 @@ PyObject* OpHandler::raiseIncident(IncidentRecord& inc, const Operand& plain,
 // (index_put in the backward of an index lookup whose indices were promoted
 // below autograd). The same global tensor laid out as Replicate() is always
 // valid, so retry once with the promoted operands redistributed.
-PyObject* OpHandler::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
-                                     const std::vector<std::pair<const Operand*, PyRef>>& sharded,
-                                     const PromotionTarget& target, std::string& rule) {
+PyObject* IncidentResolver::retryReplicated(
+    ArgEditor& editor, OpInfo& callInfo,
+    const std::vector<std::pair<const Operand*, PyRef>>& sharded, const PromotionTarget& target,
+    std::string& rule) {
     std::string first = pendingErrorText();
     PyErr_Clear();
     auto redistribute = [&](const Operand& operand, PyObject* value) {
-        PyRef replicated = redistributeReplicated(m_torch, value, target.mesh, target.meshNdim);
+        PyRef replicated =
+            redistributeReplicated(m_op.torch(), value, target.mesh, target.meshNdim);
         return replicated && editor.replace(operand, replicated.get());
     };
     bool ok = true;
     for (const auto& [operand, value] : sharded)
         ok = ok && redistribute(*operand, value.get());
     // The op's own DTensor operands too, except the destination of an in-place op.
-    for (const Operand& op : m_inputs)
-        if (ok && op.dtensor && !(m_info->isInPlace && op.index == 0))
+    for (const Operand& op : m_op.inputs())
+        if (ok && op.dtensor && !(m_op.info().isInPlace && op.index == 0))
             ok = redistribute(op, op.obj);
     if (!ok) {
         PyErr_Clear();
@@ -323,33 +323,37 @@ PyObject* OpHandler::retryReplicated(ArgEditor& editor, OpInfo& callInfo,
     }
     rule += "; DTensor rejected the Shard() layout (" + first.substr(0, 160) +
             "), redistributed the same global tensor to Replicate()";
-    return call(callInfo.call.get(), editor.args.get(), editor.kwargs.get());
+    return m_op.call(callInfo.call.get(), editor.args.get(), editor.kwargs.get());
 }
 
 // The operand's replacement: the DTensor it was promoted to before (same
 // global tensor in forward and backward), or a new promotion.
-Promotion OpHandler::promote(const Plan& p, const PromotionTarget& target) {
+Promotion IncidentResolver::promote(const Plan& p, const PromotionTarget& target) {
     if (p.action == Action::Scalarized) return scalarize(p.operand->obj, p.asList);
     const at::Tensor& plain = p.operand->tensor();
-    if (PyObject* cached = m_agent.promotions().find(plain)) {
+    if (PyObject* cached = m_op.agent().promotions().find(plain)) {
         Promotion reused;
         reused.value = PyRef::borrow(cached);
-        reused.placements = std::string(m_torch.dtensorFacts(cached, m_writer).placementsText);
+        reused.placements =
+            std::string(m_op.torch().dtensorFacts(cached, m_op.writer()).placementsText);
         return reused;
     }
-    Promotion made = promoteToDTensor(m_torch, p.operand->obj, p.action, target);
+    Promotion made = promoteToDTensor(m_op.torch(), p.operand->obj, p.action, target);
     if (made.value)
-        m_agent.promotions().insert(plain, made.value.get(), p.action == Action::ShardedFromLocal);
+        m_op.agent().promotions().insert(plain, made.value.get(),
+                                         p.action == Action::ShardedFromLocal);
     return made;
 }
 
 // What happens to each plain operand: the incident's decision for the first,
 // each one's own policy decision for the others (a foreach op can mix optimizer
 // state with a tensor of scalars), never "observe" for only some of them.
-std::vector<OpHandler::Plan> OpHandler::plan(const Operand& first, const PolicyDecision& decision,
-                                             const UserFrame& frame, std::string& rule) {
+std::vector<IncidentResolver::Plan> IncidentResolver::plan(const Operand& first,
+                                                           const PolicyDecision& decision,
+                                                           const UserFrame& frame,
+                                                           std::string& rule) {
     std::vector<Plan> plans;
-    for (const Operand& op : m_inputs) {
+    for (const Operand& op : m_op.inputs()) {
         if (!op.mixed) continue;
         PlannedOperand facts{op.index, std::nullopt, isScalarList(op), op.tensor().numel() == 1};
         if (&op != &first) facts.own = decide(op, classifyOperand(op), frame);
@@ -358,27 +362,29 @@ std::vector<OpHandler::Plan> OpHandler::plan(const Operand& first, const PolicyD
     return plans;
 }
 
-PyObject* OpHandler::reconcile(IncidentRecord& inc, const Operand& first, const UserFrame& frame,
-                               PolicyDecision decision, bool byTorch) {
+PyObject* IncidentResolver::reconcile(IncidentRecord& inc, const Operand& first,
+                                      const UserFrame& frame, PolicyDecision decision,
+                                      bool byTorch) {
     std::string rule = decision.rule;
     std::vector<Plan> plans = plan(first, decision, frame, rule);
-    OpInfo* callInfo = m_info;
+    OpInfo* callInfo = &m_op.info();
     for (Plan& p : plans) {
         if (p.action != Action::Scalarized) continue;
-        PyRef overload = scalarOverload(m_func, p.asList);
-        if (overload && callInfo == m_info) {
-            callInfo = &m_torch.opInfo(overload.get(), m_writer);
+        PyRef overload = scalarOverload(m_op.func(), p.asList);
+        if (overload && callInfo == &m_op.info()) {
+            callInfo = &m_op.torch().opInfo(overload.get(), m_op.writer());
         } else {
             p.action = Action::Replicated;
-            rule += "; no Python-scalar overload of " + m_info->text + ", replicated instead";
+            rule += "; no Python-scalar overload of " + m_op.info().text + ", replicated instead";
         }
     }
     inc.action = byTorch ? Action::Replicated : plans.front().action;
-    inc.policyRule = m_writer.intern(rule);
+    inc.policyRule = m_op.writer().intern(rule);
 
-    PromotionTarget target{m_refFacts.meshObj, m_refFacts.meshNdim,
-                           m_torch.batchMeshDim(m_refFacts.mesh), decision.shardDim};
-    ArgEditor editor(m_args, m_kwargs);
+    PromotionTarget target{m_op.referenceFacts().meshObj, m_op.referenceFacts().meshNdim,
+                           m_op.torch().batchMeshDim(m_op.referenceFacts().mesh),
+                           decision.shardDim};
+    ArgEditor editor(m_op.args(), m_op.kwargs());
     ContentHash combined;
     std::string placements, error;
     std::vector<std::pair<const Operand*, PyRef>> sharded;  // for the Replicate() retry
@@ -402,46 +408,80 @@ PyObject* OpHandler::reconcile(IncidentRecord& inc, const Operand& first, const 
             sharded.emplace_back(p.operand, PyRef::borrow(promoted.value.get()));
     }
     if (plans.size() > 1) inc.fingerprint = combined.digest();
-    inc.promotedPlacements = m_writer.intern(placements);
+    inc.promotedPlacements = m_op.writer().intern(placements);
 
-    int64_t start = m_writer.nowNs();
+    int64_t start = m_op.writer().nowNs();
     PyObject* result = nullptr;
-    OpFrame opFrame(m_agent, m_inputs);  // the promoted op's redistributions are its collectives
-    if (!error.empty()) {                // let PyTorch raise its own error for the original op
-        result = call(m_info->call.get(), m_args, m_kwargs);
+    OpFrame opFrame(m_op.agent(),
+                    m_op.inputs());  // the promoted op's redistributions are its collectives
+    if (!error.empty()) {            // let PyTorch raise its own error for the original op
+        result = m_op.callAsCalled();
     } else if (byTorch) {
-        result = call(m_info->call.get(), m_args, m_kwargs);
+        result = m_op.callAsCalled();
     } else {
-        result = call(callInfo->call.get(), editor.args.get(), editor.kwargs.get());
+        result = m_op.call(callInfo->call.get(), editor.args.get(), editor.kwargs.get());
         if (!result && !sharded.empty())
             result = retryReplicated(editor, *callInfo, sharded, target, rule);
     }
     opFrame.ran();
     injectedFault("reconcile");
-    inc.policyRule = m_writer.intern(rule);
-    int64_t end = m_writer.nowNs();
+    inc.policyRule = m_op.writer().intern(rule);
+    int64_t end = m_op.writer().nowNs();
     if (!result && error.empty()) error = pendingErrorText();
     inc.outcome = result && error.empty() ? Outcome::Reconciled : Outcome::Failed;
-    if (!error.empty()) inc.error = m_writer.intern(error);
+    if (!error.empty()) inc.error = m_op.writer().intern(error);
     Action action = inc.action;
     IncidentSeq seq;
     bool raised;
     {
         PendingError pending;  // the op's exception, kept while we record
         raised = pending.active();
-        seq = m_writer.submit(std::move(inc));
-        opFrame.recorded(recordOp(start, end, result, seq, *callInfo));
-        if (!result || !error.empty()) m_writer.flushNow();
+        seq = m_op.writer().submit(std::move(inc));
+        opFrame.recorded(m_recorder.recordOp(start, end, result, seq, *callInfo));
+        if (!result || !error.empty()) m_op.writer().flushNow();
     }
     if (result && error.empty()) {
-        m_agent.counters().reconciled.fetch_add(1, std::memory_order_relaxed);
+        m_op.agent().counters().reconciled.fetch_add(1, std::memory_order_relaxed);
         return result;
     }
     if (!raised) return result;  // reconciliation failed, yet the original op ran
-    addNote("meshscope: could not reconcile " + m_info->text + " by " +
+    addNote("meshscope: could not reconcile " + m_op.info().text + " by " +
             std::string(toString(action)) + " (" + error + "); recorded as incident #" +
-            std::to_string(seq.value()) + " in " + m_writer.path().string());
+            std::to_string(seq.value()) + " in " + m_op.writer().path().string());
     return nullptr;
+}
+
+bool IncidentResolver::traceFacts(const Operand& plain) {
+    if (!plain.obj || !plain.tensor().key_set().has(c10::DispatchKey::Python)) return false;
+    std::optional<TracedFrames> traced = tracedFrames(m_op.writer());
+    if (!traced) return false;
+    m_traced = true;
+    m_tracedFrames = std::move(traced->frames);
+    m_tracedFile = std::move(traced->innermostFile);
+    m_fake = plain.obj;
+    m_real = realTensorOf(plain.obj);
+    return true;
+}
+
+uint64_t IncidentResolver::fingerprint(const Operand& op) const {
+    if (m_real && op.obj == m_fake) return fingerprintTensor(THPVariable_Unpack(m_real.get()));
+    return fingerprintTensor(op.tensor());
+}
+
+PyObject* IncidentResolver::substitutePromoted() {
+    ArgEditor editor(m_op.args(), m_op.kwargs());
+    bool any = false;
+    for (const Operand& op : m_op.inputs())
+        if (PyObject* promoted = m_op.agent().promotions().find(op.tensor()))
+            any = editor.replace(op, promoted) || any;
+    if (!any) return nullptr;
+    RankWriter& writer = m_op.writer();
+    int64_t start = writer.nowNs();
+    PyObject* result = m_op.call(m_op.info().call.get(), editor.args.get(), editor.kwargs.get());
+    int64_t end = writer.nowNs();
+    PendingError pending;  // the op's own exception survives its record
+    m_recorder.recordOp(start, end, result, IncidentSeq{}, m_op.info());
+    return result;
 }
 
 void setStrictErrorType(PyObject* type) {

@@ -22,14 +22,16 @@
 
 #include "capture/agent/adapter_calls.h"
 #include "capture/agent/agent.h"
+#include "capture/agent/births.h"
 #include "capture/agent/classifier.h"
 #include "capture/agent/collective_bridge.h"
 #include "capture/agent/collective_calls.h"
 #include "capture/agent/crash_guard.h"
 #include "capture/agent/dispatch_hook.h"
 #include "capture/agent/fingerprint.h"
+#include "capture/agent/incidents.h"
 #include "capture/agent/observer.h"
-#include "capture/agent/op_handler.h"
+#include "capture/agent/op_recorder.h"
 #include "capture/agent/python_callbacks.h"
 #include "core/model/settings.h"
 #include "core/policy/policy.h"
@@ -131,7 +133,7 @@ void tagBirth(py::handle tensor, const std::string& what, bool loaded) {
     Agent* agent = Agent::current();
     if (!agent || !THPVariable_Check(tensor.ptr()) || agent->torch().isDTensor(tensor.ptr()))
         return;
-    if (!OpHandler::tagsCreations(agent->phase())) return;
+    if (!OpRecorder::tagsCreations(agent->phase())) return;
     Provenance p = birthProvenance(*agent, what);
     if (loaded && p.origin == OriginClass::UserCode)
         p = atUserFrame(*agent, OriginClass::WeightLoading, "loaded by " + what, true);
