@@ -12,95 +12,16 @@
 
 #include "capture/agent/agent.h"
 #include "capture/agent/failures.h"
-#include "capture/agent/op_handler.h"
+#include "capture/agent/op_context.h"
 #include "capture/agent/torch_types.h"
 #include "core/analysis/fix_suggestion.h"
 #include "core/model/settings.h"
 
 namespace meshscope::capture {
-namespace {
-
-std::string humanBytes(int64_t bytes) {
-    if (bytes < 1024) return fmt::format("{} B", bytes);
-    if (bytes < (int64_t(1) << 20)) return fmt::format("{:.1f} KiB", double(bytes) / 1024);
-    return fmt::format("{:.1f} MiB", double(bytes) / double(int64_t(1) << 20));
-}
-
-// Whether `work` is complete, and the error it completed with ("" when
-// none). A backend that cannot say is asked again later.
-struct WorkState {
-    bool done = false;
-    std::string error;
-};
-WorkState ask(c10d::Work& work) {
-    WorkState state;
-    try {
-        state.done = work.isCompleted();
-        if (state.done)
-            if (std::exception_ptr e = work.exception()) try {
-                    std::rethrow_exception(e);
-                } catch (const std::exception& x) {
-                    state.error = x.what();
-                } catch (...) {
-                    state.error = "an error the backend did not describe";
-                }
-    } catch (...) {
-        state.done = false;
-    }
-    return state;
-}
-
-WorkState ask(const c10::Event& event) {
-    WorkState state;
-    try {
-        state.done = event.query();
-    } catch (...) {  // a device gone (the driver shutting down): not known, asked again
-        state.done = false;
-    }
-    return state;
-}
-
-const void* storageKey(const at::Tensor& t) {
-    return t.defined() && t.has_storage() ? t.storage().unsafeGetStorageImpl() : nullptr;
-}
-
-// A copy for callers outside the lock, holding no reference to the work or
-// result: the entry keeps its own, so dropping the copy's here (under the
-// lock) never destroys either, and the caller never does.
-TrackedCollective detached(const TrackedCollective& c) {
-    TrackedCollective copy = c;
-    copy.work.reset();
-    copy.streamDone.reset();
-    copy.result = c10::weak_intrusive_ptr<c10::StorageImpl>(c10::intrusive_ptr<c10::StorageImpl>());
-    return copy;
-}
-
-}  // namespace
-
-std::string TrackedCollective::describe() const {
-    std::string text = kind + " on " + (group.empty() ? "its process group" : group);
-    if (bytes > 0) text += ", " + humanBytes(bytes);
-    if (seq) text += fmt::format(", its collective #{}", position());
-    return text;
-}
-
-CollectiveTracker::Released::~Released() {
-    for (const Ended& e : ended)
-        m_tracker.submit(e);
-    // ended and works go now, outside the tracker's lock
-}
-
-void CollectiveTracker::end(Table::iterator it, CollectiveState state, int64_t endNs,
-                            std::string error, Released& released) {
-    TrackedCollective& c = it->second;
-    if (c.resultKey) {
-        auto byResult = m_byResult.find(c.resultKey);
-        if (byResult != m_byResult.end() && byResult->second == it->first)
-            m_byResult.erase(byResult);
-    }
-    released.ended.push_back(Ended{std::move(c), state, endNs, std::move(error)});
-    m_live.erase(it);
-}
+CollectiveTracker::CollectiveTracker(Agent& agent)
+    : m_agent(agent),
+      m_pending([this](const EndedCollective& e) { submit(e); },
+                [&agent] { return agent.writer().nowNs(); }) {}
 
 CollectiveRecord CollectiveTracker::libraryRecord(RankWriter& w, std::string_view kind,
                                                   const std::string& group, int64_t bytes,
@@ -118,7 +39,7 @@ CollectiveRecord CollectiveTracker::libraryRecord(RankWriter& w, std::string_vie
     return r;
 }
 
-void CollectiveTracker::submit(const Ended& e) {
+void CollectiveTracker::submit(const EndedCollective& e) {
     const TrackedCollective& c = e.collective;
     RankWriter& w = m_agent.writer();
     CollectiveRecord r;
@@ -158,15 +79,7 @@ CollectiveTracker::Id CollectiveTracker::issue(CollectiveIssue what, uint64_t en
     c.line = frame.line;
     c.enclosing = enclosingToken;
     Id id = c.seq;
-    Released released(*this);
-    std::lock_guard lock(m_mutex);
-    if (m_live.size() >= kMaxTracked) {  // followed no further: recorded as issued
-        released.ended.push_back(Ended{std::move(c), CollectiveState::Unwaited, c.startNs,
-                                       "not followed: too many collectives in flight"});
-        return Id{};
-    }
-    m_live.emplace(id.value(), std::move(c));
-    return id;
+    return m_pending.add(std::move(c)) ? id : Id{};
 }
 
 void CollectiveTracker::issued(Id id, c10::intrusive_ptr<c10d::Work> work, bool completesOnWait,
@@ -174,102 +87,33 @@ void CollectiveTracker::issued(Id id, c10::intrusive_ptr<c10d::Work> work, bool 
                                std::shared_ptr<c10::Event> streamDone) {
     if (!id) return;
     if (own) m_agent.collectives().collectiveIssued(own, id);
-    int64_t now = m_agent.writer().nowNs();
-    bool onDevice = (work && !completesOnWait) || (!work && streamDone);
-    {
-        Released released(*this);
-        std::lock_guard lock(m_mutex);
-        auto it = m_live.find(id.value());
-        if (it == m_live.end()) return;
-        TrackedCollective& c = it->second;
-        c.returned = true;
-        c.completesOnWait = completesOnWait;
-        c.issuedNs = now;
-        c.op = op;
-        if (const void* key = storageKey(result)) {
-            c.result = result.storage().getWeakStorageImpl();
-            c.resultKey = key;
-            m_byResult[key] = id.value();
-        }
-        if (work)  // asked after its wait, and by the monitor's next poll
-            c.work = std::move(work);
-        else if (streamDone)  // asked by the monitor until its stream passed the mark
-            c.streamDone = std::move(streamDone);
-        else if (!c.resultKey)  // nothing to wait for: done when the call returned
-            end(it, CollectiveState::Completed, now, "", released);
-    }
+    bool onDevice = m_pending.returned(id, m_agent.writer().nowNs(), std::move(work),
+                                       completesOnWait, result, op, std::move(streamDone));
     // complete on the device: the monitor polls from now on, not a while later
     if (onDevice)
         if (CollectiveMonitor* monitor = m_agent.monitor()) monitor->workPending();
 }
 
 CollectiveTracker::Id CollectiveTracker::waitingForWork(const c10d::Work* work) {
-    if (!work) return Id{};
-    std::lock_guard lock(m_mutex);
-    for (auto& [seq, c] : m_live)
-        if (c.work.get() == work) {
-            c.waiter = PyThread_get_thread_ident();
-            return c.seq;
-        }
-    return Id{};
+    return m_pending.waitingForWork(work, PyThread_get_thread_ident());
 }
 
 CollectiveTracker::Id CollectiveTracker::waitingForTensor(const at::Tensor& tensor) {
-    const void* key = storageKey(tensor);
-    if (!key) return Id{};
-    std::lock_guard lock(m_mutex);
-    auto found = m_byResult.find(key);
-    if (found == m_byResult.end()) return Id{};
-    auto it = m_live.find(found->second);
-    if (it == m_live.end() || it->second.result.expired()) return Id{};
-    it->second.waiter = PyThread_get_thread_ident();
-    return it->second.seq;
+    return m_pending.waitingForResult(tensor, PyThread_get_thread_ident());
 }
 
 void CollectiveTracker::waited(Id id) {
-    if (!id) return;
-    c10::intrusive_ptr<c10d::Work> work;  // destroyed last, outside the lock
-    bool onWait = false;
-    {
-        Released released(*this);
-        std::lock_guard lock(m_mutex);
-        auto it = m_live.find(id.value());
-        if (it == m_live.end()) return;
-        it->second.waiter = 0;
-        it->second.waited = true;
-        onWait = it->second.completesOnWait;
-        if (!it->second.work)
-            end(it, CollectiveState::Completed, m_agent.writer().nowNs(), "", released);
-        else
-            work = it->second.work;
-    }
-    if (!work) return;
-    // gloo: complete once wait() returned; NCCL: on the device, perhaps later
-    WorkState state = ask(*work);
-    if (!state.done && !onWait) return;
-    Released released(*this);
-    std::lock_guard lock(m_mutex);
-    auto it = m_live.find(id.value());
-    if (it != m_live.end())
-        end(it, state.error.empty() ? CollectiveState::Completed : CollectiveState::Failed,
-            m_agent.writer().nowNs(), state.error, released);
+    m_pending.waited(id);
 }
 
 std::string CollectiveTracker::failed(Id id, const std::string& error, std::string_view what) {
     RankWriter& w = m_agent.writer();
+    // the record goes before the incident
+    std::optional<TrackedCollective> tracked = m_pending.fail(id, error);
     TrackedCollective c;
-    bool tracked = false;
-    {
-        Released released(*this);  // the record goes before the incident
-        std::lock_guard lock(m_mutex);
-        auto it = id ? m_live.find(id.value()) : m_live.end();
-        if (it != m_live.end()) {
-            c = detached(it->second);
-            tracked = true;
-            end(it, CollectiveState::Failed, w.nowNs(), error, released);
-        }
-    }
-    if (!tracked) {
+    if (tracked) {
+        c = std::move(*tracked);
+    } else {
         c.kind = std::string(what);
         c.kindId = w.intern(c.kind);
         c.thread = Agent::threadIndex();
@@ -286,22 +130,11 @@ std::string CollectiveTracker::failed(Id id, const std::string& error, std::stri
 }
 
 void CollectiveTracker::ended(Id id, const std::string& why) {
-    if (!id) return;
-    Released released(*this);
-    std::lock_guard lock(m_mutex);
-    auto it = m_live.find(id.value());
-    if (it != m_live.end())
-        end(it, CollectiveState::Failed, m_agent.writer().nowNs(), why, released);
+    m_pending.fail(id, why);
 }
 
 std::optional<TrackedCollective> CollectiveTracker::latestOnThisThread() {
-    uint32_t thread = Agent::threadIndex();
-    std::lock_guard lock(m_mutex);
-    const TrackedCollective* latest = nullptr;
-    for (const auto& [seq, c] : m_live)
-        if (c.thread == thread && (!latest || c.seq.value() > latest->seq.value())) latest = &c;
-    if (!latest) return std::nullopt;
-    return detached(*latest);
+    return m_pending.latestOn(Agent::threadIndex());
 }
 
 std::shared_ptr<c10::Event> CollectiveTracker::streamMark(std::optional<c10::Device> device) {
@@ -318,64 +151,15 @@ std::shared_ptr<c10::Event> CollectiveTracker::streamMark(std::optional<c10::Dev
 }
 
 bool CollectiveTracker::poll() {
-    struct Ask {
-        int64_t seq;
-        c10::intrusive_ptr<c10d::Work> work;  // either this
-        std::shared_ptr<c10::Event> event;    // or this; both outlive the lock
-    };
-    std::vector<Ask> asks;
-    {
-        Released released(*this);
-        std::lock_guard lock(m_mutex);
-        int64_t now = m_agent.writer().nowNs();
-        for (auto it = m_live.begin(); it != m_live.end();) {
-            TrackedCollective& c = it->second;
-            if (c.work || c.streamDone) {
-                asks.push_back({it->first, c.work, c.streamDone});
-                ++it;
-            } else if (c.returned && c.resultKey && !c.waiter && c.result.expired()) {
-                // its result is gone and nothing waited for it
-                end(it++, CollectiveState::Unwaited, now, "", released);
-            } else {
-                ++it;
-            }
-        }
-    }
-    if (asks.empty()) return false;
-    std::vector<std::pair<int64_t, WorkState>> answers;
-    for (const Ask& a : asks) {
-        WorkState state = a.work ? ask(*a.work) : ask(*a.event);
-        if (state.done) answers.emplace_back(a.seq, std::move(state));
-    }
-    std::vector<std::pair<TrackedCollective, std::string>> failures;
-    {
-        Released released(*this);
-        std::lock_guard lock(m_mutex);
-        int64_t now = m_agent.writer().nowNs();
-        for (auto& [seq, state] : answers) {
-            auto it = m_live.find(seq);
-            if (it == m_live.end()) continue;
-            bool failed = !state.error.empty();
-            if (failed) failures.emplace_back(detached(it->second), state.error);
-            end(it, failed ? CollectiveState::Failed : CollectiveState::Completed, now, state.error,
-                released);
-        }
-    }
+    PendingCollectives::Polled polled = m_pending.poll();
     // an error the backend raised asynchronously: nobody may ever wait for it
-    for (const auto& [c, error] : failures)
+    for (const auto& [c, error] : polled.failures)
         recordIncident(c, IncidentKind::CollectiveError, error, c.stack, "");
-    return asks.size() > answers.size();
+    return polled.stillOnDevice;
 }
 
 std::vector<TrackedCollective> CollectiveTracker::overdue(int64_t nowNs, int64_t ns) {
-    std::lock_guard lock(m_mutex);
-    std::vector<TrackedCollective> out;
-    for (auto& [seq, c] : m_live)
-        if (!c.reported && nowNs - c.startNs > ns) {
-            c.reported = true;
-            out.push_back(detached(c));
-        }
-    return out;
+    return m_pending.overdue(nowNs, ns);
 }
 
 void CollectiveTracker::settle(std::chrono::milliseconds budget) {
@@ -386,26 +170,8 @@ void CollectiveTracker::settle(std::chrono::milliseconds budget) {
 
 void CollectiveTracker::endAll(const std::string& why, IncidentKind kind) {
     // The incident goes to the latest collective each thread issued: the one
-    // it was in. Earlier ones still pending (NCCL's, waited for on the host,
-    // their completion not yet reported) are recorded pending, unblamed.
-    std::map<uint32_t, TrackedCollective> stuck;  // by thread
-    {
-        Released released(*this);
-        std::lock_guard lock(m_mutex);
-        int64_t now = m_agent.writer().nowNs();
-        for (auto it = m_live.begin(); it != m_live.end();) {
-            TrackedCollective& c = it->second;
-            // a functional collective whose result nobody waited for and no
-            // work to ask: whether it completed is not known
-            bool unwaited = !c.work && !c.streamDone && c.returned && !c.waiter;
-            auto [latest, fresh] = stuck.try_emplace(c.thread);
-            if (!unwaited && (fresh || c.seq.value() > latest->second.seq.value()))
-                latest->second = detached(c);
-            end(it++, unwaited ? CollectiveState::Unwaited : CollectiveState::Pending, now,
-                unwaited ? "" : why, released);
-        }
-    }
-    for (const auto& [thread, c] : stuck) {
+    // it was in; earlier ones are recorded pending, unblamed.
+    for (const auto& [thread, c] : m_pending.endAll(why)) {
         // a hang is reported once; a failure (an abort) is news
         if (!c.seq || (c.reported && kind == IncidentKind::CollectiveHang)) continue;
         double waited = double(m_agent.writer().nowNs() - c.startNs) / 1e9;

@@ -30,10 +30,9 @@
 // life ended: completed, failed, released unwaited, or still pending when
 // the rank's recording ends (exit, a signal, an abort).
 //
-// Locking: the table has its own mutex. Works are asked outside it (a
-// backend may take the GIL), and references to works and result storages
-// are released outside it too: a Work's last reference destroys its output
-// tensors, which takes the GIL (Released).
+// The table of pending collectives, with its locking rules, is
+// PendingCollectives (pending_collectives.h); this class adds what needs
+// the Agent and Python: seqs, user frames, records and incidents.
 
 #include <Python.h>
 
@@ -53,6 +52,7 @@
 #include <vector>
 
 #include "capture/agent/frames.h"
+#include "capture/agent/pending_collectives.h"
 #include "core/store/rank_writer.h"
 #include "core/store/records.h"
 
@@ -68,45 +68,11 @@ struct CollectiveIssue {
     int64_t startNs = 0;
 };
 
-// A collective whose life has not ended, as the tracker holds it.
-struct TrackedCollective {
-    CollectiveSeq seq;  // its place in the rank's order, + 1
-    std::string kind, group;
-    StringId kindId, groupId;
-    int64_t bytes = 0;
-    int64_t startNs = 0, issuedNs = 0;
-    int64_t step = 0;
-    uint32_t thread = 0;
-    unsigned long pythonThread = 0;  // ident of the thread that issued it
-    StackId stack;                   // the user frame that issued it
-    std::string file;                // the issuing user frame's, or ""
-    int line = 0;
-    // " at train.py:30", or "": made only for messages, not per collective
-    std::string where() const { return whereText(file, line); }
-    OpSeq op;                      // the op it was recorded under (c10d calls)
-    uint64_t enclosing = 0;        // CollectiveBridge token of the op it ran inside
-    bool returned = false;         // the issuing call returned
-    bool waited = false;           // a wait returned on the host
-    unsigned long waiter = 0;      // ident of a thread blocked in its wait, 0: none
-    bool reported = false;         // a hang incident was written for it
-    bool completesOnWait = false;  // its backend's work is complete once wait() returned
-    // What says it is complete: the backend's work, and for functional
-    // collectives the result that wait_tensor is called on (by storage).
-    c10::intrusive_ptr<c10d::Work> work;
-    std::shared_ptr<c10::Event> streamDone;  // no work: passed once it ran on its stream
-    c10::weak_intrusive_ptr<c10::StorageImpl> result{c10::intrusive_ptr<c10::StorageImpl>()};
-    const void* resultKey = nullptr;
-
-    int64_t position() const { return seq.value() - 1; }
-    // "all_reduce on default_pg (2 ranks), 16 B, its collective #3"
-    std::string describe() const;
-};
-
 class CollectiveTracker {
   public:
     using Id = CollectiveSeq;
 
-    explicit CollectiveTracker(Agent& agent) : m_agent(agent) {}
+    explicit CollectiveTracker(Agent& agent);
 
     // A collective about to be issued on this thread. Requires the GIL (the
     // user frame). Returns its id (its seq); invalid when not tracked.
@@ -161,44 +127,16 @@ class CollectiveTracker {
                                           const std::string& group, int64_t bytes, int64_t startNs,
                                           int64_t endNs, uint32_t thread, int64_t step);
 
-    // A collective whose life ended, on its way to the store.
-    struct Ended {
-        TrackedCollective collective;  // still holding its work and result
-        CollectiveState state;
-        int64_t endNs;
-        std::string error;
-    };
     // Incidents and records written in the abort path and by the monitor carry
     // no Python: `stack` is the issuing frame or one found earlier.
     IncidentSeq recordIncident(const TrackedCollective& c, IncidentKind kind,
                                const std::string& error, StackId stack, const std::string& detail);
 
   private:
-    using Table = std::unordered_map<int64_t, TrackedCollective>;
-    // What a method ends under m_mutex, recorded and let go of when it is
-    // destroyed: declared before the lock, so after it is released.
-    class Released {
-      public:
-        explicit Released(CollectiveTracker& tracker) : m_tracker(tracker) {}
-        ~Released();
-        Released(const Released&) = delete;
-        Released& operator=(const Released&) = delete;
-        std::vector<Ended> ended;
-        std::vector<c10::intrusive_ptr<c10d::Work>> works;
-
-      private:
-        CollectiveTracker& m_tracker;
-    };
-    // With m_mutex held: takes `it` out of the table into `released`.
-    void end(Table::iterator it, CollectiveState state, int64_t endNs, std::string error,
-             Released& released);
-    void submit(const Ended& e);
+    void submit(const EndedCollective& e);
 
     Agent& m_agent;
-    std::mutex m_mutex;
-    Table m_live;                                         // by seq
-    std::unordered_map<const void*, int64_t> m_byResult;  // result storage -> seq
-    static constexpr size_t kMaxTracked = 1 << 16;        // beyond: recorded at issue
+    PendingCollectives m_pending;
     friend class CollectiveMonitor;
 };
 
