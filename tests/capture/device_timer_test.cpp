@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "capture/agent/device_timer.h"
+#include "capture/agent/ops/device_timer.h"
 #include "core/store/rank_reader.h"
 #include "tests/core/test_support.h"
 

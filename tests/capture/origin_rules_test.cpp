@@ -1,10 +1,10 @@
 // The pure rules of the agent: an incident's origin class from the facts
 // gathered about its plain operand (an ordered rule list, first match wins),
-// a new tensor's birth by phase (capture/agent/origin_rules.h), and the
-// promotion plan of a reconciled op (capture/agent/promotion_plan.h).
+// a new tensor's birth by phase (capture/agent/incidents/origin_rules.h), and the
+// promotion plan of a reconciled op (capture/agent/incidents/promotion_plan.h).
 
-#include "capture/agent/origin_rules.h"
-#include "capture/agent/promotion_plan.h"
+#include "capture/agent/incidents/origin_rules.h"
+#include "capture/agent/incidents/promotion_plan.h"
 
 #include <gtest/gtest.h>
 

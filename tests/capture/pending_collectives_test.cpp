@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "capture/agent/pending_collectives.h"
+#include "capture/agent/collectives/pending_collectives.h"
 
 namespace {
 

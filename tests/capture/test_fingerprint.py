@@ -1,4 +1,4 @@
-"""Content fingerprints of promoted tensors (capture/agent/fingerprint.cpp),
+"""Content fingerprints of promoted tensors (capture/agent/incidents/fingerprint.cpp),
 through the extension: computed by ATen ops on the tensor's own device, equal
 exactly when dtype, shape and values are equal. The CUDA cases run where a
 GPU is present (scripts/gpu_check.sh)."""

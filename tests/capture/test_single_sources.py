@@ -158,9 +158,9 @@ def test_settings_have_one_table_and_no_package_file_names_a_variable_itself():
 
 def test_the_agents_cpp_calls_python_only_through_what_the_package_provides():
     """C++ calls back into Python through functions the package hands over
-    by name (meshscope._capture.provide; capture/agent/python_callbacks.h),
+    by name (meshscope._capture.provide; capture/agent/interop/python_callbacks.h),
     never by importing the package's private modules."""
-    for path in sorted((ROOT / "capture" / "agent").glob("*.cpp")):
+    for path in sorted((ROOT / "capture" / "agent").rglob("*.cpp")):
         text = path.read_text()
         assert not re.search(r'ImportModule\("meshscope\.', text), \
             f"{path.name} imports a meshscope module itself"

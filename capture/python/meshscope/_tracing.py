@@ -55,7 +55,7 @@ def held_as(fake: Any) -> str:
     return ""
 
 
-# The agent's C++ calls these while Dynamo traces (capture/agent/tracing.cpp).
+# The agent's C++ calls these while Dynamo traces (capture/agent/interop/tracing.cpp).
 _capture.provide("traced_user_stack", user_stack)
 _capture.provide("real_tensor", real_tensor)
 _capture.provide("traced_local", held_as)

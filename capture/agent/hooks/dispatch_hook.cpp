@@ -1,0 +1,462 @@
+#include "capture/agent/hooks/dispatch_hook.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/PyInterpreter.h>
+#include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capture/agent/collectives/c10d_calls.h"
+#include "capture/agent/collectives/collective_tracker.h"
+#include "capture/agent/incidents/failures.h"
+#include "capture/agent/incidents/incidents.h"
+#include "capture/agent/ops/arg_editor.h"
+#include "capture/agent/ops/op_handler.h"
+#include "capture/agent/ops/op_recorder.h"
+#include "core/analysis/fix_suggestion.h"
+
+namespace meshscope::capture {
+
+PyObject* torchDispatch(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    if (argc < 1) {
+        PyErr_SetString(PyExc_TypeError, "__torch_dispatch__(func, types, args=(), kwargs=None)");
+        return nullptr;
+    }
+    PyObject* func = argv[0];
+    PyObject* args = argc > 2 && PyTuple_Check(argv[2]) ? argv[2] : nullptr;
+    PyObject* kwargs = argc > 3 && argv[3] != Py_None ? argv[3] : nullptr;
+    if (Agent* agent = Agent::current()) {
+        bool runAsIs = false;  // the agent's own trouble before the op ran
+        PyObject* result = OpHandler(*agent, func, args, kwargs).handle(runAsIs);
+        if (!runAsIs) return result;
+    }
+    static PyRef empty = PyRef::steal(PyTuple_New(0));
+    PyRef call = PyRef::steal(PyObject_GetAttrString(func, "_op"));
+    if (!call) PyErr_Clear();
+    return PyObject_Call(call ? call.get() : func, args ? args : empty.get(), kwargs);
+}
+
+namespace {
+
+// The dispatcher's spare mode key. Nothing in torch registers a kernel for
+// it; meshscope registers a boxed fallback and includes the key in the
+// attaching thread's dispatch (autograd carries it into backward).
+constexpr c10::DispatchKey kHookKey = c10::DispatchKey::TESTING_ONLY_GenericMode;
+
+// Holds the GIL for the record after an op (the op's Python binding released
+// it). PyGILState directly: pybind11's guard looks its internals up on every
+// acquisition, a cost paid per op.
+class GilHold {
+  public:
+    GilHold() : m_state(PyGILState_Ensure()) {}
+    ~GilHold() { PyGILState_Release(m_state); }
+    GilHold(const GilHold&) = delete;
+    GilHold& operator=(const GilHold&) = delete;
+
+  private:
+    PyGILState_STATE m_state;
+};
+
+// torch.tensor(data) builds its tensor outside the dispatcher and hands it
+// to aten::lift_fresh: the one sight of that birth.
+bool isLiftFresh(const c10::OperatorHandle& op) {
+    static const std::optional<c10::OperatorHandle> lift =
+        c10::Dispatcher::singleton().findOp({"aten::lift_fresh", ""});
+    return lift && op == *lift;
+}
+
+// Runs the op below the hook. The key is excluded meanwhile, so the ops
+// DTensor's dispatch runs inside (local compute, redistributions) and the
+// decompositions of composite ops never come back here.
+void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    c10::impl::ExcludeDispatchKeyGuard guard(kHookKey);
+    op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kHookKey), stack);
+}
+
+// Pushes an op's Python result onto the boxed stack as its schema's returns.
+void pushResult(const c10::FunctionSchema& schema, PyObject* result, torch::jit::Stack& stack) {
+    const auto& returns = schema.returns();
+    if (returns.size() == 1) {
+        stack.push_back(torch::jit::toIValue(result, returns[0].type()));
+        return;
+    }
+    for (size_t i = 0; i < returns.size(); ++i)
+        stack.push_back(torch::jit::toIValue(PyTuple_GET_ITEM(result, i), returns[i].type()));
+}
+
+// The op's boxed arguments as Python (args, kwargs), as torch hands them to
+// a TorchDispatchMode.
+struct PythonArgs {
+    PyRef args, kwargs;
+};
+PythonArgs pythonArgs(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> values) {
+    PyRef positional = PyRef::steal(PyList_New(0));
+    PyRef kwargs = PyRef::steal(PyDict_New());
+    for (size_t i = 0; i < values.size(); ++i) {
+        PyRef value = PyRef::steal(torch::jit::toPyObject(values[i]).release().ptr());
+        const c10::Argument& arg = schema.arguments()[i];
+        if (arg.kwarg_only())
+            PyDict_SetItemString(kwargs.get(), arg.name().c_str(), value.get());
+        else
+            PyList_Append(positional.get(), value.get());
+    }
+    return PythonArgs{PyRef::steal(PyList_AsTuple(positional.get())), std::move(kwargs)};
+}
+
+// A mixed op: hand it to the Python-object path (classification, policy,
+// promotion through DTensor.from_local) as torch would hand it to a
+// TorchDispatchMode, and put its result back on the stack.
+void mixedOp(Agent& agent, const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+    pybind11::gil_scoped_acquire gil;
+    c10::impl::ExcludeDispatchKeyGuard guard(kHookKey);
+    const c10::FunctionSchema& schema = op.schema();
+    size_t nargs = schema.arguments().size();
+    std::vector<c10::IValue> args(stack->end() - nargs, stack->end());  // to run it as is
+    std::optional<PythonArgs> call;
+    try {
+        call = pythonArgs(schema, args);
+    } catch (const std::exception& e) {
+        agent.ownError("dispatch", std::string("meshscope: dispatch hook error: ") + e.what());
+    }
+    torch::jit::drop(*stack, nargs);
+    bool runAsIs = !call;  // the agent's own trouble before the op ran
+    PyRef result;
+    if (call) {
+        PyObject* func = torch::detail::getTorchApiFunction(op).ptr();
+        result = PyRef::steal(
+            OpHandler(agent, func, call->args.get(), call->kwargs.get()).handle(runAsIs));
+    }
+    if (runAsIs) {  // as without meshscope: DTensor's own mixed-tensor error
+        PyErr_Clear();
+        stack->insert(stack->end(), args.begin(), args.end());
+        return op.callBoxed(stack);
+    }
+    if (!result) throw pybind11::error_already_set();
+    pushResult(schema, result.get(), *stack);
+}
+
+// Retries an op that raised once when a promotion meshscope laid out as
+// Shard() is among its operands: DTensor has no correct strategy for some
+// ops with such operands (index_put in the backward of an index lookup whose
+// indices were promoted). The same global tensors laid out as Replicate()
+// are always valid, so every DTensor operand except an in-place destination
+// is redistributed and the op runs again through DTensor's own dispatch.
+// Leaves the outputs on `stack` and returns true on success; false (the
+// first error stands) otherwise.
+bool retryReplicated(Agent& agent, const c10::OperatorHandle& op, const Operands& inputs,
+                     const std::vector<c10::IValue>& args, torch::jit::Stack& stack, size_t base,
+                     const std::exception& first) {
+    pybind11::gil_scoped_acquire gil;
+    if (Agent::current() != &agent) return false;
+    c10::impl::ExcludeDispatchKeyGuard guard(kHookKey);
+    bool promoted = false;
+    for (const Operand& o : inputs)
+        promoted = promoted || (o.dtensor && agent.promotions().isShardedPromotion(o.tensor()));
+    if (!promoted) return false;
+    const c10::FunctionSchema& schema = op.schema();
+    PyRef result;
+    std::string name;
+    try {
+        PythonArgs call = pythonArgs(schema, args);
+        PyObject* func = torch::detail::getTorchApiFunction(op).ptr();
+        OpContext retry(agent, func, call.args.get(), call.kwargs.get());
+        name = retry.info().text;
+        ArgEditor editor(call.args.get(), call.kwargs.get());
+        if (replicateDTensorOperands(retry, editor))
+            result = PyRef::steal(retry.call(func, editor.args.get(), editor.kwargs.get()));
+    } catch (const std::exception& e) {  // the first error stands
+        agent.ownError("dispatch", std::string("meshscope: retry: ") + e.what());
+    }
+    if (!result) {
+        PyErr_Clear();
+        return false;
+    }
+    // A failed boxed call leaves its arguments on the stack, or some of them.
+    stack.resize(std::min(stack.size(), base));
+    pushResult(schema, result.get(), stack);
+    agent.warnOnce("retry", "meshscope: " + name +
+                                " rejected an operand meshscope had promoted with Shard() (" +
+                                std::string(first.what()).substr(0, 120) +
+                                "); retried with its operands redistributed to Replicate()");
+    return true;
+}
+
+// The Python exception behind a C++ exception from Python code (DTensor's
+// dispatch is Python): pybind11's error_already_set or torch's
+// python_error; null for a C++ error. Requires the GIL.
+PyObject* pythonException(const std::exception& e) {
+    if (const auto* p = dynamic_cast<const pybind11::error_already_set*>(&e))
+        return p->value().ptr();
+    if (const auto* p = dynamic_cast<const python_error*>(&e)) return p->value;
+    return nullptr;
+}
+
+// Takes the work a c10d op returned from the stack (a Work, or one inside
+// the tuple some ops return).
+c10::intrusive_ptr<c10d::Work> workOnStack(const torch::jit::Stack& stack) {
+    if (stack.empty()) return {};
+    const c10::IValue& top = stack.back();
+    if (top.isCustomClass()) return top.toCustomClass<c10d::Work>();
+    if (top.isTuple())
+        for (const c10::IValue& v : top.toTupleRef().elements())
+            if (v.isCustomClass()) return v.toCustomClass<c10d::Work>();
+    return {};
+}
+
+// Records the error an op raised (its DTensor dispatch, or a c10d call:
+// `collective`, the collective it was) as an incident and adds meshscope's
+// note to the exception, unless a hook nearer the error recorded it already;
+// KeyboardInterrupt and SystemExit are not failures. A collective error is
+// the tracker's: the collective the op was, or the one this thread still
+// waits in.
+void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands& inputs,
+                     const std::exception& e, CollectiveTracker::Id collective = {}) {
+    GilHold gil;
+    if (Agent::current() != &agent) return;
+    PendingError saved;
+    try {
+        PyObject* value = pythonException(e);
+        if (alreadyRecorded(value)) return;
+        std::string error = value ? exceptionText(value) : std::string(e.what());
+        std::optional<IncidentKind> kind = classifyFailure(error);
+        if (!kind) {  // KeyboardInterrupt, SystemExit: the collective's end, not a failure
+            agent.tracker().ended(collective, error);
+            return;
+        }
+        std::string note;
+        if (collective || kind == IncidentKind::CollectiveError) {
+            if (!collective)
+                if (auto latest = agent.tracker().latestOnThisThread()) collective = latest->seq;
+            note = agent.tracker().failed(collective, error, op.schema().name());
+        } else {
+            OpContext failed(agent, agent.torch().opInfo(op.schema(), agent.writer()), inputs);
+            note = recordFailureIncident(failed, *kind, error);
+        }
+        markRecorded(value, note);
+    } catch (const std::exception& own) {
+        agent.ownError("record", std::string("could not record a failure: ") + own.what());
+    }
+}
+
+// A c10d collective the program called itself (dist.all_reduce, broadcast,
+// barrier, send, ...; c10d_calls.h): followed by the tracker from issue to
+// completion (its work says when) and recorded as an op with the user's call
+// site. What NCCL runs under it adds its GPU time to that record through the
+// plugin. A call that raises is recorded as failed and raises as without
+// meshscope.
+void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                    torch::jit::Stack* stack, Operands inputs) {
+    const c10::FunctionSchema& schema = op.schema();
+    C10dFacts facts = c10dFacts(schema, torch::jit::last(*stack, schema.arguments().size()));
+    RankWriter& writer = agent.writer();
+    int64_t start = writer.nowNs();
+    OpFrame frame(agent, Operands{});  // no GPU timing of its own: the plugin's
+    CollectiveTracker::Id id;
+    {
+        GilHold gil;  // the user frame; released before the call, which may block
+        PendingError pending;
+        try {
+            if (Agent::current() == &agent)
+                id = agent.tracker().issue(
+                    {std::string(facts.kind), facts.group, facts.bytes, start}, frame.enclosing());
+        } catch (const std::exception& e) {
+            agent.ownError("record", std::string("could not follow a collective: ") + e.what());
+        }
+    }
+    try {
+        redispatch(op, ks, stack);
+    } catch (const std::exception& e) {
+        frame.ran();
+        recordOpFailure(agent, op, inputs, e, id);
+        throw;
+    }
+    frame.ran();
+    int64_t end = writer.nowNs();
+    // no work: a synchronous NCCL collective, enqueued on the current stream
+    c10::intrusive_ptr<c10d::Work> work = workOnStack(*stack);
+    std::shared_ptr<c10::Event> streamDone =
+        work || !id ? nullptr : CollectiveTracker::streamMark(facts.device);
+    GilHold gil;
+    if (Agent::current() != &agent) return;
+    PendingError pending;
+    OpSeq seq;
+    try {
+        OpContext call(agent, agent.torch().opInfo(schema, writer), std::move(inputs));
+        seq = OpRecorder(call).recordOp(start, end, Operands{}, IncidentSeq{}, call.info());
+    } catch (const std::exception& e) {
+        agent.ownError("record", std::string("could not record a c10d collective: ") + e.what());
+    }
+    try {  // followed on even when its op record failed: it returned
+        // a gloo collective is waited for after this call, in Work.wait()
+        agent.tracker().issued(id, std::move(work), facts.completesOnWait, at::Tensor(), seq,
+                               frame.token(), std::move(streamDone));
+    } catch (const std::exception& e) {
+        agent.ownError("record", std::string("could not follow a collective: ") + e.what());
+    }
+}
+
+thread_local WorkCapture* t_capture = nullptr;
+
+// Inside a functional collective's call (WorkCapture): its `_c10d_functional`
+// op runs with the hook's key still included, so the c10d call inside comes
+// back here; that call's work and the op's result go to the tracker.
+void captureFallback(WorkCapture& capture, const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                     torch::jit::Stack* stack) {
+    const c10::FunctionSchema& schema = op.schema();
+    if (isC10dOp(schema)) {
+        bool onWait = completesOnWait(schema, torch::jit::last(*stack, schema.arguments().size()));
+        redispatch(op, ks, stack);
+        if (c10::intrusive_ptr<c10d::Work> work = workOnStack(*stack)) capture.work(work, onWait);
+        return;
+    }
+    if (!schema.name().starts_with("_c10d_functional")) return redispatch(op, ks, stack);
+    op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kHookKey), stack);
+    const auto& returns = schema.returns();
+    for (size_t i = 0; i < returns.size() && i < stack->size(); ++i) {
+        const c10::IValue& v = (*stack)[stack->size() - returns.size() + i];
+        if (v.isTensor()) return capture.result(v.toTensor());
+        if (v.isTensorList() && !v.toTensorList().empty())
+            return capture.result(v.toTensorList().get(0));
+    }
+}
+
+void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+    if (t_capture) return captureFallback(*t_capture, op, ks, stack);
+    Agent* agent = Agent::current();
+    PyTypeObject* dtensorType = agent ? agent->torch().dtensorType() : nullptr;
+    if (!dtensorType) return redispatch(op, ks, stack);
+    const c10::FunctionSchema& schema = op.schema();
+    Operands inputs = scanStack(*stack, schema.arguments().size(), dtensorType);
+    OpKind kind = markMixed(inputs);
+    if (kind == OpKind::Mixed) return mixedOp(*agent, op, stack);
+
+    if (kind == OpKind::Plain && isC10dOp(schema))
+        return c10dCollective(*agent, op, ks, stack, std::move(inputs));
+    if (kind == OpKind::Plain) {  // only provenance bookkeeping, and only when needed
+        // no tensor inputs, or torch.tensor()'s lift_fresh: maybe a factory
+        // (afterPlainOp knows)
+        bool factory =
+            (inputs.empty() || isLiftFresh(op)) && OpRecorder::tagsCreations(agent->phase());
+        TensorTable& tensors = agent->tensors();
+        bool propagate = tensors.hasProvenance() &&
+                         std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
+                             return tensors.mayHaveProvenance(o.tensor());
+                         });
+        redispatch(op, ks, stack);
+        if (!factory && !propagate) return;
+        GilHold gil;
+        if (Agent::current() != agent) return;  // detached meanwhile
+        try {
+            Operands outputs = scanStack(*stack, schema.returns().size(), dtensorType);
+            OpContext plain(*agent, agent->torch().opInfo(schema, agent->writer()),
+                            std::move(inputs));
+            OpRecorder(plain).afterPlainOp(outputs);
+        } catch (const std::exception& e) {
+            agent->ownError("dispatch", std::string("meshscope: provenance: ") + e.what());
+        }
+        return;
+    }
+
+    RankWriter& writer = agent->writer();
+    int64_t start = writer.nowNs();
+    OpFrame frame(*agent, inputs);
+    auto record = [&](bool ran) {
+        int64_t end = writer.nowNs();
+        GilHold gil;
+        if (Agent::current() != agent) return;
+        Operands outputs;
+        if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
+        OpContext call(*agent, agent->torch().opInfo(schema, writer), std::move(inputs), kind);
+        OpRecorder(call).recordRan(frame, start, end, outputs);
+    };
+    // A promotion laid out as Shard(batch) can meet an op DTensor has no
+    // correct strategy for (index_put in the backward of an index lookup
+    // whose indices were promoted): keep the arguments for one retry.
+    std::vector<c10::IValue> saved;
+    size_t base = stack->size() - schema.arguments().size();
+    if (agent->promotions().anySharded()) saved.assign(stack->begin() + base, stack->end());
+    try {
+        redispatch(op, ks, stack);
+    } catch (const std::exception& e) {
+        frame.ran();
+        if (!saved.empty() && retryReplicated(*agent, op, inputs, saved, *stack, base, e)) {
+            record(true);
+            return;
+        }
+        recordOpFailure(*agent, op, inputs, e);
+        record(false);
+        throw;
+    }
+    frame.ran();
+    record(true);
+}
+
+}  // namespace
+
+WorkCapture::WorkCapture(Agent* agent, CollectiveTracker::Id id, uint64_t own)
+    : m_agent(agent), m_id(id), m_own(own) {
+    if (!agent || !id || !c10::impl::tls_is_dispatch_key_included(kHookKey)) return;
+    m_active = true;
+    m_wasExcluded = c10::impl::tls_is_dispatch_key_excluded(kHookKey);
+    c10::impl::tls_set_dispatch_key_excluded(kHookKey, false);
+    m_previous = std::exchange(t_capture, this);
+}
+
+WorkCapture::~WorkCapture() {
+    if (!m_active) return;
+    t_capture = m_previous;
+    c10::impl::tls_set_dispatch_key_excluded(kHookKey, m_wasExcluded);
+}
+
+void WorkCapture::result(const at::Tensor& result) {
+    if (m_handedOver || Agent::current() != m_agent) return;
+    m_handedOver = true;
+    try {
+        m_agent->tracker().issued(m_id, std::move(m_work), m_completesOnWait, result, OpSeq{},
+                                  m_own);
+    } catch (const std::exception& e) {
+        m_agent->ownError("record", std::string("could not follow a collective: ") + e.what());
+    }
+}
+
+bool installDispatcherHook(std::string& why) {
+    static std::unique_ptr<torch::Library> library;
+    static std::string error;
+    if (library) return true;
+    if (error.empty()) {
+        try {
+            auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kHookKey,
+                                                        __FILE__, __LINE__);
+            lib->fallback(torch::CppFunction::makeFromBoxedFunction<&hookFallback>());
+            library = std::move(lib);
+            return true;
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+    }
+    why = error;
+    return false;
+}
+
+void enableDispatcherHook(bool on) {
+    c10::impl::tls_set_dispatch_key_included(kHookKey, on);
+}
+
+bool dispatcherHookEnabled() {
+    return c10::impl::tls_is_dispatch_key_included(kHookKey);
+}
+
+bool dispatcherHookSeesOps() {
+    return c10::impl::tls_is_dispatch_key_included(kHookKey) &&
+           !c10::impl::tls_is_dispatch_key_excluded(kHookKey);
+}
+
+}  // namespace meshscope::capture

@@ -1,0 +1,102 @@
+#include "capture/agent/incidents/failures.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "capture/agent/agent.h"
+#include "capture/agent/interop/python_callbacks.h"
+#include "capture/agent/interop/torch_types.h"
+#include "capture/agent/ops/op_recorder.h"
+#include "core/analysis/fix_suggestion.h"
+
+namespace meshscope::capture {
+
+std::string threadStacks() {
+    PendingError pending;
+    std::string out;
+    PyObject* stacks = callback(Callback::ThreadStacks);
+    PyRef text = stacks ? PyRef::steal(PyObject_CallNoArgs(stacks)) : PyRef{};
+    const char* utf8 = text && PyUnicode_Check(text.get()) ? PyUnicode_AsUTF8(text.get()) : nullptr;
+    out = utf8 ? utf8 : "(the Python stacks could not be read)\n";
+    return out;
+}
+
+std::string failureNote(IncidentKind kind, const std::string& what, const std::string& where,
+                        const std::string& error, const std::string& fixSummary,
+                        const std::string& fixCode, IncidentSeq seq, const std::string& path) {
+    std::string text = fmt::format("meshscope: {}: {}\n", incidentKindInfo(kind).title, what);
+    if (!where.empty()) text += "  called" + where + "\n";
+    if (kind == IncidentKind::DTensorError) text += "  error: " + firstLine(error, 300) + "\n";
+    text += "  fix: " + fixSummary + (fixCode.empty() ? "" : ", e.g. " + fixCode) + "\n";
+    text += fmt::format("  recorded as incident #{} in {}", seq.value(), path);
+    return text;
+}
+
+// An attribute on the exception itself: an identity kept here could be
+// reused by a later exception at the same address.
+constexpr const char* kRecordedAttribute = "__meshscope_recorded__";
+
+bool alreadyRecorded(PyObject* value) {
+    if (!value) return false;
+    bool recorded = PyObject_HasAttrString(value, kRecordedAttribute);
+    PyErr_Clear();
+    return recorded;
+}
+
+void markRecorded(PyObject* value, const std::string& note) {
+    if (!value) return;
+    if (PyObject_SetAttrString(value, kRecordedAttribute, Py_True) != 0) PyErr_Clear();
+    PyRef text = PyRef::steal(PyUnicode_FromString(note.c_str()));
+    PyRef done = PyRef::steal(PyObject_CallMethod(value, "add_note", "O", text.get()));
+    PyErr_Clear();
+}
+
+std::string exceptionText(PyObject* value) {
+    PyRef text = PyRef::steal(PyObject_Str(value));
+    const char* utf8 = text ? PyUnicode_AsUTF8(text.get()) : nullptr;
+    std::string out = std::string(Py_TYPE(value)->tp_name) + ": " + (utf8 ? utf8 : "");
+    PyErr_Clear();
+    return out;
+}
+
+std::string recordFailureIncident(OpContext& op, IncidentKind kind, const std::string& error) {
+    Agent& agent = op.agent();
+    RankWriter& writer = op.writer();
+    TorchTypes& torch = op.torch();
+    const OpInfo& info = op.info();
+    agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
+    UserFrame frame = agent.frames().userFrame(writer);
+    std::vector<std::string> placements;
+    std::string operands;
+    for (const Operand& o : op.inputs()) {
+        if (!o.dtensor) continue;
+        DTensorFacts facts = torch.dtensorFacts(o.obj, writer);
+        placements.emplace_back(facts.placementsText);
+        operands += fmt::format("{}{} {} {} on {}", operands.empty() ? "" : ", ", o.index,
+                                dtypeName(o.tensor().scalar_type()) +
+                                    shapeText(o.tensor().sizes().data(), o.tensor().dim()),
+                                facts.placementsText, torch.meshText(facts.mesh));
+    }
+    IncidentRecord inc;
+    inc.kind = kind;
+    inc.timeNs = writer.nowNs();
+    inc.step = agent.step();
+    inc.thread = Agent::threadIndex();
+    inc.op = info.name;
+    std::string what =
+        operands.empty() ? info.text : info.text + " with DTensor operands " + operands;
+    inc.evidence = writer.intern(what);
+    inc.error = writer.intern(error);
+    inc.action = Action::Observed;
+    inc.outcome = Outcome::Raised;
+    inc.stack = agent.frames().shortStack(writer);
+    OpRecorder(op).addOperands(inc.operands, op.inputs(), OperandRole::Input);
+    IncidentSeq seq = writer.submit(std::move(inc));
+    writer.flushNow();  // on disk before the exception propagates
+    FixSuggestion fix = fixForFailure(kind, info.text, placements, error);
+    return failureNote(kind, what, frame.where(), error, fix.summary, fix.code, seq,
+                       writer.path().string());
+}
+
+}  // namespace meshscope::capture
