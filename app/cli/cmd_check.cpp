@@ -68,9 +68,11 @@ Command addCheck(CLI::App& app) {
                     reconciled += r.outcome == Outcome::Reconciled;
                 fmt::print(stderr,
                            "meshscope check: {} finding(s); {} incident(s) in {} group(s), {} "
-                           "reconciled; {} promotion(s) checked across ranks; {} ops compared\n",
+                           "reconciled; {} promotion(s) checked across ranks; {} ops compared; {} "
+                           "replicated tensor(s) compared at {} sampled step(s)\n",
                            findings.size(), analysis.incidents.size(), analysis.groups.size(),
-                           reconciled, analysis.promotionChecks.size(), analysis.opsCompared);
+                           reconciled, analysis.promotionChecks.size(), analysis.opsCompared,
+                           analysis.replicas.tensorsCompared, analysis.replicas.steps.size());
                 return findings.empty() ? kExitOk : kExitFindings;
             }};
 }

@@ -27,6 +27,9 @@ Command addSynth(CLI::App& app) {
     sub->add_flag("--failures", o->spec.failures,
                   "End as a broken job: no sharding strategy, a DTensor error, a hang in "
                   "mismatched collectives, ranks left unclosed");
+    sub->add_flag("--drift", o->spec.drift,
+                  "Record the replica check's fingerprints, with one layer's norm drifting "
+                  "apart across ranks (an unreduced gradient)");
     return {sub, [o] {
                 if (std::filesystem::exists(o->out) && !std::filesystem::is_empty(o->out)) {
                     std::cerr << "meshscope: " << o->out << ": already exists and is not empty\n";

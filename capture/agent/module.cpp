@@ -342,6 +342,29 @@ PYBIND11_MODULE(_capture, m) {
     // The content fingerprint promotions record, computed on the tensor's
     // device (for checking by hand that a tensor is equal on every rank).
     m.def("fingerprint", [](const at::Tensor& tensor) { return fingerprintTensor(tensor); });
+    // The replica check (meshscope/_replicas.py): one tensor ranks with the
+    // same name and key must hold equal, fingerprinted on its device.
+    m.def("record_replica",
+          [](int64_t step, const std::string& name, const std::string& role, const std::string& key,
+             const std::string& placements, const std::string& module, const at::Tensor& tensor) {
+              Agent* agent = Agent::current();
+              if (!agent) return;
+              RankWriter& w = agent->writer();
+              ReplicaRecord r{step,
+                              w.intern(name),
+                              w.intern(role),
+                              w.intern(key),
+                              w.intern(placements),
+                              w.intern(module),
+                              fingerprintTensor(tensor),
+                              tensor.numel()};
+              w.submit(Record{r});
+          });
+    // The Python package's own trouble: counted and reported once per kind,
+    // like the agent's (stats()["agent_errors"]), never raised.
+    m.def("own_error", [](const std::string& kind, const std::string& message) {
+        if (Agent* agent = Agent::current()) agent->ownError(kind, message);
+    });
     m.def("set_parameter_lookup",
           [](py::object fn) { setParameterLookup(fn.is_none() ? nullptr : fn.ptr()); });
     m.def("set_strict_error_type", [](py::object t) { setStrictErrorType(t.ptr()); });

@@ -1,5 +1,7 @@
 #include "core/analysis/fix_suggestion.h"
 
+#include <cctype>
+
 #include <fmt/format.h>
 
 namespace meshscope {
@@ -98,6 +100,44 @@ FixSuggestion fixForIncident(OriginClass origin, std::string_view evidence, std:
         if (auto fsdp = fullyShardFix(evidence)) return *fsdp;
     bool gradient = evidence.starts_with("gradient of ");
     return suggestFix(origin, "mesh", 0, gradient ? std::string_view() : name, batchOnMesh);
+}
+
+FixSuggestion fixForRankDependentData(std::string_view evidence, std::string_view name,
+                                      bool meshRng) {
+    std::string reference = pythonReference(name);
+    std::string tensor = reference.empty() ? "t" : reference;
+    // "created by aten::randn.default inside forward at model.py:12"
+    auto madeBy = [&](std::string_view op) {
+        std::string token = "aten::" + std::string(op);
+        for (size_t at = evidence.find(token); at != std::string_view::npos;
+             at = evidence.find(token, at + 1)) {
+            size_t end = at + token.size();
+            if (end == evidence.size() ||
+                !(std::isalnum(uint8_t(evidence[end])) || evidence[end] == '_'))
+                return true;
+        }
+        return false;
+    };
+    bool derived = evidence.starts_with("derived from");  // regenerate the source, not this
+    for (std::string_view random : {"rand", "randn", "rand_like", "randn_like"}) {
+        if (!meshRng || derived || !madeBy(random)) continue;
+        std::string_view op = random.substr(0, random.find('_'));
+        return {
+            "draw it from the mesh's RNG, so every rank gets the same values (a "
+            "from_local(..., [Replicate()]) of per-rank random values keeps them different); "
+            "or seed every rank alike, or broadcast it from one rank",
+            fmt::format("{0} = torch.distributed.tensor.{1}({0}.shape, device_mesh=mesh, "
+                        "placements=[torch.distributed.tensor.Replicate()]).to_local()  # the "
+                        "same values on every rank",
+                        tensor, op)};
+    }
+    return {
+        "make it identical on every rank before it meets the DTensor: broadcast it from "
+        "one rank, or compute it from values every rank holds (a from_local(..., "
+        "[Replicate()]) of per-rank values keeps them different)",
+        fmt::format("dist.broadcast({}, src=0)  # on every rank of the mesh, before it meets "
+                    "the DTensor: rank 0's values everywhere",
+                    tensor)};
 }
 
 bool meshHasBatchDim(const std::vector<std::string>& dimNames) {

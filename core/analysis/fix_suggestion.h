@@ -35,6 +35,18 @@ FixSuggestion suggestFix(OriginClass origin, std::string_view mesh = "mesh", int
 FixSuggestion fixForIncident(OriginClass origin, std::string_view evidence, std::string_view name,
                              bool batchOnMesh = true);
 
+// The fix for a plain tensor promoted as Replicate() whose content differs
+// across ranks (a promotion found INVALID): make it identical on every rank
+// before it meets the DTensor. A random tensor comes from the mesh's RNG
+// (DTensor's random ops, the same values on every rank) where `meshRng`
+// (DTensor's RNG tracker serves only accelerator meshes); other data, and
+// any on a CPU mesh, is broadcast from one rank. Never a from_local(...,
+// [Replicate()]), which keeps each rank's values. `name`: the user's name
+// for it; `evidence`: where it was made ("created by aten::rand inside
+// forward at model.py:12").
+FixSuggestion fixForRankDependentData(std::string_view evidence, std::string_view name,
+                                      bool meshRng);
+
 // The fix for origin A when the agent's evidence names an FSDP2 plan
 // ("... (fully_shard(model.head) for its module, ...)"): that call, in
 // FSDP2's API; nullopt otherwise.

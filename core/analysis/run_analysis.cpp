@@ -144,6 +144,18 @@ std::string failureFinding(const IncidentGroup& g, const RunAnalysis& a) {
     return formatLocation(g.site) + ": " + g.op;
 }
 
+std::string driftFinding(const ReplicaDrift& d) {
+    std::string what = d.module.empty() ? d.placements : d.module + ", " + d.placements;
+    std::string equal =
+        d.lastEqualStep >= 0 ? fmt::format(", equal at step {}", d.lastEqualStep) : "";
+    return fmt::format(
+        "{}{}{}: replicas differ across ranks {} from step {} ({} first{}): {}; "
+        "the training goes on silently wrong; fix: {}, e.g. {}",
+        d.name, what.empty() ? "" : " (" + what + ")", d.key.empty() ? "" : " [" + d.key + "]",
+        formatRankGroups(d.groups), d.firstStep, d.firstRole, equal, d.causeText, d.fix.summary,
+        d.fix.code);
+}
+
 void addFindings(const RunReader& run, RunAnalysis& a) {
     for (const StoreError& p : run.problems())
         a.findings.push_back({FindingKind::Unreadable, p.what(), -1, -1});
@@ -188,12 +200,15 @@ void addFindings(const RunReader& run, RunAnalysis& a) {
             a.findings.push_back(
                 {FindingKind::Invalid,
                  fmt::format("{}: {}: {} promotion(s) of a plain tensor that differs across "
-                             "ranks (first at step {}: {}); the result is silently wrong",
+                             "ranks (first at step {}: {}); the result is silently wrong; fix: "
+                             "{}, e.g. {}",
                              formatLocation(g.site), g.op, g.invalid, first ? first->step : -1,
-                             first ? verdictFingerprints(*first) : ""),
+                             first ? verdictFingerprints(*first) : "", g.fix.summary, g.fix.code),
                  g.id, -1});
         }
     }
+    for (const ReplicaDrift& d : a.replicas.drifts)
+        a.findings.push_back({FindingKind::Drift, driftFinding(d), -1, -1});
     for (const Divergence& d : a.divergences) {
         std::string what =
             d.kind == Divergence::Kind::Ops ? fmt::format("op #{} on thread {}", d.index, d.thread)
@@ -511,6 +526,13 @@ void judgePromotions(const PromotionIndex& checks, RunAnalysis& a) {
          : c.verdict == Verdict::Verified ? g.verified
                                           : g.unverified)++;
     }
+    // A plain tensor that differs across ranks: its origin's fix (a
+    // from_local(..., [Replicate()])) would keep it different. Per-rank
+    // input data whose fix shards it by batch keeps that fix.
+    for (IncidentGroup& g : a.groups)
+        if (g.invalid > 0 && g.fix.code.find("Shard(") == std::string::npos)
+            g.fix = fixForRankDependentData(g.example.evidence, plainOperandName(g.example),
+                                            g.example.mesh && g.example.mesh->deviceType != "cpu");
 }
 
 // Incident sequences across ranks (by group).
@@ -526,7 +548,7 @@ void compareIncidents(const RunReader& run, RunAnalysis& a) {
     for (const IncidentRef& ref : a.incidents) {  // collective ones: where each rank stopped
         const RecordingReach* of = reach[ref.rank];
         if (!isCollectiveKind(ref.kind) && (!of || of->includes(ref.timeNs, ref.step)))
-            incidents.push(ref.rank, {ref.group, ref.step});
+            incidents.push(ref.rank, {ref.group, ref.step, {}, false});
     }
     for (int r : rankIds) {
         incidents.setEnded(r);
@@ -691,6 +713,7 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     if (options.compareOps) compareOps(run, options, a);
     orderGroups(a);
     findStops(run, a);
+    a.replicas = checkReplicas(run);
     addFindings(run, a);
     return a;
 }

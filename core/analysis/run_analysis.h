@@ -16,6 +16,7 @@
 
 #include "core/analysis/fix_suggestion.h"
 #include "core/analysis/recording_reach.h"
+#include "core/analysis/replica_drift.h"
 #include "core/analysis/run_summary.h"
 #include "core/store/run_reader.h"
 
@@ -137,14 +138,18 @@ struct PromotionCheck {
 struct Divergence {
     enum class Kind : uint8_t { Ops, Incidents, Collectives };
     Kind kind = Kind::Ops;
-    int rank = 0;             // the rank that departs
-    uint32_t thread = 0;      // ops: the thread whose sequence is compared
-    int64_t index = 0;        // position in the sequence (0-based)
-    int64_t step = -1;        // step of the departing entry (or of the expected one)
-    std::string expected;     // what the other ranks have there ("" = they have ended)
-    std::string actual;       // what this rank has ("" = its sequence ended)
-    std::vector<int> others;  // ranks that have `expected`
-    SourceFrame site;         // incidents, collectives: call site of the departing entry
+    int rank = 0;              // the rank that departs
+    uint32_t thread = 0;       // ops: the thread whose sequence is compared
+    int64_t index = 0;         // position in the sequence (0-based)
+    int64_t step = -1;         // step of the departing entry (or of the expected one)
+    std::string expected;      // what the other ranks have there ("" = they have ended)
+    std::string actual;        // what this rank has ("" = its sequence ended)
+    std::vector<int> others;   // ranks that have `expected`
+    SourceFrame site;          // call site of the departing entry
+    SourceFrame expectedSite;  // ops: the call site of what the other ranks have there
+    // ops: a side had no user frame of its own (autograd's threads, torch's
+    // code): its site is the nearest earlier one on its thread
+    bool siteIsNearest = false;
     // collectives: the same kind on the same group with another size (one
     // rank issued a collective the other did not)
     bool sizeOnly = false;
@@ -201,6 +206,8 @@ struct RunAnalysis {
     std::vector<RecordingReach> reach;
     std::vector<int> missingRanks;  // the first kMissingRanksListed, ascending
     int64_t missingRankCount = 0;   // all of them
+    // Replicated training state compared across ranks (replica_drift.h).
+    ReplicaCheck replicas;
     std::vector<Finding> findings;
     int64_t opsCompared = 0;
     bool opsComparedFully = false;

@@ -85,7 +85,7 @@ void SequenceComparer::setTruncated(int rank) {
 }
 
 void SequenceComparer::compare(const Describe& describe, std::vector<Divergence>& out,
-                               const SiteOf& siteOf) {
+                               const SiteOf& siteOf, const EntrySite& entrySite) {
     for (;;) {
         std::vector<std::pair<int, int64_t>> values;
         for (int r : m_ranks) {
@@ -122,6 +122,16 @@ void SequenceComparer::compare(const Describe& describe, std::vector<Divergence>
             d.actual = v == kEnd ? "" : describe(v);
             d.others = agreeing;
             if (siteOf) d.site = siteOf(v == kEnd ? reference : v);
+            if (entrySite) {
+                int first = agreeing.front();
+                const Entry* mine = v == kEnd ? nullptr : &m_queues[r].front();
+                const Entry* theirs = reference == kEnd || m_queues[first].empty()
+                                          ? nullptr
+                                          : &m_queues[first].front();
+                if (mine) d.site = entrySite(r, *mine);
+                if (theirs) d.expectedSite = entrySite(first, *theirs);
+                d.siteIsNearest = (mine && mine->nearest) || (theirs && theirs->nearest);
+            }
             out.push_back(std::move(d));
             m_diverged.insert(r);
             m_queues[r].clear();
@@ -142,6 +152,23 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
     std::vector<OpSeq> last(ranks.size());
     std::vector<bool> done(ranks.size(), false);
     auto describe = [&](int64_t id) { return names.name(id); };
+    // Call sites of the ops that differ, resolved in their rank's file. An op
+    // with no user frame (autograd's threads, torch's own code) takes the
+    // nearest earlier one on its thread.
+    std::map<std::pair<int, int64_t>, SourceFrame> sites;
+    std::map<int, const RankReader*> readerOf;
+    for (const RankStream& r : ranks)
+        readerOf[r.id] = r.reader;
+    auto entrySite = [&](int rank, const SequenceComparer::Entry& e) -> SourceFrame {
+        if (!e.stack) return {};
+        auto [it, fresh] = sites.try_emplace({rank, e.stack.value()});
+        if (fresh) {
+            std::vector<SourceFrame> frames = resolveStack(*readerOf[rank], e.stack);
+            if (!frames.empty()) it->second = frames.front();
+        }
+        return it->second;
+    };
+    std::map<std::pair<size_t, uint32_t>, StackId> lastStack;  // (rank index, thread)
     // Level `all` also records every aten op the RecordFunction observer
     // sees (no user frame of their own): those legitimately differ per rank
     // (distribute_tensor scatters from rank 0 while the others allocate).
@@ -171,8 +198,10 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
                              .first;
                 for (const RankStream& r : ranks)
                     if (r.reach && r.reach->truncated) it->second.setTruncated(r.id);
-                it->second.push(ranks[i].id,
-                                {names.id(*ranks[i].reader, int(i), op.name), op.step});
+                StackId& last = lastStack[{i, op.thread}];
+                if (op.stack) last = op.stack;
+                it->second.push(ranks[i].id, {names.id(*ranks[i].reader, int(i), op.name), op.step,
+                                              last, !op.stack && last});
             });
             read += count;
             if (count < kOpPage)
@@ -185,8 +214,17 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
             if (done[i])
                 for (auto& [thread, c] : comparers)
                     c.setEnded(ranks[i].id);
+        size_t before = out.size();
         for (auto& [thread, c] : comparers)
-            c.compare(describe, out);
+            c.compare(describe, out, {}, entrySite);
+        for (size_t k = before; k < out.size(); ++k) {  // "aten::mul.Tensor at train.py:14"
+            Divergence& d = out[k];
+            std::string_view how = d.siteIsNearest ? " near " : " at ";
+            if (!d.actual.empty() && !d.site.file.empty())
+                d.actual += std::string(how) + formatLocation(d.site);
+            if (!d.expected.empty() && !d.expectedSite.file.empty())
+                d.expected += std::string(how) + formatLocation(d.expectedSite);
+        }
         if (progress) progress(read);
     }
     return read;
@@ -262,7 +300,7 @@ int64_t compareCollectiveSequences(const std::vector<RankStream>& ranks,
                 if (sizesMustAgree(kind)) text += ", " + humanBytes(c.bytes);
                 auto [it, fresh] = valueIds.try_emplace(text, int64_t(texts.size()));
                 if (fresh) texts.push_back(text);
-                comparer.push(r.id, {it->second, c.step});
+                comparer.push(r.id, {it->second, c.step, {}, false});
                 siteOf[r.id].push_back(site(c));
             }
         }

@@ -25,9 +25,13 @@ class SequenceComparer {
     struct Entry {
         int64_t value = -1;  // >= 0; ids are the caller's
         int64_t step = -1;
+        StackId stack;         // its user frame in its rank's file (ops), or none
+        bool nearest = false;  // `stack` is the nearest earlier one: the entry had none
     };
     using Describe = std::function<std::string(int64_t)>;
     using SiteOf = std::function<SourceFrame(int64_t)>;
+    // The call site of a rank's entry (`stack` resolved in that rank's file).
+    using EntrySite = std::function<SourceFrame(int rank, const Entry&)>;
 
     SequenceComparer(Divergence::Kind kind, uint32_t thread, std::vector<int> ranks);
 
@@ -43,7 +47,10 @@ class SequenceComparer {
     // departure of each rank to `out`; a departed rank is compared no more.
     // At each position the majority wins; ties go to a value over the end of
     // a sequence, then to the value of the lowest rank.
-    void compare(const Describe& describe, std::vector<Divergence>& out, const SiteOf& siteOf = {});
+    // `entrySite` gives both sides a call site (Divergence::site and
+    // expectedSite) from the entries' stacks.
+    void compare(const Describe& describe, std::vector<Divergence>& out, const SiteOf& siteOf = {},
+                 const EntrySite& entrySite = {});
 
   private:
     Divergence::Kind m_kind;

@@ -30,6 +30,9 @@ inline constexpr std::array kSettings = std::to_array<Setting>({
      "seconds a collective may stay pending before its stacks are written (0: no watchdog)"},
     {"device_timing", "MESHSCOPE_DEVICE_TIMING", "every:10",
      "which steps' ops get GPU durations: every:N, all or off"},
+    {"replica_check", "MESHSCOPE_REPLICA_CHECK", "every:50",
+     "which optimizer steps fingerprint the state ranks must hold equal (replica drift): "
+     "every:N, all or off"},
     {"max_file_bytes", "MESHSCOPE_MAX_FILE_BYTES", "", "a cap on each rank file's size"},
     {"queue_capacity", "MESHSCOPE_QUEUE_CAPACITY", "", "records the writer's queue holds"},
     {"hook", "MESHSCOPE_HOOK", "dispatcher",

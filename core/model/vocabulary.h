@@ -268,6 +268,7 @@ enum class FindingKind : uint8_t {
     CollectiveError,
     Hang,
     Reconciled,
+    Drift,
     End,
 };
 
@@ -337,6 +338,14 @@ inline constexpr std::array kFindingKinds = std::to_array<FindingKindInfo>({
      "mixed-tensor incidents a policy repaired: the code runs only under meshscope (only when "
      "asked for: --fail-on reconciled)",
      3, "", "", "", "", "", false},
+    {FindingKind::Drift, "drift",
+     "a parameter, gradient or optimizer state that ranks must hold equal and do not "
+     "(replicas drifting apart; no error is raised)",
+     0, "meshscope/replica-drift", "ReplicaDrift",
+     "Replicated training state differs across the ranks that must hold it equal",
+     "Reduce the gradient across the ranks that hold the replica (a module left out of the "
+     "SequenceParallel / parallelize plan), or make the update identical on every rank",
+     "error"},
 });
 
 static_assert(kindTableIsComplete(kFindingKinds, FindingKind::End),

@@ -50,6 +50,25 @@ nlohmann::json groupToJson(const IncidentGroup& g) {
 
 // Where one rank stopped (RankStop); `stopped_in` is the kind of the
 // collective incident it ended in, null when none.
+nlohmann::json replicasToJson(const ReplicaCheck& check) {
+    nlohmann::json drifts = nlohmann::json::array();
+    for (const ReplicaDrift& d : check.drifts)
+        drifts.push_back({{"name", d.name},
+                          {"replica_key", d.key},
+                          {"module", d.module},
+                          {"placements", d.placements},
+                          {"first_step", d.firstStep},
+                          {"last_equal_step", d.lastEqualStep},
+                          {"first_role", d.firstRole},
+                          {"rank_groups", d.groups},
+                          {"cause", toString(d.cause)},
+                          {"cause_text", d.causeText},
+                          {"fix", {{"summary", d.fix.summary}, {"code", d.fix.code}}}});
+    return {{"sampled_steps", check.steps},
+            {"tensors_compared", check.tensorsCompared},
+            {"drifts", drifts}};
+}
+
 nlohmann::json stopToJson(const RankStop& s) {
     nlohmann::json pendingSite = nullptr;
     if (s.stoppedIn) pendingSite = frameToJson(s.pendingSite);
@@ -195,6 +214,8 @@ nlohmann::json reportToJson(const RunAnalysis& a, const ReportOptions& options) 
                              {"comparison_notes", notes},
                              {"missing_ranks", a.missingRanks},
                              {"ops_compared", a.opsCompared}};
+    // only where replicas were compared (golden reports stay as they are)
+    if (a.replicas.tensorsCompared > 0) report["replicas"] = replicasToJson(a.replicas);
     // only when the list above is cut short (golden reports stay as they are)
     if (a.missingRankCount > int64_t(a.missingRanks.size()))
         report["missing_rank_count"] = a.missingRankCount;

@@ -227,6 +227,9 @@ void RankReader::validate() {
     }
     tables.bind(1, kDeviceTimes.name);
     m_hasDeviceTimes = tables.step();
+    tables.reset();
+    tables.bind(1, kReplicas.name);
+    m_hasReplicas = tables.step();
     refreshInfo();
 }
 
@@ -512,6 +515,31 @@ std::vector<DeviceTimeRecord> RankReader::deviceTimes() const {
             r.durationNs = row.int64(t["duration_ns"]);
             if (!row.isNull(t["device_start_ns"]))
                 r.deviceStartNs = row.int64(t["device_start_ns"]);
+            return r;
+        });
+    });
+}
+
+std::vector<ReplicaRecord> RankReader::replicas() const {
+    return replicasFrom(std::numeric_limits<int64_t>::min());
+}
+
+std::vector<ReplicaRecord> RankReader::replicasFrom(int64_t step) const {
+    if (!m_hasReplicas) return {};
+    return guarded([&] {
+        constexpr auto& t = kReplicas;
+        sql::Stmt s(*m_db, selectSql(t) + "WHERE step >= ?1 ORDER BY step, name_id, role_id");
+        s.bind(1, step);
+        return collect<ReplicaRecord>(s, [](const sql::Stmt& row) {
+            ReplicaRecord r;
+            r.step = row.int64(t["step"]);
+            r.name = row.id<StringId>(t["name_id"]);
+            r.role = row.id<StringId>(t["role_id"]);
+            r.replicaKey = row.id<StringId>(t["replica_key_id"]);
+            r.placements = row.id<StringId>(t["placements_id"]);
+            r.module = row.id<StringId>(t["module_id"]);
+            r.fingerprint = uint64_t(row.int64(t["fingerprint"]));
+            r.numel = row.int64(t["numel"]);
             return r;
         });
     });

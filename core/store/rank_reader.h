@@ -106,6 +106,10 @@ class RankReader {
     // GPU times of ops and collectives, ops first, each by seq; none for
     // files written before device times existed.
     std::vector<DeviceTimeRecord> deviceTimes() const;
+    // Replica fingerprints by step (none in a file without the table).
+    std::vector<ReplicaRecord> replicas() const;
+    // Those at `step` and later (a live run: the latest step may still grow).
+    std::vector<ReplicaRecord> replicasFrom(int64_t step) const;
     std::vector<OptimizerStepRecord> optimizerSteps() const;
     // Optimizer steps numbered above `afterStep`, ordered by step.
     std::vector<OptimizerStepRecord> optimizerStepsAfter(int64_t afterStep) const;
@@ -141,6 +145,7 @@ class RankReader {
     mutable int64_t m_stringsReadTo = 0;  // highest id read (rows are read in id order)
     mutable std::unique_ptr<sql::Stmt> m_stringsAfter;  // after m_db: finalized before it closes
     bool m_hasDeviceTimes = false;                      // the optional table exists
+    bool m_hasReplicas = false;                         // the optional table exists
 };
 
 }  // namespace meshscope

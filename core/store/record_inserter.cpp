@@ -41,6 +41,7 @@ RecordInserter::RecordInserter(sql::Db& db)
       m_optimizerStep(db, schema::insertSql(kOptimizerSteps)),
       m_incident(db, schema::insertSql(kIncidents)),
       m_deviceTime(db, schema::insertSql(kDeviceTimes, true)),
+      m_replica(db, schema::insertSql(kReplicas, true)),
       m_drop(db, schema::insertSql(kDrops) + " ON CONFLICT (reason) DO UPDATE SET " +
                      "count=excluded.count") {}
 
@@ -143,6 +144,15 @@ void RecordInserter::insertRow(const DeviceTimeRecord& r) {
     else
         m_deviceTime.bindNull(t.param("device_start_ns"));
     m_deviceTime.run();
+}
+
+void RecordInserter::insertRow(const ReplicaRecord& r) {
+    constexpr auto& t = kReplicas;
+    m_replica.bind(t.param("step"), r.step).bindId(t.param("name_id"), r.name);
+    m_replica.bindId(t.param("role_id"), r.role).bindId(t.param("replica_key_id"), r.replicaKey);
+    m_replica.bindId(t.param("placements_id"), r.placements).bindId(t.param("module_id"), r.module);
+    m_replica.bind(t.param("fingerprint"), int64_t(r.fingerprint)).bind(t.param("numel"), r.numel);
+    m_replica.run();
 }
 
 void RecordInserter::insertRow(const IncidentRecord& r) {

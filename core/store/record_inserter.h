@@ -38,8 +38,9 @@ class RecordInserter {
     void insertRow(const OptimizerStepRecord& r);
     void insertRow(const IncidentRecord& r);
     void insertRow(const DeviceTimeRecord& r);
+    void insertRow(const ReplicaRecord& r);
     sql::Stmt m_meta, m_string, m_frame, m_mesh, m_tensor, m_opChunk, m_operand, m_collective,
-        m_optimizerStep, m_incident, m_deviceTime, m_drop;
+        m_optimizerStep, m_incident, m_deviceTime, m_replica, m_drop;
 };
 
 }  // namespace meshscope

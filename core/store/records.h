@@ -179,6 +179,25 @@ struct OptimizerStepRecord {
     int64_t paramCount = 0;
 };
 
+// The content of a tensor that must be equal on other ranks, at a sampled
+// optimizer step (capture's replica check): a parameter, its gradient or an
+// optimizer state whose values every rank holding the same replica must
+// agree on. Offline analysis compares them across ranks (replica drift).
+struct ReplicaRecord {
+    int64_t step = 0;
+    StringId name;  // the parameter's module path: "layers.0.ffn_norm.weight"
+    StringId role;  // "param", "grad", "state exp_avg"
+    // Which ranks must agree: those with the same name and key. The key is
+    // the rank's coordinates on the mesh dims its DTensor is sharded on
+    // ("dp=0"); empty for a tensor every rank holds whole (Replicate() on
+    // every dim, or a plain parameter of a tensor-parallel model).
+    StringId replicaKey;
+    StringId placements;  // "[Shard(dim=0)] on dp", "plain"
+    StringId module;      // the owning module's class: "RMSNorm"
+    uint64_t fingerprint = 0;
+    int64_t numel = 0;
+};
+
 struct IncidentRecord {
     IncidentSeq seq;  // assigned by RankWriter::submit
     IncidentKind kind = IncidentKind::MixedTensor;
@@ -210,7 +229,7 @@ struct IncidentRecord {
 // A record queued for the writer thread. Strings and stacks are not records:
 // they are interned on the producer side and never dropped.
 using Record = std::variant<MetaRecord, MeshRecord, TensorRecord, OpRecord, CollectiveRecord,
-                            OptimizerStepRecord, IncidentRecord, DeviceTimeRecord>;
+                            OptimizerStepRecord, IncidentRecord, DeviceTimeRecord, ReplicaRecord>;
 
 // Why a record did not reach the file.
 enum class DropReason : uint8_t {

@@ -15,7 +15,7 @@ std::string schemaSql() {
     sql += createSql(kIncidents);
     sql += indexSql("incidents_by_time", kIncidents, kIncidents["time_ns"]);
     sql += indexSql("incidents_by_step", kIncidents, kIncidents["step"]);
-    sql += createSql(kDrops) + createSql(kDeviceTimes);
+    sql += createSql(kDrops) + createSql(kDeviceTimes) + createSql(kReplicas);
     return sql;
 }
 

@@ -180,7 +180,23 @@ inline constexpr auto kDeviceTimes =
           "collectives.seq); device_start_ns on the device's own clock, NULL when only the "
           "duration is known. Optional: a file without it has no device times.");
 
-// The tables a reader requires (every table but device_times).
+// Added like device_times: optional, no version change.
+inline constexpr auto kReplicas =
+    table("replicas",
+          {{"step", "INTEGER NOT NULL"},
+           {"name_id", "INTEGER NOT NULL"},
+           {"role_id", "INTEGER NOT NULL"},
+           {"replica_key_id", "INTEGER"},
+           {"placements_id", "INTEGER"},
+           {"module_id", "INTEGER"},
+           {"fingerprint", "INTEGER NOT NULL"},
+           {"numel", "INTEGER NOT NULL"}},
+          "PRIMARY KEY (step, name_id, role_id)", true,
+          "Content fingerprints, at sampled optimizer steps, of parameters, gradients and "
+          "optimizer states that ranks with the same name and replica key must hold equal. "
+          "Optional: a file without it has no replica checks.");
+
+// The tables a reader requires (every table but device_times and replicas).
 inline constexpr std::array<std::string_view, 11> kRequiredTables = {
     kMeta.name,      kStrings.name,          kStackFrames.name, kMeshes.name,
     kTensors.name,   kOpChunks.name,         kCollectives.name, kOptimizerSteps.name,

@@ -279,8 +279,36 @@ class RankGenerator {
         ++m_totals.collectives;
     }
 
+    void replicas(int64_t s) {
+        StringId norm = m_w.intern("RMSNorm"), linear = m_w.intern("Linear");
+        StringId replicated = m_w.intern("[Replicate()] on model");
+        StringId sharded = m_w.intern("[Shard(dim=0)] on model");
+        StringId every = m_w.intern(""), mine = m_w.intern("model=" + std::to_string(m_rank));
+        for (int l = 0; l < m_spec.layers; ++l) {
+            std::string layer = "layers." + std::to_string(l);
+            bool drifting = l == 1;
+            auto fingerprint = [&](int role, bool differs) {
+                return uint64_t(l) * 1000003 + uint64_t(s) * 101 + uint64_t(role) * 7 +
+                       (differs ? uint64_t(m_rank + 1) * 0x9E3779B97F4A7C15ull : 0);
+            };
+            auto add = [&](const std::string& name, const char* role, StringId key,
+                           StringId placements, StringId module, uint64_t fp) {
+                m_w.submit(Record{ReplicaRecord{s, m_w.intern(name), m_w.intern(role), key,
+                                                placements, module, fp, 64}});
+            };
+            add(layer + ".norm.weight", "param", every, replicated, norm,
+                fingerprint(0, drifting && s >= 2));
+            add(layer + ".norm.weight", "grad", every, replicated, norm,
+                fingerprint(1, drifting && s >= 1));
+            add(layer + ".norm.weight", "state exp_avg", every, replicated, norm,
+                fingerprint(2, drifting && s >= 2));
+            add(layer + ".w.weight", "param", mine, sharded, linear, fingerprint(3, true));
+        }
+    }
+
     void optimizer(int64_t s) {
         int64_t start = advance(100);
+        if (m_spec.drift) replicas(s);
         op("aten::_foreach_mul_.Scalar", Phase::Optimizer, 0, 0, advance(50), advance(3000));
         op("aten::_foreach_add_.List", Phase::Optimizer, 0, 0, advance(50), advance(3000));
         m_w.submit(Record{OptimizerStepRecord{s, m_w.intern("torch.optim.Adam"), start,

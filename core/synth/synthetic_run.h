@@ -25,6 +25,12 @@ struct SyntheticRunSpec {
     // collective its peers never issue (the watchdog's incident, with the
     // threads' stacks), and launch.json says `record` killed them.
     bool failures = false;
+    // The replica check's fingerprints at every optimizer step: each layer's
+    // norm weight replicated on every rank (with its gradient and Adam
+    // state) and its sharded weight (not compared). layers.1's norm drifts:
+    // its gradient differs from step 1 on (never reduced across the ranks),
+    // its weight and state from step 2 on.
+    bool drift = false;
 };
 
 struct SyntheticRankTotals {

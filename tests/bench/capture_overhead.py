@@ -97,7 +97,9 @@ def parse() -> argparse.Namespace:
 CONFIGURATIONS = ("no instrumentation", "CommDebugMode", "torch.profiler(record_shapes=True)",
                   "meshscope observe, level dtensor", "meshscope observe, level all",
                   "meshscope level dtensor, GPU op timing every step",
-                  "meshscope level dtensor, GPU op timing off")
+                  "meshscope level dtensor, GPU op timing off",
+                  "meshscope level dtensor, replica check every step",
+                  "meshscope level dtensor, replica check off")
 DEFAULT_CONFIGURATIONS = 5
 
 
@@ -180,9 +182,10 @@ def training(args: argparse.Namespace):
     counter = [0]
 
     @contextlib.contextmanager
-    def meshscope_level(level: str, device_timing: str = ""):
+    def meshscope_level(level: str, device_timing: str = "", replica_check: str = ""):
         counter[0] += 1
         os.environ["MESHSCOPE_DEVICE_TIMING"] = device_timing  # "": the default sampling
+        os.environ["MESHSCOPE_REPLICA_CHECK"] = replica_check
         meshscope.attach(os.path.join(runs, f"{level}-{counter[0]}"), policy="observe", level=level)
         try:
             yield
@@ -206,6 +209,8 @@ def training(args: argparse.Namespace):
         (lambda: meshscope_level("all"), False),
         (lambda: meshscope_level("dtensor", "all"), False),
         (lambda: meshscope_level("dtensor", "off"), False),
+        (lambda: meshscope_level("dtensor", "", "all"), False),
+        (lambda: meshscope_level("dtensor", "", "off"), False),
     ]))
     return step, sync, configs
 

@@ -396,5 +396,69 @@ TEST(FailureKinds, DTensorsMessagesGetTheirKindAndFix) {
               "aten.detach_.default");
 }
 
+// The example: rank 0 logs `float(w.abs().mean())` and so runs ops
+// rank 1 does not. The finding names both call sites; an op recorded without
+// a user frame (autograd's thread) takes the nearest earlier one.
+TEST(RunAnalysis, DivergentOpsNameTheCallSitesOfBothSides) {
+    test::TempDir dir;
+    for (int rank = 0; rank < 2; ++rank) {
+        Manifest initial;
+        initial.runId = "divergent-ops";
+        initial.worldSize = 2;
+        auto w = createRankWriter(dir.path(), initial, rank);
+        StringId file = w->intern("train.py"), fn = w->intern("main");
+        auto op = [&](const char* name, int line, int64_t step) {
+            OpRecord r;
+            r.name = w->intern(name);
+            r.step = step;
+            if (line > 0) r.stack = w->internStack(std::array{Frame{file, line, fn}});
+            w->submit(std::move(r));
+        };
+        op("aten::mul.Tensor", 14, 0);
+        op("aten::sum.default", 14, 0);
+        op("aten::ones_like", 0, 0);  // backward: no user frame of its own
+        if (rank == 0) op("aten::abs.default", 19, 0);
+        op("aten::mul.Tensor", 14, 1);
+        w->close();
+    }
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    ASSERT_EQ(a.divergences.size(), 1u);
+    const Divergence& d = a.divergences[0];
+    EXPECT_EQ(d.rank, 1);
+    EXPECT_EQ(d.actual, "aten::mul.Tensor at train.py:14");
+    EXPECT_EQ(d.expected, "aten::abs.default at train.py:19");
+    EXPECT_EQ(d.site.line, 14);
+    EXPECT_EQ(d.expectedSite.line, 19);
+    const Finding* f = findingOf(a, FindingKind::Divergent);
+    ASSERT_TRUE(f);
+    EXPECT_NE(f->message.find("is aten::mul.Tensor at train.py:14 where rank(s) 0 have "
+                              "aten::abs.default at train.py:19"),
+              std::string::npos)
+        << f->message;
+}
+
+TEST(RunAnalysis, AnOpWithoutAUserFrameTakesTheNearestEarlierOne) {
+    test::TempDir dir;
+    for (int rank = 0; rank < 2; ++rank) {
+        Manifest initial;
+        initial.runId = "nearest-frame";
+        initial.worldSize = 2;
+        auto w = createRankWriter(dir.path(), initial, rank);
+        OpRecord first;
+        first.name = w->intern("aten::mm");
+        first.stack = w->internStack(
+            std::array{Frame{w->intern("train.py"), 30, w->intern("step")}});
+        w->submit(std::move(first));
+        OpRecord frameless;  // autograd's thread: no Python frame
+        frameless.name = w->intern(rank == 0 ? "aten::mm" : "aten::add.Tensor");
+        w->submit(std::move(frameless));
+        w->close();
+    }
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    ASSERT_EQ(a.divergences.size(), 1u);
+    EXPECT_TRUE(a.divergences[0].siteIsNearest);
+    EXPECT_EQ(a.divergences[0].actual, "aten::add.Tensor near train.py:30");
+}
+
 }  // namespace
 }  // namespace meshscope

@@ -123,13 +123,15 @@ TEST(StoreTables, AFreshRankFileHasTheDeclaredTablesAndColumnsInOrder) {
     expectTableAsDeclared(db, kIncidents);
     expectTableAsDeclared(db, kDrops);
     expectTableAsDeclared(db, kDeviceTimes);
-    // no table the declarations lack; the required ones are all but device_times
+    expectTableAsDeclared(db, kReplicas);
+    // no table the declarations lack; the required ones are all but the optional two
     sql::Stmt tables(db, "SELECT name FROM sqlite_schema WHERE type='table' ORDER BY name");
     std::vector<std::string> names;
     while (tables.step())
         names.push_back(tables.text(0));
     std::vector<std::string> declared(kRequiredTables.begin(), kRequiredTables.end());
     declared.emplace_back(kDeviceTimes.name);
+    declared.emplace_back(kReplicas.name);
     std::sort(declared.begin(), declared.end());
     EXPECT_EQ(names, declared);
 }

@@ -33,6 +33,7 @@
 #include "ui/models/incident_group_model.h"
 #include "ui/models/incident_table_model.h"
 #include "ui/models/rank_stop_model.h"
+#include "ui/models/replica_drift_model.h"
 #include "ui/timeline/timeline_canvas.h"
 
 namespace meshscope::ui {
@@ -217,6 +218,7 @@ void MainWindow::buildDocks() {
     addDockWidget(Qt::RightDockWidgetArea, inspector);
 
     buildStopsDock();
+    buildReplicasDock();
 
     connect(m_canvas, &TimelineCanvas::selectionChanged, this,
             [this](const TimelineSelection& item) { select(item, false); });
@@ -235,6 +237,23 @@ void MainWindow::buildStopsDock() {
     addDockWidget(Qt::BottomDockWidgetArea, dock);
     connect(m_stopsTable, &QTableView::activated, this, &MainWindow::onStopActivated);
     connect(m_stopsTable, &QTableView::clicked, this, &MainWindow::onStopActivated);
+}
+
+// The replica check across ranks and steps, tabbed with the incidents (its
+// step columns want the width): what drifts apart silently
+// (RunAnalysis::replicas). It comes forward when something drifts.
+void MainWindow::buildReplicasDock() {
+    m_replicas = new ReplicaDriftModel(this);
+    m_replicasTable = rowTable(m_replicas, "replicasTable", this);
+    m_replicasTable->horizontalHeader()->setStretchLastSection(false);
+    auto* dock = new QDockWidget("Replicas", this);
+    dock->setObjectName("replicasDock");
+    dock->setWidget(m_replicasTable);
+    addDockWidget(Qt::BottomDockWidgetArea, dock);
+    if (auto* incidents = findChild<QDockWidget*>("incidentsDock")) {
+        tabifyDockWidget(incidents, dock);
+        incidents->raise();  // the incidents first, unless something drifts
+    }
 }
 
 void MainWindow::onStopActivated(const QModelIndex& index) {
@@ -388,6 +407,10 @@ void MainWindow::onAnalysisReady() {
         m_groupsTable->resizeColumnToContents(c);
     m_stopsTable->resizeColumnToContents(RankStopModel::Rank);
     m_stopsTable->resizeRowsToContents();
+    m_replicas->setAnalysis(m_session->analysis());
+    m_replicasTable->resizeColumnsToContents();
+    if (m_replicas->rowCount() > 0 && m_session->analysis()->replicas.drifts.size() > 0)
+        if (auto* dock = findChild<QDockWidget*>("replicasDock")) dock->raise();
     m_canvas->dataChanged();
     if (keep.kind == TimelineSelection::Kind::Incident) select(keep, false);
     updateStatus();

@@ -33,6 +33,7 @@ class IncidentFilterBar;
 class InspectorWidget;
 class RankStopModel;
 class IncidentGroupModel;
+class ReplicaDriftModel;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -52,6 +53,8 @@ class MainWindow : public QMainWindow {
     QTableView& stopsTable() { return *m_stopsTable; }
     RankStopModel& stopsModel() { return *m_stops; }
     QTableView& groupsTable() { return *m_groupsTable; }
+    QTableView& replicasTable() { return *m_replicasTable; }
+    ReplicaDriftModel& replicasModel() { return *m_replicas; }
     IncidentGroupModel& groupsModel() { return *m_groups; }
     QTabWidget& incidentTabs() { return *m_incidentTabs; }
     ReplayController& replay() { return *m_replay; }
@@ -86,6 +89,7 @@ class MainWindow : public QMainWindow {
     void onTableRowChanged();
     void onStopActivated(const QModelIndex& index);
     void buildStopsDock();
+    void buildReplicasDock();
     void showInspectorFor(const TimelineSelection& item);
     void updateStatus();
     void chooseRunDirectory();
@@ -111,6 +115,8 @@ class MainWindow : public QMainWindow {
     InspectorWidget* m_inspector = nullptr;
     RankStopModel* m_stops = nullptr;
     QTableView* m_stopsTable = nullptr;
+    ReplicaDriftModel* m_replicas = nullptr;
+    QTableView* m_replicasTable = nullptr;
     IncidentGroupModel* m_groups = nullptr;
     QTableView* m_groupsTable = nullptr;
     QTabWidget* m_incidentTabs = nullptr;

@@ -130,6 +130,27 @@ void printIncidentGroups(const RunAnalysis& analysis, std::ostream& out) {
                            analysis.groups.size() - kListed);
 }
 
+// Replicated state the ranks no longer hold equal (the replica check), one
+// line each with its fix: nothing raised for it while the job ran.
+void printDrifts(const ReplicaCheck& replicas, std::ostream& out) {
+    if (replicas.drifts.empty()) return;
+    constexpr size_t kListed = 12;
+    out << fmt::format(
+        "replicas that drift apart ({} parameter(s); compared at {} sampled "
+        "step(s)):\n",
+        replicas.drifts.size(), replicas.steps.size());
+    for (size_t i = 0; i < replicas.drifts.size() && i < kListed; ++i) {
+        const ReplicaDrift& d = replicas.drifts[i];
+        out << fmt::format("  {}{}  ranks {}  from step {} ({} first)\n      {}\n      fix: {}\n",
+                           d.name, d.key.empty() ? "" : " [" + d.key + "]",
+                           formatRankGroups(d.groups), d.firstStep, d.firstRole, d.causeText,
+                           d.fix.code);
+    }
+    if (replicas.drifts.size() > kListed)
+        out << fmt::format("  ... and {} more: meshscope check\n",
+                           replicas.drifts.size() - kListed);
+}
+
 // What to run next on the recorded run.
 void printNextSteps(const std::filesystem::path& runDir, std::ostream& out) {
     std::string dir = runDir.string();
@@ -236,7 +257,9 @@ Command addRecord(CLI::App& app) {
                         std::cerr << formatSummaryText(summarize(run));
                         AnalysisOptions analysisOptions;
                         analysisOptions.compareOps = false;  // `check` does that
-                        printIncidentGroups(analyze(run, analysisOptions), std::cerr);
+                        RunAnalysis analysis = analyze(run, analysisOptions);
+                        printIncidentGroups(analysis, std::cerr);
+                        printDrifts(analysis.replicas, std::cerr);
                     }
                 } catch (const StoreError& e) {
                     std::cerr << "meshscope: " << e.what() << "\n";

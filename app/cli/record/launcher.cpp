@@ -19,10 +19,12 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <thread>
 
+#include "core/analysis/replica_drift.h"
 #include "core/model/settings.h"
 #include "core/policy/policy.h"
 #include "core/store/manifest.h"
@@ -212,7 +214,9 @@ std::string endOf(int status, bool killedByUs, int graceSeconds) {
 // collective (inside C++, where Python cannot act on a signal) would
 // otherwise wait forever for one that is gone.
 int waitAll(std::vector<pid_t> pids, int graceSeconds, std::ostream& log,
-            std::vector<std::string>& ends) {
+            std::vector<std::string>& ends, const std::function<void()>& tick) {
+    constexpr auto kTickEvery = std::chrono::seconds(5);
+    auto nextTick = std::chrono::steady_clock::now() + kTickEvery;
     int firstFailure = 0;
     auto killAt = std::chrono::steady_clock::time_point::max();
     bool termSent = false, stopNoted = false, killed = false;
@@ -258,6 +262,10 @@ int waitAll(std::vector<pid_t> pids, int graceSeconds, std::ostream& log,
                 if (p > 0) kill(p, SIGKILL);
             killed = true;
             killAt = std::chrono::steady_clock::time_point::max();
+        }
+        if (tick && std::chrono::steady_clock::now() > nextTick) {
+            tick();
+            nextTick = std::chrono::steady_clock::now() + kTickEvery;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -387,7 +395,24 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
         g_childCount.store(r + 1);
     }
     std::vector<std::string> ends;
-    result.exitCode = waitAll(pids, options.killGraceSeconds, log, ends);
+    // Replicas found drifting while the job runs: said now, not after a day.
+    ReplicaWatch drifts(result.runDir);
+    bool watching = true;
+    auto watch = [&] {
+        if (!watching) return;
+        try {
+            for (const ReplicaDrift& d : drifts.poll())
+                log << fmt::format(
+                    "meshscope: replica drift (the job goes on, silently wrong): {}{} differs "
+                    "across ranks {} from step {} ({} first): {}; fix: {} (meshscope check)\n",
+                    d.name, d.key.empty() ? "" : " [" + d.key + "]", formatRankGroups(d.groups),
+                    d.firstStep, d.firstRole, d.causeText, d.fix.code);
+        } catch (const std::exception& e) {  // the watch is a courtesy: never the job's trouble
+            log << "meshscope: replica watch stopped: " << e.what() << "\n";
+            watching = false;
+        }
+    };
+    result.exitCode = waitAll(pids, options.killGraceSeconds, log, ends, watch);
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     int stop = g_stopSignal.load();

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from meshscope import _capture
+from meshscope._replicas import ReplicaCheck
 
 
 class Patches:
@@ -255,7 +256,7 @@ def _install_births(patches: Patches) -> None:
     _when_imported(patches, "safetensors.torch", safetensors)
 
 
-def _install_optimizers(patches: Patches) -> None:
+def _install_optimizers(patches: Patches, replicas: ReplicaCheck) -> None:
     from torch.optim import optimizer as optim
 
     started: dict[int, tuple[int, int]] = {}
@@ -268,6 +269,12 @@ def _install_optimizers(patches: Patches) -> None:
     def pre(opt: Any, args: tuple, kwargs: dict) -> None:
         _optimizers.add(opt)
         name = name_of(type(opt))
+        step = _capture.step()
+        if replicas.due(step):  # before the update: what the step starts from
+            try:
+                replicas.record(opt, step)
+            except Exception as error:  # noqa: BLE001 - the agent's trouble stays its own
+                _capture.own_error("replicas", f"meshscope: replica check: {error!r}")
         started[id(opt)] = (now_ns(), enter_phase(_capture.PHASE_OPTIMIZER, name + ".step()"))
 
     def post(opt: Any, args: tuple, kwargs: dict) -> None:
@@ -534,12 +541,13 @@ def _install_compile(patches: Patches) -> None:
     patches.replace(torch, "compile", make)
 
 
-def install() -> Patches:
+def install(replica_every: int = 0) -> Patches:
+    """`replica_every`: the replica check's step interval (0: off)."""
     patches = Patches()
     try:
         _capture.set_parameter_lookup(describe_tensor)
         _install_modules(patches)
-        _install_optimizers(patches)
+        _install_optimizers(patches, ReplicaCheck(replica_every, _roots))
         _install_dataloader(patches)
         _install_births(patches)
         _install_dtensor(patches)

@@ -108,21 +108,34 @@ def _setting(key: str) -> str:
     return os.environ.get(env, "") or default
 
 
-def _device_timing_every(value: str) -> int:
-    """MESHSCOPE_DEVICE_TIMING: which steps' ops get GPU durations (two CUDA
-    events per op on the training thread): "every:N" (default every:10, the
-    steps 0, 10, 20, ...), "all" (every step), "off"."""
+def _steps_every(key: str, value: str) -> int:
+    """A setting that picks steps: "every:N" (the steps 0, N, 2N, ...),
+    "all" (1: every step), "off" (0); "" or "default": the table's default."""
     text = value.strip().lower()
     if text in ("", "default"):
-        text = _SETTINGS["device_timing"][1]
+        text = _SETTINGS[key][1]
     if text == "all":
         return 1
     if text == "off":
         return 0
     if text.startswith("every:") and text[6:].isdigit() and int(text[6:]) > 0:
         return int(text[6:])
-    raise ValueError(f"meshscope: {_env_name('device_timing')}={value!r}: use all, off or every:N "
+    raise ValueError(f"meshscope: {_env_name(key)}={value!r}: use all, off or every:N "
                      "(N steps apart, N >= 1)")
+
+
+def _device_timing_every(value: str) -> int:
+    """MESHSCOPE_DEVICE_TIMING: which steps' ops get GPU durations (two CUDA
+    events per op on the training thread): "every:N" (default every:10, the
+    steps 0, 10, 20, ...), "all" (every step), "off"."""
+    return _steps_every("device_timing", value)
+
+
+def _replica_check_every(value: str) -> int:
+    """MESHSCOPE_REPLICA_CHECK: at which optimizer steps the state ranks must
+    hold equal is fingerprinted (_replicas.py): "every:N" (default every:50),
+    "all", "off"."""
+    return _steps_every("replica_check", value)
 
 
 def _dist_info() -> tuple[int, int, str, str]:
@@ -287,6 +300,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         limits = {key: _env_int(_env_name(key), 0) for key in ("max_file_bytes", "queue_capacity")
                   if os.environ.get(_env_name(key))}
         device_timing = _device_timing_every(os.environ.get(_env_name("device_timing"), ""))
+        replica_every = _replica_check_every(os.environ.get(_env_name("replica_check"), ""))
         watchdog_s = _watchdog_seconds(watchdog)
         nccl_profiler = _nccl.point_nccl_at_plugin()
         attached_at = _shown(_caller_site())
@@ -307,7 +321,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
             _capture.record_meta("nccl_profiler", nccl_profiler)
             if nccl_profiler.startswith("off (NCCL made"):
                 print(f"meshscope: NCCL's profiler plugin is {nccl_profiler}", file=sys.stderr)
-            _patches = _adapters.install()
+            _patches = _adapters.install(replica_every)
             _install_hook()
         except BaseException:
             if _patches is not None:
