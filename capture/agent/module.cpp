@@ -342,6 +342,9 @@ PYBIND11_MODULE(_capture, m) {
     // The content fingerprint promotions record, computed on the tensor's
     // device (for checking by hand that a tensor is equal on every rank).
     m.def("fingerprint", [](const at::Tensor& tensor) { return fingerprintTensor(tensor); });
+    // Tests: the same fingerprint by the ATen ops a GPU runs, on any device.
+    m.def("fingerprint_aten",
+          [](const at::Tensor& tensor) { return fingerprintTensor(tensor, true); });
     // The replica check (meshscope/_replicas.py): one tensor ranks with the
     // same name and key must hold equal, fingerprinted on its device.
     m.def("record_replica",

@@ -299,6 +299,11 @@ FixSuggestion fixForFailure(IncidentKind kind, std::string_view op,
                     "collectives, e.g. call full_tensor() on every rank and print on rank 0",
                     "full = loss.full_tensor()  # on every rank; print it on rank 0 only"};
             return {std::string(incidentKindInfo(kind).fixSummary), ""};
+        case IncidentKind::PartialRead:
+            return {
+                "reduce it first, on every rank: full_tensor() is a collective, so call it "
+                "where every rank runs, then read or log the value on one",
+                "value = t.full_tensor().item()  # on every rank, before the rank-0 log line"};
         case IncidentKind::CollectiveHang:
         case IncidentKind::MixedTensor:
         case IncidentKind::End:

@@ -125,6 +125,11 @@ IncidentExplanation explainFailure(const IncidentDetail& d, const IncidentGroup*
             e.summary =
                 fmt::format("collective {} did not complete: {}", e.evidence, firstLine(d.error));
             break;
+        case IncidentKind::PartialRead:
+            e.summary = e.evidence + ": this rank's unreduced share, not the value";
+            e.reconciliationLabel = "read";
+            e.reconciliation = d.detail.empty() ? "the value was read as it was" : d.detail;
+            break;
         case IncidentKind::MixedTensor:
         case IncidentKind::End:
             break;

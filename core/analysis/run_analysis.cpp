@@ -137,6 +137,15 @@ std::string failureFinding(const IncidentGroup& g, const RunAnalysis& a) {
                                     a.missingRankCount - int64_t(a.missingRanks.size()));
             return text;
         }
+        case IncidentKind::PartialRead: {
+            bool everyRank = int64_t(g.perRank.size()) >= a.summary.worldSize;
+            return fmt::format(
+                "{}: {}: each read is that rank's unreduced share, not the value; {} time(s) on "
+                "rank(s) {}{}; fix: {}, e.g. {}",
+                formatLocation(g.site), e.evidence, g.count, ranks,
+                everyRank ? "" : fmt::format(" only (of {})", a.summary.worldSize), g.fix.summary,
+                g.fix.code);
+        }
         case IncidentKind::MixedTensor:
         case IncidentKind::End:
             break;
@@ -174,7 +183,13 @@ void addFindings(const RunReader& run, RunAnalysis& a) {
              -1, -1});
     for (const IncidentGroup& g : a.groups) {
         if (g.kind != IncidentKind::MixedTensor) {
-            a.findings.push_back({findingKindOf(g.kind), failureFinding(g, a), g.id, -1});
+            // a Partial turned into a local tensor on every rank is how a
+            // reduction by hand starts: recorded, a finding only on some ranks
+            bool byHand = g.kind == IncidentKind::PartialRead &&
+                          g.example.evidence.starts_with("to_local()") &&
+                          int64_t(g.perRank.size()) >= a.summary.worldSize;
+            if (!byHand)
+                a.findings.push_back({findingKindOf(g.kind), failureFinding(g, a), g.id, -1});
             continue;
         }
         if (g.unreconciled > 0) {

@@ -48,6 +48,8 @@ FindingKind findingKindOf(IncidentKind kind) {
             return FindingKind::CollectiveError;
         case IncidentKind::CollectiveHang:
             return FindingKind::Hang;
+        case IncidentKind::PartialRead:
+            return FindingKind::PartialRead;
         case IncidentKind::MixedTensor:
         case IncidentKind::End:
             break;

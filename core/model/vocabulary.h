@@ -123,6 +123,7 @@ enum class IncidentKind : uint8_t {
     DTensorError,
     CollectiveError,
     CollectiveHang,
+    PartialRead,
     End,
 };
 
@@ -156,6 +157,12 @@ inline constexpr std::array kIncidentKinds = std::to_array<IncidentKindInfo>({
     {IncidentKind::CollectiveHang, "collective-hang", "A collective did not complete in time",
      "hang", "meshscope/collective-hang",
      "make every rank issue the same collectives in the same order, on the same group", 0x212121},
+    {IncidentKind::PartialRead, "partial-read",
+     "A Partial DTensor read as a number or a local tensor", "partial read",
+     "meshscope/partial-read",
+     "reduce it first, on every rank: full_tensor() (a collective), or redistribute to "
+     "Replicate()",
+     0x8E24AA},
 });
 
 // Whether `table` has one row per enumerator before End, in enum order.
@@ -269,6 +276,7 @@ enum class FindingKind : uint8_t {
     Hang,
     Reconciled,
     Drift,
+    PartialRead,
     End,
 };
 
@@ -346,6 +354,14 @@ inline constexpr std::array kFindingKinds = std::to_array<FindingKindInfo>({
      "Reduce the gradient across the ranks that hold the replica (a module left out of the "
      "SequenceParallel / parallelize plan), or make the update identical on every rank",
      "error"},
+    {FindingKind::PartialRead, "partial-read",
+     "a Partial DTensor read as a Python number (or as a local tensor on some ranks only): "
+     "each rank's unreduced share, not the value",
+     1, "meshscope/partial-read", "PartialRead",
+     "A Partial DTensor was read as a number or local tensor before its reduction",
+     "Call full_tensor() on every rank (a collective) before reading the value, or "
+     "redistribute it to Replicate() first",
+     "warning"},
 });
 
 static_assert(kindTableIsComplete(kFindingKinds, FindingKind::End),

@@ -121,6 +121,20 @@ def test_tensors_without_content_and_dispatch_modes():
     assert Counting.calls == 0  # the hash's own ops never reach a user's mode
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.bool,
+                                   torch.float16, torch.bfloat16, torch.int8, torch.complex64])
+@pytest.mark.parametrize("n", [0, 1, 7, 37, 1001, (1 << 14) + 3])
+def test_the_host_pass_equals_the_aten_ops_a_device_runs(dtype, n):
+    """A host tensor is hashed in one C++ pass, a device tensor by ATen ops:
+    the same value, so CPU and GPU ranks compare (the chunked ATen sum is
+    checked across its chunk boundary too)."""
+    from meshscope import _capture
+
+    t = sample(dtype, n) if dtype != torch.complex64 else torch.randn(n, dtype=dtype)
+    assert _capture.fingerprint_aten(t) == fingerprint(t)
+    assert _capture.fingerprint_aten(t[::3]) == fingerprint(t[::3])
+
+
 @cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.float16, torch.bfloat16,
                                    torch.int8])

@@ -274,6 +274,15 @@ void tagStripped(Agent& agent, PyObject* out, PyObject* dtensor, int kind) {
         tensors.rememberPlace(key, p);
     }
     tensors.setProvenance(THPVariable_Unpack(out), std::move(p));
+    if (kind == 0 && isPartial(facts)) {  // each rank's unreduced share, as a plain tensor
+        OpInfo info;
+        info.name = writer.intern("DTensor.to_local");
+        info.text = "DTensor.to_local";
+        Operands inputs;
+        scanPythonValue(dtensor, 0, inputs, agent.torch().dtensorType());
+        OpContext call(agent, info, std::move(inputs));
+        recordPartialRead(call, facts, "to_local()", std::nullopt);
+    }
 }
 
 // The replacement of DTensor.to_local / full_tensor: `self` is (original,

@@ -99,4 +99,40 @@ std::string recordFailureIncident(OpContext& op, IncidentKind kind, const std::s
                        writer.path().string());
 }
 
+bool isPartial(const DTensorFacts& facts) {
+    return facts.placementsText.find("Partial") != std::string_view::npos;
+}
+
+void recordPartialRead(OpContext& op, const DTensorFacts& facts, std::string_view how,
+                       std::optional<double> value) {
+    Agent& agent = op.agent();
+    RankWriter& writer = op.writer();
+    agent.counters().incidents.fetch_add(1, std::memory_order_relaxed);
+    UserFrame frame = agent.frames().userFrame(writer);
+    std::string what = fmt::format("{} of a DTensor {} on {}", how, facts.placementsText,
+                                   op.torch().meshText(facts.mesh));
+    std::string read =
+        value ? fmt::format("rank {} read {:.6g}", agent.config().rank, *value) : std::string();
+    IncidentRecord inc;
+    inc.kind = IncidentKind::PartialRead;
+    inc.timeNs = writer.nowNs();
+    inc.step = agent.step();
+    inc.thread = Agent::threadIndex();
+    inc.op = op.info().name;
+    inc.evidence = writer.intern(what);
+    if (!read.empty()) inc.detail = writer.intern(read);
+    inc.action = Action::Observed;
+    inc.outcome = Outcome::Raised;
+    inc.stack = agent.frames().shortStack(writer);
+    OpRecorder(op).addOperands(inc.operands, op.inputs(), OperandRole::Input);
+    IncidentSeq seq = writer.submit(std::move(inc));
+    // said once per call site while the job runs: the value is already in a log line
+    agent.warnOnce("partial-read" + frame.where(),
+                   fmt::format("meshscope: rank {}: {}{} gives this rank's unreduced share{}, "
+                               "not the value; call full_tensor() on every rank first (recorded "
+                               "as incident #{})",
+                               agent.config().rank, what, frame.where(),
+                               value ? fmt::format(" ({:.6g})", *value) : "", seq.value()));
+}
+
 }  // namespace meshscope::capture

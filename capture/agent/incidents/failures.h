@@ -10,7 +10,9 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/model/vocabulary.h"
 #include "core/store/records.h"
@@ -41,6 +43,19 @@ class OpContext;
 // flushed. Returns the note for the exception. (A collective's failure is
 // the CollectiveTracker's.) Requires the GIL.
 std::string recordFailureIncident(OpContext& op, IncidentKind kind, const std::string& error);
+
+struct DTensorFacts;
+
+// Whether a DTensor's placements hold a Partial (a pending reduction).
+bool isPartial(const DTensorFacts& facts);
+
+// A Partial DTensor (its facts) read as a Python number (`how`:
+// "float()/item()") or turned into a local tensor ("to_local()"): each rank
+// gets its own unreduced share. Recorded as an incident with the op's
+// operands and call site, and said once per call site on stderr while the
+// job runs (`value`: the number this rank read). Requires the GIL.
+void recordPartialRead(OpContext& op, const DTensorFacts& facts, std::string_view how,
+                       std::optional<double> value);
 
 // "NotImplementedError: Operator ... does not have a sharding strategy
 // registered.": an exception as its type and message. Requires the GIL.

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string_view>
 
 #include "core/util/content_hash.h"
@@ -43,7 +44,10 @@ void mixInPlace(at::Tensor& x) {
 // A contiguous tensor's bytes as int64 words, the tail padded with zeros
 // (the byte length is hashed beside, so padding cannot collide).
 at::Tensor asWords(const at::Tensor& contiguous) {
-    at::Tensor bytes = contiguous.reshape({-1}).view(at::kByte);
+    at::Tensor flat = contiguous.reshape({-1});
+    // one element counts as contiguous whatever its stride; view() needs 1
+    if (flat.numel() == 1 && flat.stride(0) != 1) flat = flat.as_strided({1}, {1});
+    at::Tensor bytes = flat.view(at::kByte);
     int64_t pad = (8 - bytes.numel() % 8) % 8;
     if (pad) bytes = at::constant_pad_nd(bytes, {0, pad});
     return bytes.view(at::kLong);
@@ -65,9 +69,31 @@ at::Tensor wordSum(const at::Tensor& words) {
     return total;
 }
 
+// The same sum as wordSum, computed in one pass over a host tensor's bytes
+// (a little-endian word per 8 bytes, the tail padded with zeros, as
+// asWords views them): no temporaries and no ATen op per pass, which on a
+// CPU made the replica check's fingerprints cost as much as a training step.
+int64_t hostWordSum(const at::Tensor& contiguous) {
+    const auto* bytes = static_cast<const uint8_t*>(contiguous.data_ptr());
+    int64_t size = contiguous.numel() * int64_t(contiguous.element_size());
+    uint64_t total = 0;
+    for (int64_t i = 0, words = (size + 7) / 8; i < words; ++i) {
+        uint64_t word = 0;
+        std::memcpy(&word, bytes + i * 8, size_t(std::min<int64_t>(8, size - i * 8)));
+        uint64_t x = (uint64_t(i) * uint64_t(kGolden)) ^ word;
+        x ^= x >> 30;
+        x *= uint64_t(kMul1);
+        x ^= x >> 27;
+        x *= uint64_t(kMul2);
+        x ^= x >> 31;
+        total += x;
+    }
+    return int64_t(total);
+}
+
 }  // namespace
 
-uint64_t fingerprintTensor(const at::Tensor& tensor) {
+uint64_t fingerprintTensor(const at::Tensor& tensor, bool atenOnly) {
     // Fake and meta tensors (while torch.compile traces) have no content.
     if (tensor.is_meta() || tensor.key_set().has(c10::DispatchKey::Python)) return 0;
     // Plain tensor ops only: no dispatch mode (a FakeTensorMode while Dynamo
@@ -76,8 +102,10 @@ uint64_t fingerprintTensor(const at::Tensor& tensor) {
         c10::DispatchKeySet({c10::DispatchKey::Python, c10::DispatchKey::PythonTLSSnapshot}));
     at::Tensor t = tensor.detach().resolve_conj().resolve_neg().contiguous();
     int64_t bytes = t.numel() * int64_t(t.element_size());
-    // The one device-to-host transfer: 8 bytes.
-    int64_t sum = bytes ? wordSum(asWords(t)).item<int64_t>() : 0;
+    // On a device, the one device-to-host transfer: 8 bytes.
+    int64_t sum = !bytes                    ? 0
+                  : t.is_cpu() && !atenOnly ? hostWordSum(t)
+                                            : wordSum(asWords(t)).item<int64_t>();
     ContentHash hash;
     hash.update(std::string_view(c10::toString(t.scalar_type())));
     hash.update(t.sizes().data(), t.sizes().size() * sizeof(int64_t));

@@ -17,7 +17,8 @@ namespace meshscope::capture {
 // Hash of a tensor's values, dtype and shape; equal on every rank and device
 // that holds equal content (a non-contiguous tensor equals its contiguous
 // copy). 0 for tensors without content: fake and meta tensors while
-// torch.compile traces.
-uint64_t fingerprintTensor(const at::Tensor& tensor);
+// torch.compile traces. A host tensor is hashed in one C++ pass; `atenOnly`
+// (tests) computes the same value with the ATen ops a device runs.
+uint64_t fingerprintTensor(const at::Tensor& tensor, bool atenOnly = false);
 
 }  // namespace meshscope::capture

@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 
+#include "capture/agent/incidents/failures.h"
 #include "capture/agent/incidents/incidents.h"
 #include "capture/agent/ops/op_recorder.h"
 
@@ -57,6 +58,21 @@ PyObject* OpHandler::dtensorOp(OpContext& op) {
     frame.ran();
     int64_t end = writer.nowNs();
     OpRecorder(op).recordRan(frame, start, end, op.scanResult(result));  // none when it raised
+    const std::string& name = op.info().text;                            // float(), item()
+    if (result &&
+        (name.starts_with("aten::_local_scalar_dense") || name.starts_with("aten::item"))) {
+        PendingError pending;
+        try {
+            if (isPartial(op.referenceFacts())) {
+                double value = PyFloat_AsDouble(result);
+                bool number = !PyErr_Occurred();
+                recordPartialRead(op, op.referenceFacts(), "float()/item()",
+                                  number ? std::optional<double>(value) : std::nullopt);
+            }
+        } catch (const std::exception& e) {
+            m_agent.ownError("record", std::string("could not record a partial read: ") + e.what());
+        }
+    }
     return result;
 }
 
