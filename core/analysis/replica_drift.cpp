@@ -76,8 +76,8 @@ void explain(ReplicaDrift& d) {
                                 module)};
             } else {
                 d.causeText +=
-                    "; a module left out of the parallelize plan, or a gradient "
-                    "all-reduce missing";
+                    "; a module left out of the parallelize plan, a gradient all-reduce "
+                    "missing, or per-rank inputs declared Replicate()";
                 d.fix = {
                     "reduce its gradient across the ranks that hold the replica before the "
                     "optimizer step (sum for sequence shards, average for batch shards), or "

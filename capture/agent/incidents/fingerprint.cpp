@@ -76,17 +76,25 @@ at::Tensor wordSum(const at::Tensor& words) {
 int64_t hostWordSum(const at::Tensor& contiguous) {
     const auto* bytes = static_cast<const uint8_t*>(contiguous.data_ptr());
     int64_t size = contiguous.numel() * int64_t(contiguous.element_size());
-    uint64_t total = 0;
-    for (int64_t i = 0, words = (size + 7) / 8; i < words; ++i) {
-        uint64_t word = 0;
-        std::memcpy(&word, bytes + i * 8, size_t(std::min<int64_t>(8, size - i * 8)));
+    auto mixed = [](int64_t i, uint64_t word) {
         uint64_t x = (uint64_t(i) * uint64_t(kGolden)) ^ word;
         x ^= x >> 30;
         x *= uint64_t(kMul1);
         x ^= x >> 27;
         x *= uint64_t(kMul2);
-        x ^= x >> 31;
-        total += x;
+        return x ^ (x >> 31);
+    };
+    uint64_t total = 0;
+    int64_t whole = size / 8;
+    for (int64_t i = 0; i < whole; ++i) {
+        uint64_t word;
+        std::memcpy(&word, bytes + i * 8, 8);  // a fixed size: one load, no call
+        total += mixed(i, word);
+    }
+    if (int64_t tail = size - whole * 8) {
+        uint64_t word = 0;
+        std::memcpy(&word, bytes + whole * 8, size_t(tail));
+        total += mixed(whole, word);
     }
     return int64_t(total);
 }

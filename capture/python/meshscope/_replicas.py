@@ -80,12 +80,22 @@ class ReplicaCheck:
                     self._one(step, name, f"state {key}", module, value)
 
     @staticmethod
+    def _own_shard(tensor: Any) -> bool:
+        """Held by this rank alone: sharded on every dim of a mesh that spans
+        the world (a Colwise or Rowwise weight), so no other rank has its key
+        and fingerprinting it would compare nothing."""
+        import torch.distributed as dist
+
+        return (not any(p.is_replicate() for p in tensor.placements)
+                and tensor.device_mesh.size() == dist.get_world_size())
+
+    @staticmethod
     def _one(step: int, name: str, role: str, module: str, tensor: torch.Tensor) -> None:
         from torch.distributed.tensor import DTensor
 
         if isinstance(tensor, DTensor):
             key = replica_key(tensor)
-            if key is None:
+            if key is None or ReplicaCheck._own_shard(tensor):
                 return
             mesh = tensor.device_mesh
             placements = _placement_text(tensor.placements, mesh.mesh_dim_names)

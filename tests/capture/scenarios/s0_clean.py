@@ -21,8 +21,11 @@ def main():
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     losses = []
     for step in range(STEPS):
-        x, y = batch(step, rank, ROWS, DIM)
-        x = DTensor.from_local(x, mesh, [Replicate()])  # every rank: its own rows, replicated
+        # the same rows on every rank, as Replicate() says: with each rank's
+        # own rows here, the row-wise layer's bias trained apart on the two
+        # ranks (meshscope's replica check found it: issue #43)
+        x, y = batch(step, 0, ROWS, DIM)
+        x = DTensor.from_local(x, mesh, [Replicate()])
         opt.zero_grad()
         out = model(x)  # RowwiseParallel hands back the local (replicated) output
         loss = ((out - y) ** 2).mean()
