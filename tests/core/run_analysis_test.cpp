@@ -446,8 +446,8 @@ TEST(RunAnalysis, AnOpWithoutAUserFrameTakesTheNearestEarlierOne) {
         auto w = createRankWriter(dir.path(), initial, rank);
         OpRecord first;
         first.name = w->intern("aten::mm");
-        first.stack = w->internStack(
-            std::array{Frame{w->intern("train.py"), 30, w->intern("step")}});
+        first.stack =
+            w->internStack(std::array{Frame{w->intern("train.py"), 30, w->intern("step")}});
         w->submit(std::move(first));
         OpRecord frameless;  // autograd's thread: no Python frame
         frameless.name = w->intern(rank == 0 ? "aten::mm" : "aten::add.Tensor");

@@ -73,29 +73,6 @@ bool isLiftFresh(const c10::OperatorHandle& op) {
     return lift && op == *lift;
 }
 
-// float(t) and t.item() of a DTensor: where a Partial's value is read. The
-// hook sees aten::item (composite: it calls _local_scalar_dense below).
-bool isScalarRead(const c10::OperatorHandle& op) {
-    static const std::optional<c10::OperatorHandle> item =
-        c10::Dispatcher::singleton().findOp({"aten::item", ""});
-    static const std::optional<c10::OperatorHandle> dense =
-        c10::Dispatcher::singleton().findOp({"aten::_local_scalar_dense", ""});
-    return (item && op == *item) || (dense && op == *dense);
-}
-
-// A DTensor read as a number: a Partial one is recorded (the value each rank
-// reads is its own share). The agent's trouble stays its own.
-void checkScalarRead(OpContext& op, const c10::IValue& result) {
-    try {
-        if (!op.reference() || !isPartial(op.referenceFacts())) return;
-        std::optional<double> value;
-        if (result.isScalar() && !result.isComplexDouble()) value = result.toScalar().toDouble();
-        recordPartialRead(op, op.referenceFacts(), "float()/item()", value);
-    } catch (const std::exception& e) {
-        op.agent().ownError("record", std::string("could not record a partial read: ") + e.what());
-    }
-}
-
 // Runs the op below the hook. The key is excluded meanwhile, so the ops
 // DTensor's dispatch runs inside (local compute, redistributions) and the
 // decompositions of composite ops never come back here.
@@ -399,9 +376,11 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
         OpContext call(*agent, agent->torch().opInfo(schema, writer), std::move(inputs), kind);
         OpRecorder(call).recordRan(frame, start, end, outputs);
-        if (ran && isScalarRead(op) && !stack->empty()) {
-            PendingError pending;
-            checkScalarRead(call, stack->back());
+        if (ran && call.info().isScalarRead && !stack->empty()) {
+            const c10::IValue& read = stack->back();
+            checkScalarRead(call, read.isScalar() && !read.isComplexDouble()
+                                      ? std::optional<double>(read.toScalar().toDouble())
+                                      : std::nullopt);
         }
     };
     // A promotion laid out as Shard(batch) can meet an op DTensor has no

@@ -99,6 +99,16 @@ std::string recordFailureIncident(OpContext& op, IncidentKind kind, const std::s
                        writer.path().string());
 }
 
+void checkScalarRead(OpContext& op, std::optional<double> value) {
+    PendingError pending;
+    try {
+        if (op.reference() && isPartial(op.referenceFacts()))
+            recordPartialRead(op, op.referenceFacts(), "float()/item()", value);
+    } catch (const std::exception& e) {
+        op.agent().ownError("record", std::string("could not record a partial read: ") + e.what());
+    }
+}
+
 bool isPartial(const DTensorFacts& facts) {
     return facts.placementsText.find("Partial") != std::string_view::npos;
 }

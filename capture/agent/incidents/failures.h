@@ -57,6 +57,11 @@ bool isPartial(const DTensorFacts& facts);
 void recordPartialRead(OpContext& op, const DTensorFacts& facts, std::string_view how,
                        std::optional<double> value);
 
+// A scalar read (float(t), t.item()) of the op's DTensor operand, `value`
+// the number read: recorded when that operand is Partial. The agent's own
+// trouble is reported, never raised; Python's error state is kept.
+void checkScalarRead(OpContext& op, std::optional<double> value);
+
 // "NotImplementedError: Operator ... does not have a sharding strategy
 // registered.": an exception as its type and message. Requires the GIL.
 std::string exceptionText(PyObject* value);

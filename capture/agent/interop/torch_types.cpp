@@ -266,6 +266,9 @@ void describeOp(OpInfo& info, std::string text, RankWriter& writer) {
     info.isFactory = isFactoryName(info.text);
     info.isCopy = info.text == "aten::copy_" || info.text.starts_with("aten::copy_.");
     info.isInPlace = info.text.find("_.") != std::string::npos || info.text.ends_with("_");
+    // aten::item above autograd (the dispatcher hook), _local_scalar_dense below it (the mode)
+    info.isScalarRead = info.text == "aten::item" || info.text == "aten::_local_scalar_dense" ||
+                        info.text.starts_with("aten::_local_scalar_dense.");
 }
 
 std::string operatorText(const c10::OperatorName& name) {

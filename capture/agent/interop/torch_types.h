@@ -65,9 +65,10 @@ struct OpInfo {
     PyRef call;      // OpOverload._op: the C++ callable, skipping Python __call__
     StringId name;   // "aten::sub.Tensor"
     std::string text;
-    bool isFactory = false;  // aten creation op (zeros, arange, ...): no tensor inputs
-    bool isCopy = false;     // copy_: a plain source copied into a DTensor is class F
-    bool isInPlace = false;  // add_, _foreach_add_.List: argument 0 is the destination
+    bool isFactory = false;     // aten creation op (zeros, arange, ...): no tensor inputs
+    bool isCopy = false;        // copy_: a plain source copied into a DTensor is class F
+    bool isInPlace = false;     // add_, _foreach_add_.List: argument 0 is the destination
+    bool isScalarRead = false;  // float(t), t.item(): a Partial DTensor's share is read
 };
 
 // The tensor record shared by the DTensors of one spec (see

@@ -58,20 +58,11 @@ PyObject* OpHandler::dtensorOp(OpContext& op) {
     frame.ran();
     int64_t end = writer.nowNs();
     OpRecorder(op).recordRan(frame, start, end, op.scanResult(result));  // none when it raised
-    const std::string& name = op.info().text;                            // float(), item()
-    if (result &&
-        (name.starts_with("aten::_local_scalar_dense") || name.starts_with("aten::item"))) {
-        PendingError pending;
-        try {
-            if (isPartial(op.referenceFacts())) {
-                double value = PyFloat_AsDouble(result);
-                bool number = !PyErr_Occurred();
-                recordPartialRead(op, op.referenceFacts(), "float()/item()",
-                                  number ? std::optional<double>(value) : std::nullopt);
-            }
-        } catch (const std::exception& e) {
-            m_agent.ownError("record", std::string("could not record a partial read: ") + e.what());
-        }
+    if (result && op.info().isScalarRead) {  // float(), item(): the number read
+        double value = PyFloat_AsDouble(result);
+        bool number = !PyErr_Occurred();
+        PyErr_Clear();
+        checkScalarRead(op, number ? std::optional<double>(value) : std::nullopt);
     }
     return result;
 }
