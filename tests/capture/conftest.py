@@ -86,6 +86,15 @@ def run_without_agent(tmp_path: Path, scenario: str, nproc: int = 2) -> list[dic
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(nproc)]
 
 
+def check_findings(run_dir: Path, kind: str) -> list[str]:
+    """The `meshscope check` findings of one kind, without the kind's prefix."""
+    proc = subprocess.run([cli(), "check", str(run_dir)], capture_output=True, text=True,
+                          timeout=HANG_GUARD_S)
+    assert proc.returncode in (0, 1), proc.stderr
+    return [line.split(": ", 1)[1] for line in proc.stdout.splitlines()
+            if line.startswith(kind + ": ")]
+
+
 def marker_line(scenario: str) -> int:
     lines = (SCENARIOS / f"{scenario}.py").read_text().splitlines()
     return next(i + 1 for i, line in enumerate(lines) if "# INCIDENT" in line)

@@ -6,20 +6,11 @@ run and the logged value is then the true one."""
 from __future__ import annotations
 
 import json
-import subprocess
-from pathlib import Path
 
-from conftest import HANG_GUARD_S, cli, marker_line, record
+from conftest import check_findings as findings
+from conftest import marker_line, record
 
 SCENARIO = "p1_partial_read"
-
-
-def findings(run_dir: Path, kind: str) -> list[str]:
-    proc = subprocess.run([cli(), "check", str(run_dir)], capture_output=True, text=True,
-                          timeout=HANG_GUARD_S)
-    assert proc.returncode in (0, 1), proc.stderr
-    return [line.split(": ", 1)[1] for line in proc.stdout.splitlines()
-            if line.startswith(kind + ": ")]
 
 
 def test_a_partial_read_on_one_rank_is_a_finding_and_the_printed_fix_reads_the_value(

@@ -5,23 +5,17 @@ printed and the ranks then train on the same values."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import HANG_GUARD_S, cli, record
+from conftest import check_findings, record
 
 SCENARIO = "r1_rank_random_mask"
 
 
 def invalid_findings(run_dir: Path) -> list[str]:
-    proc = subprocess.run([cli(), "check", str(run_dir)], capture_output=True, text=True,
-                          timeout=HANG_GUARD_S)
-    assert proc.returncode in (0, 1), proc.stderr
-    return [line.split(": ", 1)[1] for line in proc.stdout.splitlines()
-            if line.startswith("invalid: ")]
+    return check_findings(run_dir, "invalid")
 
 
 # On a CPU mesh both are broadcast (DTensor's RNG tracker serves accelerator
