@@ -133,7 +133,7 @@ void tagBirth(py::handle tensor, const std::string& what, bool loaded) {
     Agent* agent = Agent::current();
     if (!agent || !THPVariable_Check(tensor.ptr()) || agent->torch().isDTensor(tensor.ptr()))
         return;
-    if (!OpRecorder::tagsCreations(agent->phase())) return;
+    if (!OpRecorder::tagsCreations(*agent)) return;
     Provenance p = birthProvenance(*agent, what);
     if (loaded && p.origin == OriginClass::UserCode)
         p = atUserFrame(*agent, OriginClass::WeightLoading, "loaded by " + what, true);

@@ -1,8 +1,11 @@
 #include "core/analysis/fix_suggestion.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include <fmt/format.h>
+
+#include "core/model/placement.h"
 
 namespace meshscope {
 namespace {
@@ -94,12 +97,50 @@ std::optional<FixSuggestion> fullyShardFix(std::string_view evidence) {
         std::move(code)};
 }
 
-FixSuggestion fixForIncident(OriginClass origin, std::string_view evidence, std::string_view name,
-                             bool batchOnMesh) {
-    if (origin == OriginClass::UnshardedParam)
-        if (auto fsdp = fullyShardFix(evidence)) return *fsdp;
+int shapeRank(std::string_view shape) {
+    if (shape.size() < 2 || shape.front() != '[' || shape.back() != ']') return -1;
+    if (shape == "[]") return 0;
+    return int(std::count(shape.begin(), shape.end(), ',')) + 1;
+}
+
+FixSuggestion fixForIncident(OriginClass origin, std::string_view evidence, const FixFacts& facts) {
+    bool batchOnMesh = meshHasBatchDim(facts.meshDims);
     bool gradient = evidence.starts_with("gradient of ");
-    return suggestFix(origin, "mesh", 0, gradient ? std::string_view() : name, batchOnMesh);
+    std::string_view name = gradient ? std::string_view() : facts.name;
+    if (origin != OriginClass::UnshardedParam)
+        return suggestFix(origin, "mesh", 0, name, batchOnMesh);
+    if (auto fsdp = fullyShardFix(evidence)) return *fsdp;
+    // Keras: a LayoutMap key whose tuple has one entry per dim of the
+    // variable, its last dim on the mesh's model axis
+    if (std::string path = kerasVariablePath(facts.name); !path.empty()) {
+        std::string axis = "model";
+        for (const std::string& dim : facts.meshDims)
+            if (!meshHasBatchDim({dim})) {
+                axis = dim;
+                break;
+            }
+        std::string axes;
+        for (int i = 0; i + 1 < std::max(facts.ndim, 1); ++i)
+            axes += "None, ";
+        axes += "'" + axis + "'" + (facts.ndim <= 1 ? "," : "");
+        return {
+            "add a key for the variable to the ModelParallel LayoutMap (or fix the key that "
+            "was meant to match it), one entry per dim of the variable",
+            fmt::format("layout_map['{}'] = ({})  # {}", path, axes,
+                        facts.ndim < 0 ? "one entry per dim of the variable"
+                                       : fmt::format("its {} dim(s) on the mesh", facts.ndim))};
+    }
+    // a buffer stays a buffer: distributed in place, never a Parameter
+    if (evidence.starts_with("buffer ")) {
+        std::string reference = pythonReference(name);
+        return {
+            "distribute the buffer itself (assigning a DTensor to a registered buffer keeps "
+            "it a buffer, not trained); or, where the module gets it as an input, give that "
+            "input a Replicate() layout (PrepareModuleInput)",
+            fmt::format("{0} = distribute_tensor({0}, mesh, [Replicate()])  # still a buffer",
+                        reference.empty() ? "module.buf" : reference)};
+    }
+    return suggestFix(origin, "mesh", 0, name, batchOnMesh);
 }
 
 FixSuggestion fixForRankDependentData(std::string_view evidence, std::string_view name,
@@ -152,13 +193,6 @@ bool meshHasBatchDim(const std::vector<std::string>& dimNames) {
 
 FixSuggestion suggestFix(OriginClass origin, std::string_view mesh, int batchDim,
                          std::string_view name, bool batchOnMesh) {
-    // A Keras variable outside the plan: the fix is a LayoutMap key, in Keras
-    if (std::string path = kerasVariablePath(name);
-        origin == OriginClass::UnshardedParam && !path.empty())
-        return {
-            "add a key for the variable to the ModelParallel LayoutMap (or fix the key that "
-            "was meant to match it)",
-            "layout_map['" + path + "'] = (None, 'model')  # its axes on the mesh"};
     const OriginInfo& info = originInfo(origin);
     std::string reference = pythonReference(name);
     if (origin == OriginClass::InputData && !batchOnMesh) {
@@ -196,18 +230,148 @@ std::string lower(std::string_view text) {
 
 // "aten._scaled_dot_product_flash_attention_for_cpu.default" -> the Python
 // call a user writes for it, where one is well known; else a placeholder
-// the fix's text explains.
+// the fix's text explains. Ops only torch.nn.functional has are F.<name>.
 std::string pythonCallFor(std::string_view op) {
     if (contains(op, "scaled_dot_product")) return "F.scaled_dot_product_attention";
+    constexpr std::string_view kFunctionalOnly[] = {"glu",
+                                                    "gelu",
+                                                    "silu",
+                                                    "mish",
+                                                    "elu",
+                                                    "leaky_relu",
+                                                    "softplus",
+                                                    "hardtanh",
+                                                    "hardswish",
+                                                    "hardsigmoid",
+                                                    "softshrink",
+                                                    "hardshrink",
+                                                    "one_hot",
+                                                    "pad",
+                                                    "mse_loss",
+                                                    "l1_loss",
+                                                    "smooth_l1_loss",
+                                                    "huber_loss",
+                                                    "nll_loss",
+                                                    "cross_entropy",
+                                                    "binary_cross_entropy",
+                                                    "linear",
+                                                    "unfold",
+                                                    "fold"};
     for (std::string_view prefix : {"aten::", "aten."})
         if (op.substr(0, prefix.size()) == prefix) {
             std::string_view name = op.substr(prefix.size());
             name = name.substr(0, name.find('.'));
             while (!name.empty() && name.front() == '_')
                 name.remove_prefix(1);
+            if (name.ends_with("_forward")) name.remove_suffix(8);  // nll_loss_forward
+            for (std::string_view f : kFunctionalOnly)
+                if (name == f) return "F." + std::string(name);
             if (!name.empty() && name.back() != '_') return "torch." + std::string(name);
         }
     return "fn";
+}
+
+// The tensor dim each mesh dim shards, in mesh dim order ("[Shard(dim=1),
+// Replicate()]" -> {1, none}).
+std::vector<std::optional<int>> shardedDims(std::string_view placements) {
+    std::vector<std::optional<int>> out;
+    for (const std::string& p : splitPlacements(placements)) {
+        std::optional<int64_t> dim = shardDim(p);
+        out.push_back(dim ? std::optional<int>(int(*dim)) : std::nullopt);
+    }
+    return out;
+}
+
+// An integer argument of "dim=-1, keepdim=False"; nullopt when absent.
+std::optional<int> intArgument(std::string_view args, std::string_view name) {
+    std::string key = std::string(name) + "=";
+    for (size_t at = args.find(key); at != std::string_view::npos; at = args.find(key, at + 1)) {
+        if (at > 0 && args[at - 1] != ' ') continue;  // "keepdim=" is not "dim="
+        std::string_view value = args.substr(at + key.size());
+        value = value.substr(0, value.find(','));
+        if (value.empty() || !(value[0] == '-' || std::isdigit(uint8_t(value[0])))) return {};
+        return std::atoi(std::string(value).c_str());
+    }
+    return std::nullopt;
+}
+
+std::string placementsCode(const std::vector<std::optional<int>>& dims) {
+    std::string out = "[";
+    for (size_t i = 0; i < dims.size(); ++i)
+        out += (i ? ", " : "") +
+               (dims[i] ? fmt::format("Shard({})", *dims[i]) : std::string("Replicate()"));
+    return out + "]";
+}
+
+FixSuggestion noStrategyFix(const FailedCall& call, std::string_view message) {
+    std::string inner = opWithoutStrategy(message, call.op);
+    std::string fn = pythonCallFor(call.op);
+    std::optional<int> dim = intArgument(call.args, "dim");
+    if (dim && *dim < 0 && call.ndim > 0) *dim += call.ndim;
+    // the dims the op works along: its `dim`; attention's last two (sequence
+    // and head dim); without either (or without the tensor's rank), the whole tensor
+    std::vector<int> along;
+    if (dim)
+        along = {*dim};
+    else if (contains(call.op, "scaled_dot_product") && call.ndim >= 2)
+        along = {call.ndim - 2, call.ndim - 1};
+    bool whole = along.empty() || call.ndim < 0;
+    auto worksAlong = [&](int d) {
+        return whole || std::find(along.begin(), along.end(), d) != along.end();
+    };
+    // each operand's placements, with the mesh dims that shard a dim the op
+    // works along made Replicate(): what it needs on each rank
+    std::vector<std::string> placements =
+        call.placements.empty() ? std::vector<std::string>{"[Replicate()]"} : call.placements;
+    bool gather = false;
+    std::string in;
+    std::vector<std::optional<int>> out;
+    for (size_t i = 0; i < placements.size(); ++i) {
+        std::vector<std::optional<int>> dims = shardedDims(placements[i]);
+        for (std::optional<int>& s : dims)
+            if (s && worksAlong(*s)) {
+                s.reset();
+                gather = true;
+            }
+        in += (i ? ", " : "") + (gather ? placementsCode(dims) : placements[i]);
+        if (i == 0) out = dims;
+    }
+    if (placements.size() == 1) in += ",";
+    // a reduction without keepdim drops its dim: a later sharded dim moves down
+    if (dim && call.args.find("keepdim=False") != std::string_view::npos)
+        for (std::optional<int>& s : out)
+            if (s && *s > *dim) --*s;
+    std::string reference = pythonReference(call.name);
+    std::string x = reference.empty() ? "x" : reference;
+    std::string arguments = placements.size() == 1
+                                ? x + (call.args.empty() ? "" : ", " + std::string(call.args))
+                                : std::string("...");
+    std::string code = fmt::format(
+        "out = local_map({}, out_placements={}, in_placements=({}){})({})  # from "
+        "torch.distributed.tensor.experimental import local_map",
+        fn, placementsCode(out), in, gather ? ", redistribute_inputs=True" : "", arguments);
+    std::string unknown = fn == "fn" ? " (fn: the Python function that ran the op)" : "";
+    if (!gather)
+        return {fmt::format("DTensor has no sharding strategy for {} with these placements, but "
+                            "{} works along dims no operand is sharded on, so each rank's shard "
+                            "gives its part of the result: run it on the local shards with "
+                            "local_map{} (it hands the op the local tensors and wraps its result "
+                            "with out_placements), or register a strategy with "
+                            "register_sharding({})",
+                            inner, fn, unknown, inner),
+                code};
+    std::string why =
+        dim      ? fmt::format("{} works along dim {}, which {} is sharded on", fn, *dim, x)
+        : !whole ? fmt::format("{} works along the dims {} is sharded on", fn, x)
+                 : fmt::format("{} works over the whole tensor (no dim argument)", fn);
+    return {fmt::format("DTensor has no sharding strategy for {} with {}: {}, so running it on "
+                        "each rank's shard would compute something else. Gather what it works "
+                        "along first: local_map{} with redistribute_inputs=True all-gathers {} "
+                        "to {} on every call, then runs the op on whole dims on each rank; or "
+                        "register a strategy with register_sharding({})",
+                        inner, placements.front(), why, unknown, x, in.substr(0, in.find(']') + 1),
+                        inner),
+            code};
 }
 
 }  // namespace
@@ -229,27 +393,16 @@ std::optional<IncidentKind> classifyFailure(std::string_view message) {
 
 FixSuggestion fixForFailure(IncidentKind kind, std::string_view op,
                             const std::vector<std::string>& placements, std::string_view message) {
+    return fixForFailure(kind, FailedCall{op, placements}, message);
+}
+
+FixSuggestion fixForFailure(IncidentKind kind, const FailedCall& call, std::string_view message) {
     std::string text = lower(message);
     switch (kind) {
-        case IncidentKind::NoShardingStrategy: {
+        case IncidentKind::NoShardingStrategy:
             // the op without a strategy is the one the message names (a
             // composite op's decomposition: sdpa's flash kernel)
-            std::string inner = opWithoutStrategy(message, op);
-            std::string in, out = placements.empty() ? "[Replicate()]" : placements.front();
-            for (const std::string& p : placements)
-                in += (in.empty() ? "" : ", ") + p;
-            if (placements.size() == 1) in += ",";
-            std::string fn = pythonCallFor(op);
-            return {fmt::format("DTensor has no sharding strategy for {} with these placements: "
-                                "run the call on local shards with local_map (it hands {} the "
-                                "local tensors and wraps its result with out_placements), "
-                                "register a strategy with register_sharding({}), or redistribute "
-                                "the operands to a placement that has one",
-                                inner, fn == "fn" ? "the function" : fn, inner),
-                    fmt::format("out = local_map({}, out_placements={}, in_placements=({}))(...)  "
-                                "# from torch.distributed.tensor.experimental import local_map",
-                                fn, out, in)};
-        }
+            return noStrategyFix(call, message);
         case IncidentKind::DTensorError: {
             if (contains(text, "mesh") &&
                 (contains(text, "different") || contains(text, "same") || contains(text, "cross")))

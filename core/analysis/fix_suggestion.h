@@ -28,12 +28,23 @@ struct FixSuggestion {
 FixSuggestion suggestFix(OriginClass origin, std::string_view mesh = "mesh", int batchDim = 0,
                          std::string_view name = {}, bool batchOnMesh = true);
 
+// What shapes one incident's fix beyond its origin and evidence.
+struct FixFacts {
+    std::string_view name;              // the user's name for the plain tensor ("" unknown)
+    int ndim = -1;                      // the plain tensor's dims (-1 unknown)
+    std::vector<std::string> meshDims;  // the DTensor's mesh dim names (empty: unknown)
+};
+
 // The fix for one incident, from what the agent recorded: the FSDP2 call
-// its evidence names (fullyShardFix), else its origin's fix in the user's
-// name for the plain tensor, except for a parameter's gradient, which the
+// its evidence names (fullyShardFix); a Keras variable's LayoutMap key with
+// a tuple of its rank on the mesh's model axis; a buffer distributed as a
+// buffer (never made a Parameter); else its origin's fix in the user's name
+// for the plain tensor, except for a parameter's gradient, which the
 // parameter's fix covers (the evidence names the parameter).
-FixSuggestion fixForIncident(OriginClass origin, std::string_view evidence, std::string_view name,
-                             bool batchOnMesh = true);
+FixSuggestion fixForIncident(OriginClass origin, std::string_view evidence, const FixFacts& facts);
+
+// "[16, 32]" -> 2, "[]" -> 0; -1 for text that is no shape.
+int shapeRank(std::string_view shape);
 
 // The fix for a plain tensor promoted as Replicate() whose content differs
 // across ranks (a promotion found INVALID): make it identical on every rank
@@ -71,6 +82,25 @@ std::optional<IncidentKind> classifyFailure(std::string_view message);
 // get their per-rank fix here; the analysis adds what the other ranks did.
 FixSuggestion fixForFailure(IncidentKind kind, std::string_view op,
                             const std::vector<std::string>& placements, std::string_view message);
+
+// What a failed op's fix reasons about beyond its name.
+struct FailedCall {
+    std::string_view op;                  // "aten::glu"
+    std::vector<std::string> placements;  // each DTensor operand's, in argument order
+    int ndim = -1;                        // the first DTensor operand's dims (-1 unknown)
+    std::string_view args;                // its non-tensor arguments: "dim=-1, keepdim=False"
+    std::string_view name;                // the user's name for the first DTensor operand
+};
+
+// The same, knowing the call's arguments. A no-sharding-strategy fix then
+// runs the op on local shards (local_map) only where that is the same
+// computation: the op works along a `dim` no operand is sharded on, with
+// output placements that fit the output's dims (a reduction without
+// keepdim drops one). An op along a sharded dim, or over the whole tensor
+// (no dim), needs that dim whole on each rank first: a redistribute to
+// Replicate() on the mesh dims that shard it, whose cost (an all-gather) the
+// fix names.
+FixSuggestion fixForFailure(IncidentKind kind, const FailedCall& call, std::string_view message);
 
 // The op DTensor's "Operator X does not have a sharding strategy" message
 // names (a composite op's decomposition, sdpa's flash kernel); `op` when it

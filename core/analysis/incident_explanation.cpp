@@ -38,13 +38,27 @@ const OperandDetail* plainOperandOf(const IncidentDetail& incident) {
 
 FixSuggestion suggestFixFor(const IncidentDetail& incident) {
     if (incident.kind != IncidentKind::MixedTensor) {
-        std::vector<std::string> placements;
-        for (const OperandDetail& o : incident.operands)
-            if (!o.output && !o.placements.empty()) placements.push_back(o.placements);
-        return fixForFailure(incident.kind, incident.op, placements, incident.error);
+        FailedCall call{incident.op, {}, -1, {}, {}};
+        for (const OperandDetail& o : incident.operands) {
+            if (o.output || o.placements.empty()) continue;
+            if (call.placements.empty()) {
+                call.ndim = shapeRank(o.shape);
+                call.name = o.label;
+            }
+            call.placements.push_back(o.placements);
+        }
+        // a failure's detail is its op's non-tensor arguments ("dim=-1")
+        if (incident.kind == IncidentKind::NoShardingStrategy ||
+            incident.kind == IncidentKind::DTensorError)
+            call.args = incident.detail;
+        return fixForFailure(incident.kind, call, incident.error);
     }
-    return fixForIncident(incident.origin, incident.evidence, plainOperandName(incident),
-                          !incident.mesh || meshHasBatchDim(incident.mesh->dimNames));
+    const OperandDetail* plain = plainOperandOf(incident);
+    FixFacts facts;
+    facts.name = plain ? std::string_view(plain->label) : std::string_view();
+    facts.ndim = plain ? shapeRank(plain->shape) : -1;
+    if (incident.mesh) facts.meshDims = incident.mesh->dimNames;
+    return fixForIncident(incident.origin, incident.evidence, facts);
 }
 
 std::string plainOperandName(const IncidentDetail& incident) {
@@ -103,20 +117,25 @@ IncidentExplanation explainFailure(const IncidentDetail& d, const IncidentGroup*
             e.placements += (e.placements.empty() ? "" : ", ") + o.placements;
     e.reconciliationLabel = d.kind == IncidentKind::CollectiveHang ? "pending" : "raised";
     e.reconciliation = d.error.empty() ? "no error text recorded" : d.error;
-    e.detail = d.detail;
+    // a collective's detail is the rank's Python stacks; a failed op's, its
+    // non-tensor arguments (in the summary); a partial read's, the value read
+    bool collective =
+        d.kind == IncidentKind::CollectiveHang || d.kind == IncidentKind::CollectiveError;
+    if (collective) e.detail = d.detail;
+    std::string args = collective || d.detail.empty() ? "" : " (" + d.detail + ")";
     e.fix = group ? group->fix : suggestFixFor(d);
     if (group)
         e.fixScope = fmt::format("group #{}, {} incident(s) at {}", group->id, group->count,
                                  formatLocation(group->site));
     switch (d.kind) {
         case IncidentKind::NoShardingStrategy:
-            e.summary = fmt::format("{} has no sharding strategy for operands {}; the op raised",
-                                    opWithoutStrategy(d.error, d.op),
+            e.summary = fmt::format("{}{} has no sharding strategy for operands {}; the op raised",
+                                    opWithoutStrategy(d.error, d.op), args,
                                     e.placements.empty() ? "(not recorded)" : e.placements);
             break;
         case IncidentKind::DTensorError:
-            e.summary =
-                fmt::format("{} raised in DTensor's dispatch: {}", d.op, firstLine(d.error));
+            e.summary = fmt::format("{}{} raised in DTensor's dispatch: {}", d.op, args,
+                                    firstLine(d.error));
             break;
         case IncidentKind::CollectiveError:
             e.summary = fmt::format("collective {} failed: {}", e.evidence, firstLine(d.error));

@@ -116,9 +116,12 @@ MeshGrid meshGrid(const MeshPicture& pic, size_t maxCells) {
                 cell.lines.push_back((o.output ? "out" : "op") + std::to_string(o.index) + " " +
                                      localPiece(o.shape, o.placements, shape, coord));
             if (pic.plain && !pic.promotedPlacements.empty()) {
-                cell.lines.push_back(
-                    "op" + std::to_string(pic.plain->index) + " " +
-                    localPiece(pic.plain->shape, pic.promotedPlacements, shape, coord));
+                // promoted with from_local: what the plain tensor is, is one
+                // rank's piece of the DTensor
+                std::string global =
+                    fromLocalGlobalShape(pic.plain->shape, pic.promotedPlacements, shape);
+                cell.lines.push_back("op" + std::to_string(pic.plain->index) + " " +
+                                     localPiece(global, pic.promotedPlacements, shape, coord));
                 cell.promotedLine = true;
             }
             g.cells.push_back(std::move(cell));

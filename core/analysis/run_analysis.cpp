@@ -98,6 +98,34 @@ std::string verdictFingerprints(const PromotionCheck& check) {
     return out;
 }
 
+// "; fix: <summary>, e.g. <code>" (no code: the summary alone): how every
+// finding ends, so `check` prints a fix for each.
+std::string fixText(const FixSuggestion& fix) {
+    if (fix.summary.empty()) return {};
+    return "; fix: " + fix.summary + (fix.code.empty() ? "" : ", e.g. " + fix.code);
+}
+
+// The fix of ranks that departed from each other's op or collective order.
+FixSuggestion divergenceFix(const Divergence& d) {
+    if (d.kind == Divergence::Kind::Collectives && d.actual.empty())
+        return {
+            "give every rank the same number of steps and batches, and the same early "
+            "exits (drop_last=True, or a DistributedSampler that pads), so every rank "
+            "issues every collective",
+            ""};
+    if (d.kind == Divergence::Kind::Collectives)
+        return {
+            "issue the same collectives, with the same sizes and in the same order, on "
+            "every rank: a collective inside a branch on the rank or on per-rank data "
+            "is joined by no other rank",
+            ""};
+    return {fmt::format("run the same DTensor ops on every rank: DTensor ops issue collectives "
+                        "the other ranks must join, so a branch on the rank ({}) must not hold "
+                        "them; compute on every rank and print or log on one",
+                        d.site.file.empty() ? "a rank-0 log line" : formatLocation(d.site)),
+            "value = t.full_tensor()  # on every rank, then print(value) on rank 0 only"};
+}
+
 // The finding of a group of failures: what failed where, on which ranks,
 // and for collectives where every other rank was.
 std::string failureFinding(const IncidentGroup& g, const RunAnalysis& a) {
@@ -110,16 +138,20 @@ std::string failureFinding(const IncidentGroup& g, const RunAnalysis& a) {
                 if (!o.output && !o.placements.empty())
                     placements += (placements.empty() ? "" : ", ") + o.placements;
             std::string inner = opWithoutStrategy(e.error, g.op);
+            std::string args = e.detail.empty() ? "" : " with " + e.detail;
             return fmt::format(
-                "{}: {} has no sharding strategy for operands {}; raised {} "
-                "time(s) on rank(s) {}",
+                "{}: {}{} has no sharding strategy for operands {}; raised {} "
+                "time(s) on rank(s) {}{}",
                 formatLocation(g.site),
-                inner == g.op ? g.op : fmt::format("{} (in {})", inner, g.op),
-                placements.empty() ? "(not recorded)" : placements, g.count, ranks);
+                inner == g.op ? g.op : fmt::format("{} (in {})", inner, g.op), args,
+                placements.empty() ? "(not recorded)" : placements, g.count, ranks, fixText(g.fix));
         }
         case IncidentKind::DTensorError:
-            return fmt::format("{}: {} raised in DTensor's dispatch: {} ({} time(s) on rank(s) {})",
-                               formatLocation(g.site), g.op, firstLine(e.error), g.count, ranks);
+            return fmt::format(
+                "{}: {} raised in DTensor's dispatch: {} ({} time(s) on rank(s) {}){}",
+                formatLocation(g.site), g.op,
+                e.error.empty() ? "(no error text recorded)" : firstLine(e.error), g.count, ranks,
+                fixText(g.fix));
         case IncidentKind::CollectiveError:
         case IncidentKind::CollectiveHang: {
             std::string text =
@@ -135,16 +167,15 @@ std::string failureFinding(const IncidentGroup& g, const RunAnalysis& a) {
             if (a.missingRankCount > int64_t(a.missingRanks.size()))
                 text += fmt::format("; {} more rank(s) left no file",
                                     a.missingRankCount - int64_t(a.missingRanks.size()));
-            return text;
+            return text + fixText(g.fix);
         }
         case IncidentKind::PartialRead: {
             bool everyRank = int64_t(g.perRank.size()) >= a.summary.worldSize;
             return fmt::format(
                 "{}: {}: each read is that rank's unreduced share, not the value; {} time(s) on "
-                "rank(s) {}{}; fix: {}, e.g. {}",
+                "rank(s) {}{}{}",
                 formatLocation(g.site), e.evidence, g.count, ranks,
-                everyRank ? "" : fmt::format(" only (of {})", a.summary.worldSize), g.fix.summary,
-                g.fix.code);
+                everyRank ? "" : fmt::format(" only (of {})", a.summary.worldSize), fixText(g.fix));
         }
         case IncidentKind::MixedTensor:
         case IncidentKind::End:
@@ -159,27 +190,36 @@ std::string driftFinding(const ReplicaDrift& d) {
         d.lastEqualStep >= 0 ? fmt::format(", equal at step {}", d.lastEqualStep) : "";
     return fmt::format(
         "{}{}{}: replicas differ across ranks {} from step {} ({} first{}): {}; "
-        "the training goes on silently wrong; fix: {}, e.g. {}",
+        "the training goes on silently wrong{}",
         d.name, what.empty() ? "" : " (" + what + ")", d.key.empty() ? "" : " [" + d.key + "]",
-        formatRankGroups(d.groups), d.firstStep, d.firstRole, equal, d.causeText, d.fix.summary,
-        d.fix.code);
+        formatRankGroups(d.groups), d.firstStep, d.firstRole, equal, d.causeText, fixText(d.fix));
 }
 
 void addFindings(const RunReader& run, RunAnalysis& a) {
+    const FixSuggestion unreadable{
+        "the other ranks' files are read without it; a file cut short by a full disk or a "
+        "killed writer keeps what it committed (`meshscope info` on it says how far), one "
+        "from a newer meshscope needs that version",
+        ""};
     for (const StoreError& p : run.problems())
-        a.findings.push_back({FindingKind::Unreadable, p.what(), -1, -1});
+        a.findings.push_back({FindingKind::Unreadable, p.what() + fixText(unreadable), -1, -1});
+    const FixSuggestion missing{
+        "a rank that never started under `meshscope record` (or `meshscope.attach()`), or died "
+        "before torch.distributed was initialized, writes no file: read that rank's stderr, "
+        "and record every rank of the job",
+        ""};
     for (int r : a.missingRanks)
-        a.findings.push_back(
-            {FindingKind::MissingRank,
-             fmt::format("rank {}: missing from the run (world size {})", r, a.summary.worldSize),
-             -1, r});
+        a.findings.push_back({FindingKind::MissingRank,
+                              fmt::format("rank {}: missing from the run (world size {}){}", r,
+                                          a.summary.worldSize, fixText(missing)),
+                              -1, r});
     if (a.missingRankCount > int64_t(a.missingRanks.size()))
         a.findings.push_back(
             {FindingKind::MissingRank,
              fmt::format("ranks after {}: {} more missing from the run (world size {}, {} rank "
-                         "file(s) readable)",
+                         "file(s) readable){}",
                          a.missingRanks.back(), a.missingRankCount - int64_t(a.missingRanks.size()),
-                         a.summary.worldSize, run.ranks().size()),
+                         a.summary.worldSize, run.ranks().size(), fixText(missing)),
              -1, -1});
     for (const IncidentGroup& g : a.groups) {
         if (g.kind != IncidentKind::MixedTensor) {
@@ -200,9 +240,10 @@ void addFindings(const RunReader& run, RunAnalysis& a) {
             a.findings.push_back(
                 {FindingKind::Unreconciled,
                  fmt::format("{}: {} mixed a plain tensor from {} ({}) with DTensors; {} "
-                             "unreconciled ({}) on rank(s) {}",
+                             "unreconciled ({}) on rank(s) {}{}",
                              formatLocation(g.site), g.op, originText(g.origin),
-                             describeOrigin(g.origin), g.unreconciled, how, joinRanks(g.perRank)),
+                             describeOrigin(g.origin), g.unreconciled, how, joinRanks(g.perRank),
+                             fixText(g.fix)),
                  g.id, -1});
         }
         if (g.invalid > 0) {
@@ -215,10 +256,9 @@ void addFindings(const RunReader& run, RunAnalysis& a) {
             a.findings.push_back(
                 {FindingKind::Invalid,
                  fmt::format("{}: {}: {} promotion(s) of a plain tensor that differs across "
-                             "ranks (first at step {}: {}); the result is silently wrong; fix: "
-                             "{}, e.g. {}",
+                             "ranks (first at step {}: {}); the result is silently wrong{}",
                              formatLocation(g.site), g.op, g.invalid, first ? first->step : -1,
-                             first ? verdictFingerprints(*first) : "", g.fix.summary, g.fix.code),
+                             first ? verdictFingerprints(*first) : "", fixText(g.fix)),
                  g.id, -1});
         }
     }
@@ -246,12 +286,12 @@ void addFindings(const RunReader& run, RunAnalysis& a) {
                       joinRanks(d.others))
                 : "; each waits for the other in these collectives (a hang, or a gloo/NCCL "
                   "timeout)";
-        a.findings.push_back(
-            {FindingKind::Divergent,
-             fmt::format("rank {}: {} (step {}) is {} where rank(s) {} have "
-                         "{}{}",
-                         d.rank, what, d.step, actual, joinRanks(d.others), expected, hint),
-             -1, d.rank});
+        a.findings.push_back({FindingKind::Divergent,
+                              fmt::format("rank {}: {} (step {}) is {} where rank(s) {} have "
+                                          "{}{}{}",
+                                          d.rank, what, d.step, actual, joinRanks(d.others),
+                                          expected, hint, fixText(divergenceFix(d))),
+                              -1, d.rank});
     }
 }
 
@@ -749,10 +789,10 @@ std::vector<Finding> reconciledFindings(const RunAnalysis& analysis) {
         std::string how = formatActions(g);
         out.push_back({FindingKind::Reconciled,
                        fmt::format("{}: {} mixed a plain tensor from {} ({}) with DTensors; {} "
-                                   "reconciled by the policy ({}) on rank(s) {}; fix: {}",
+                                   "reconciled by the policy ({}) on rank(s) {}{}",
                                    formatLocation(g.site), g.op, originText(g.origin),
                                    describeOrigin(g.origin), reconciled->second, how,
-                                   joinRanks(g.perRank), g.fix.summary),
+                                   joinRanks(g.perRank), fixText(g.fix)),
                        g.id, -1});
     }
     return out;

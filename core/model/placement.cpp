@@ -106,4 +106,23 @@ std::string describeLocalPiece(std::string_view shape, std::string_view placemen
     return partial ? "partial sum, " + base : base;
 }
 
+std::string fromLocalGlobalShape(std::string_view localShape, std::string_view placements,
+                                 const std::vector<int64_t>& meshShape) {
+    std::vector<int64_t> shape = parseShape(localShape);
+    if (shape.empty()) return std::string(localShape);
+    std::vector<std::string> each = splitPlacements(placements);
+    for (size_t k = 0; k < each.size() && k < meshShape.size(); ++k) {
+        std::optional<int64_t> dim = shardDim(each[k]);
+        if (dim && *dim < 0) *dim += int64_t(shape.size());
+        if (!dim || *dim < 0 || *dim >= int64_t(shape.size())) continue;
+        int64_t n = std::clamp<int64_t>(meshShape[k], 1, int64_t(1) << 20);
+        if (shape[size_t(*dim)] > (int64_t(1) << 40)) continue;  // untrusted: no overflow
+        shape[size_t(*dim)] *= n;
+    }
+    std::string out = "[";
+    for (size_t i = 0; i < shape.size(); ++i)
+        out += (i ? ", " : "") + std::to_string(shape[i]);
+    return out + "]";
+}
+
 }  // namespace meshscope

@@ -22,6 +22,13 @@ std::optional<int64_t> shardDim(std::string_view placement);
 // "[Shard(0), Replicate()]" -> {"Shard(0)", "Replicate()"}.
 std::vector<std::string> splitPlacements(std::string_view text);
 
+// The global shape of a DTensor made by DTensor.from_local(t, mesh,
+// placements) from a local tensor of `localShape` on each rank: each dim a
+// mesh dim shards is that many times longer ("[16, 32]" with [Shard(0)] on
+// a mesh of 2 -> "[32, 32]"). `localShape` when it is no shape.
+std::string fromLocalGlobalShape(std::string_view localShape, std::string_view placements,
+                                 const std::vector<int64_t>& meshShape);
+
 // What one rank holds of a tensor with `shape` ("[8, 16]") and `placements`
 // ("[Shard(0), Replicate()]") at `coordinate` of a mesh of `meshShape`:
 // "rows 0-3 of [8, 16]", "all of [16]", "partial sum, all of [4, 4]".

@@ -45,7 +45,7 @@ code,pre{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px}
 .grid{display:grid;grid-template-columns:minmax(360px,1fr) minmax(420px,1.2fr);gap:16px}.muted{color:#69707d}.explain{margin:6px 0 10px;font-weight:500}
 svg text{font-family:system-ui,sans-serif}.legend span{margin-right:14px}
 details.stacks>summary{cursor:pointer;color:#69707d;margin:6px 0}details.stacks pre{max-height:420px;overflow:auto}
-td pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0}div.mesh{overflow-x:auto;max-width:100%}
+td pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0}pre.fix{white-space:pre-wrap;overflow-wrap:anywhere}div.mesh{overflow-x:auto;max-width:100%}
 )css";
 
 std::string esc(std::string_view text) {
@@ -334,7 +334,8 @@ void writeOperandTable(const IncidentDetail& ex, std::ostream& out) {
 
 void writeFix(const IncidentExplanation& e, std::ostream& out) {
     out << "<h4>Fix</h4><p>" << esc(e.fix.summary) << "</p>\n";
-    if (!e.fix.code.empty()) out << "<pre><code>" << esc(e.fix.code) << "</code></pre>\n";
+    if (!e.fix.code.empty())
+        out << "<pre class=fix><code>" << esc(e.fix.code) << "</code></pre>\n";
 }
 
 // A group of failures (no strategy, DTensor error, collective failure or

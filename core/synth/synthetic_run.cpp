@@ -108,7 +108,7 @@ class RankGenerator {
             failure(IncidentKind::NoShardingStrategy, sdpa, 58, "attention on head-sharded q, k, v",
                     std::string("NotImplementedError: Operator ") + sdpa +
                         " does not have a sharding strategy registered.",
-                    "", 0);
+                    "dropout_p=0, is_causal=True", 0);
             failure(IncidentKind::DTensorError, "aten.view.default", 61,
                     "view of a DTensor sharded on dim 0",
                     "RuntimeError: Attempted to flatten sharded dimension 0, but only the "

@@ -177,8 +177,10 @@ TEST(Births, TheClassFollowsThePhase) {
                   "created by aten::ones while loading data (DataLoader batch #2) at m.py:3"},
              Case{Phase::Other, "", OriginClass::UserCode,
                   "created by aten::ones in user code outside forward at m.py:3"},
-             Case{Phase::Backward, "", OriginClass::UserCode,
-                  "created by aten::ones in user code outside forward at m.py:3"},
+             // only Python code's tensors are tagged in backward: the user's own
+             Case{Phase::Backward, "", OriginClass::CreatedInForward,
+                  "created by aten::ones inside backward (a custom autograd Function's "
+                  "backward or a backward hook) at m.py:3"},
          }) {
         Provenance p = birthOf(k.phase, k.label, "aten::ones", " at m.py:3", StackId(5));
         EXPECT_EQ(p.origin, k.origin) << k.evidence;

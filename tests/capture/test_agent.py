@@ -11,6 +11,7 @@ import re
 import sys
 import textwrap
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -772,6 +773,7 @@ def test_a_bad_gpu_op_timing_setting_is_a_clear_error(run_dir, monkeypatch):
 def test_keras_variable_outside_the_layout_map_names_the_keys(monkeypatch):
     """A Keras variable left plain: the evidence names the variable path and
     the ModelParallel LayoutMap keys it failed to match, in Keras' API."""
+    monkeypatch.setenv("KERAS_BACKEND", "torch")  # else Keras looks for TensorFlow
     pytest.importorskip("keras.src.distribution.distribution_lib")
     from keras.src.distribution import distribution_lib
 
@@ -785,11 +787,26 @@ def test_keras_variable_outside_the_layout_map_names_the_keys(monkeypatch):
         _layout_map = Layouts({"dense_1/kernel": (None, "model"), "dense_2/.*": None})
 
     monkeypatch.setattr(distribution_lib, "distribution", lambda: Distribution())
-    hint = _adapters._keras_plan("sequential/d1/kernel")
+    hint = _adapters._keras_plan("sequential/d1/kernel", 2)
     assert hint == (" (Keras variable sequential/d1/kernel matches no key of the ModelParallel "
                     "LayoutMap ['dense_1/kernel', 'dense_2/.*']: add one, "
                     "layout_map['sequential/d1/kernel'] = (None, 'model'), or fix the key that "
                     "was meant to match it)")
-    assert "created outside the distribution" in _adapters._keras_plan("model/dense_1/kernel")
+    # the tuple has the variable's rank, on the mesh's axis that is not the batch's
+    Distribution.device_mesh = types.SimpleNamespace(axis_names=("batch", "shards"))
+    Distribution.batch_dim_name = "batch"
+    assert "layout_map['sequential/d2/bias'] = ('shards',)," in _adapters._keras_plan(
+        "sequential/d2/bias", 1)
+    assert "created outside the distribution" in _adapters._keras_plan("model/dense_1/kernel", 2)
     monkeypatch.setattr(distribution_lib, "distribution", lambda: None)
-    assert "no ModelParallel distribution is set" in _adapters._keras_plan("d1/kernel")
+    assert "no ModelParallel distribution is set" in _adapters._keras_plan("d1/kernel", 2)
+
+
+def test_module_paths_in_fixes_are_python():
+    """A module path the evidence's fix quotes is Python: layers.0.attn is
+    layers[0].attn (issue #44)."""
+    from meshscope import _adapters
+
+    assert _adapters._python_path("layers.0.attn") == "layers[0].attn"
+    assert _adapters._python_path("model.layers.12") == "model.layers[12]"
+    assert _adapters._python_path("head") == "head"

@@ -41,9 +41,13 @@ def test_no_sharding_strategy(tmp_path):
     assert c.returncode == 1, c.stdout + c.stderr
     assert (f"no-strategy: {line_of('f1_no_strategy')}: "
             "aten._scaled_dot_product_flash_attention_for_cpu.default (in "
-            "aten::scaled_dot_product_attention) has no sharding strategy for operands "
-            "[Shard(1)], [Shard(1)], [Shard(1)]; raised 2 time(s) on rank(s) 0,1"
+            "aten::scaled_dot_product_attention) with dropout_p=0, is_causal=True, "
+            "enable_gqa=False has no sharding strategy for operands "
+            "[Shard(1)], [Shard(1)], [Shard(1)]; raised 2 time(s) on rank(s) 0,1; fix: "
             ) in c.stdout, c.stdout
+    # attention works along the sequence and head dims; the heads' shards are its parts
+    assert ("e.g. out = local_map(F.scaled_dot_product_attention, out_placements=[Shard(1)], "
+            "in_placements=([Shard(1)], [Shard(1)], [Shard(1)]))(...)") in c.stdout, c.stdout
     assert check(r.run_dir, "--fail-on", "no-strategy").returncode == 1
     assert check(r.run_dir, "--fail-on", "hang").returncode == 0
     groups = report(r.run_dir)["groups"]

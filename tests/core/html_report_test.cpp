@@ -173,8 +173,10 @@ TEST(MeshGrid, ColumnsAlongTheLastDimRowsAlongTheOthers) {
     EXPECT_EQ(g.title, "device mesh (dp=2, tp=4) on cuda");
     const MeshCell& here = g.cells[5];  // dp 1, tp 1
     EXPECT_TRUE(here.here);
+    // the plain [4, 16] promoted with from_local(Shard(0)) on dp=2 is one
+    // rank's rows of an [8, 16] DTensor
     EXPECT_EQ(here.lines, (std::vector<std::string>{"rank 5", "op0 cols 4-7 of [8, 16]",
-                                                    "op1 rows 2-3 of [4, 16]"}));
+                                                    "op1 rows 4-7 of [8, 16]"}));
     EXPECT_TRUE(here.promotedLine);
     // capped: the first cells, and the title says how many of how many
     MeshGrid capped = meshGrid(MeshPicture::ofIncident(d), 3);

@@ -55,10 +55,29 @@ TEST(Vocabulary, FixCodeFillsInTheMeshAndBatchDim) {
                   ->code,
               "fully_shard(model.head)  # then fully_shard(model) for the root");
     EXPECT_FALSE(fullyShardFix("parameter w of M not in the sharding plan (add 'w': ...)"));
-    // a Keras variable: the fix is the LayoutMap key, not a torch snippet
-    EXPECT_EQ(
-        suggestFix(OriginClass::UnshardedParam, "mesh", 0, "model.get_layer('d3').kernel").code,
-        "layout_map['d3/kernel'] = (None, 'model')  # its axes on the mesh");
+    // a Keras variable: the fix is the LayoutMap key, a tuple of the
+    // variable's rank on the mesh's model axis, not a torch snippet
+    FixFacts kernel{"model.get_layer('d3').kernel", 2, {"batch", "model"}};
+    EXPECT_EQ(fixForIncident(OriginClass::UnshardedParam, "parameter ...", kernel).code,
+              "layout_map['d3/kernel'] = (None, 'model')  # its 2 dim(s) on the mesh");
+    FixFacts bias{"model.get_layer('d2').bias", 1, {"shards"}};
+    EXPECT_EQ(fixForIncident(OriginClass::UnshardedParam, "parameter ...", bias).code,
+              "layout_map['d2/bias'] = ('shards',)  # its 1 dim(s) on the mesh");
+    // a buffer stays a buffer (the origin's Parameter fix would train it)
+    FixFacts mask{"model.layers.0.mask", 2, {"tp"}};
+    FixSuggestion buffer = fixForIncident(
+        OriginClass::UnshardedParam,
+        "buffer layers.0.mask of Net not in the sharding plan (no parallelize_module ...)", mask);
+    EXPECT_EQ(buffer.code,
+              "model.layers[0].mask = distribute_tensor(model.layers[0].mask, mesh, "
+              "[Replicate()])  # still a buffer");
+    EXPECT_EQ(buffer.code.find("Parameter"), std::string::npos);
+    EXPECT_NE(fixForIncident(OriginClass::UnshardedParam, "parameter layers.0.w of Net ...", mask)
+                  .code.find("nn.Parameter"),
+              std::string::npos);
+    EXPECT_EQ(shapeRank("[16, 32]"), 2);
+    EXPECT_EQ(shapeRank("[]"), 0);
+    EXPECT_EQ(shapeRank("float"), -1);
     EXPECT_EQ(suggestFix(OriginClass::InputData, "mesh", 0, "batch[0]").code,
               "batch[0] = DTensor.from_local(batch[0], mesh, [Shard(0)])");
     for (std::string_view bad : {"lab|el", "x; import os", "1x", "a..b", ".", "a[']", "a[x]",

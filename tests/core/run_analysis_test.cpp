@@ -107,9 +107,13 @@ TEST(RunAnalysis, UnreconciledIncidentsAreFindings) {
     RunAnalysis a = analyze(RunReader::open(dir.path()));
     const Finding* f = findingOf(a, FindingKind::Unreconciled);
     ASSERT_TRUE(f);
+    // every finding ends with its fix (issue #44)
     EXPECT_EQ(f->message,
               "train.py:12: aten::sub.Tensor mixed a plain tensor from D (input data not "
-              "distributed) with DTensors; 2 unreconciled (2 raised) on rank(s) 0,1");
+              "distributed) with DTensors; 2 unreconciled (2 raised) on rank(s) 0,1; fix: "
+              "the mesh has only model dims: every rank must feed the same batch, replicated "
+              "(or add a data-parallel mesh dim and shard the batch over it), e.g. batch = "
+              "DTensor.from_local(batch, mesh, [Replicate()])");
     EXPECT_EQ(a.groups[0].example.createdAt, "");
 }
 
@@ -324,8 +328,9 @@ TEST(RunAnalysis, MissingRankIsAFinding) {
     RunAnalysis a = analyze(RunReader::open(dir.path()));
     EXPECT_EQ(a.missingRanks, (std::vector<int>{2}));
     ASSERT_TRUE(findingOf(a, FindingKind::MissingRank));
-    EXPECT_EQ(findingOf(a, FindingKind::MissingRank)->message,
-              "rank 2: missing from the run (world size 3)");
+    EXPECT_TRUE(findingOf(a, FindingKind::MissingRank)
+                    ->message.starts_with("rank 2: missing from the run (world size 3); fix: a "
+                                          "rank that never started under `meshscope record`"));
 }
 
 TEST(RunAnalysis, SyntheticRunAgreesWithItsGenerator) {
@@ -394,6 +399,67 @@ TEST(FailureKinds, DTensorsMessagesGetTheirKindAndFix) {
                                 "registered.",
                                 "aten::detach_"),
               "aten.detach_.default");
+}
+
+// A no-strategy fix reasons about the op's arguments (issue #44): local_map
+// only along dims no operand is sharded on, with output placements that fit
+// the output's dims; else the sharded dim is gathered first, at a named cost.
+TEST(FailureKinds, NoStrategyFixesFitTheOpsArguments) {
+    auto fix = [](std::string_view op, std::string placements, int ndim, std::string_view args) {
+        FailedCall call{op, {std::move(placements)}, ndim, args, "h"};
+        return fixForFailure(IncidentKind::NoShardingStrategy, call,
+                             "NotImplementedError: Operator aten.x.default does not have a "
+                             "sharding strategy registered.");
+    };
+    constexpr std::string_view kImport =
+        "  # from torch.distributed.tensor.experimental import local_map";
+    // GLU halves its dim: on the sharded dim each shard would pair the wrong
+    // halves, so the dim is gathered first (local_map redistributes it)
+    FixSuggestion glu = fix("aten::glu", "[Shard(dim=1)]", 2, "dim=-1");
+    EXPECT_EQ(glu.code,
+              "out = local_map(F.glu, out_placements=[Replicate()], in_placements=("
+              "[Replicate()],), redistribute_inputs=True)(h, dim=-1)" +
+                  std::string(kImport));
+    EXPECT_NE(glu.summary.find("works along dim 1"), std::string::npos) << glu.summary;
+    EXPECT_NE(glu.summary.find("all-gathers h"), std::string::npos) << glu.summary;
+    // the same call on rows: each shard's GLU is its rows of the result
+    EXPECT_EQ(fix("aten::glu", "[Shard(dim=0)]", 2, "dim=-1").code,
+              "out = local_map(F.glu, out_placements=[Shard(0)], in_placements=([Shard(dim=0)],))"
+              "(h, dim=-1)" +
+                  std::string(kImport));
+    // no dim: the whole tensor (a 0-d median has no dim to shard)
+    EXPECT_EQ(fix("aten::median", "[Shard(dim=0)]", 2, "").code,
+              "out = local_map(torch.median, out_placements=[Replicate()], in_placements=("
+              "[Replicate()],), redistribute_inputs=True)(h)" +
+                  std::string(kImport));
+    // a scan along the sharded dim
+    EXPECT_NE(fix("aten::logcumsumexp", "[Shard(0)]", 2, "dim=0").code.find("redistribute_inputs"),
+              std::string::npos);
+    // a reduction without keepdim drops its dim: a later sharded dim moves down
+    EXPECT_NE(fix("aten::nanmedian", "[Shard(2)]", 3, "dim=0, keepdim=False")
+                  .code.find("out_placements=[Shard(1)]"),
+              std::string::npos);
+    EXPECT_NE(fix("aten::nanmedian", "[Shard(2)]", 3, "dim=0, keepdim=True")
+                  .code.find("out_placements=[Shard(2)]"),
+              std::string::npos);
+    // on a 2-D mesh only the mesh dim that shards the op's dim is gathered
+    EXPECT_NE(fix("aten::glu", "[Shard(dim=0), Shard(dim=1)]", 2, "dim=1")
+                  .code.find("in_placements=([Shard(0), Replicate()],)"),
+              std::string::npos);
+    // attention works along its last two dims: heads may stay sharded
+    FailedCall sdpa{"aten::_scaled_dot_product_flash_attention_for_cpu",
+                    {"[Shard(dim=1)]", "[Shard(dim=1)]", "[Shard(dim=1)]"},
+                    4,
+                    "dropout_p=0",
+                    "q"};
+    std::string heads = fixForFailure(IncidentKind::NoShardingStrategy, sdpa, "").code;
+    EXPECT_NE(heads.find("local_map(F.scaled_dot_product_attention, out_placements=[Shard(1)]"),
+              std::string::npos);
+    EXPECT_EQ(heads.find("redistribute_inputs"), std::string::npos) << heads;
+    sdpa.placements = {"[Shard(dim=2)]", "[Shard(dim=2)]", "[Shard(dim=2)]"};
+    EXPECT_NE(fixForFailure(IncidentKind::NoShardingStrategy, sdpa, "")
+                  .code.find("redistribute_inputs=True)(...)"),
+              std::string::npos);
 }
 
 // The issue's example: rank 0 logs `float(w.abs().mean())` and so runs ops

@@ -67,6 +67,11 @@ class Doc {
         m_html += "<pre>" + clip(text, longest).toHtmlEscaped() + "</pre>";
         m_plain += text + "\n";
     }
+    // Code a user copies (a fix): wrapped at the panel's width, never cut.
+    void code(const QString& text) {
+        m_html += "<pre style=\"white-space: pre-wrap\">" + text.toHtmlEscaped() + "</pre>";
+        m_plain += text + "\n";
+    }
     void table(const QStringList& header, const std::vector<QStringList>& rows) {
         m_html += "<table border=1 cellspacing=0 cellpadding=3><tr>";
         for (const QString& h : header)
@@ -192,7 +197,7 @@ void fixSection(Doc& doc, const IncidentExplanation& e) {
     doc.heading("Fix");
     if (!e.fixScope.empty()) doc.field("applies to", qs(e.fixScope));
     doc.line(qs(e.fix.summary));
-    if (!e.fix.code.empty()) doc.pre(qs(e.fix.code));
+    if (!e.fix.code.empty()) doc.code(qs(e.fix.code));
 }
 
 // ---- failures: no sharding strategy, DTensor errors, collective failures and hangs ----

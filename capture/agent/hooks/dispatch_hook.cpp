@@ -218,12 +218,16 @@ c10::intrusive_ptr<c10d::Work> workOnStack(const torch::jit::Stack& stack) {
 // the tracker's: the collective the op was, or the one this thread still
 // waits in.
 void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands& inputs,
-                     const std::exception& e, CollectiveTracker::Id collective = {}) {
+                     const std::exception& e, CollectiveTracker::Id collective = {},
+                     c10::ArrayRef<c10::IValue> args = {}) {
     GilHold gil;
     if (Agent::current() != &agent) return;
     PendingError saved;
     try {
+        // under a Python dispatch mode the error reaches here as torch's
+        // python_error before it is persisted: still Python's pending one
         PyObject* value = pythonException(e);
+        if (!value) value = saved.normalizedValue();
         if (alreadyRecorded(value)) return;
         std::string error = value ? exceptionText(value) : std::string(e.what());
         std::optional<IncidentKind> kind = classifyFailure(error);
@@ -238,7 +242,7 @@ void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands
             note = agent.tracker().failed(collective, error, op.schema().name());
         } else {
             OpContext failed(agent, agent.torch().opInfo(op.schema(), agent.writer()), inputs);
-            note = recordFailureIncident(failed, *kind, error);
+            note = recordFailureIncident(failed, *kind, error, argumentsText(op.schema(), args));
         }
         markRecorded(value, note);
     } catch (const std::exception& own) {
@@ -343,8 +347,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     if (kind == OpKind::Plain) {  // only provenance bookkeeping, and only when needed
         // no tensor inputs, or torch.tensor()'s lift_fresh: maybe a factory
         // (afterPlainOp knows)
-        bool factory =
-            (inputs.empty() || isLiftFresh(op)) && OpRecorder::tagsCreations(agent->phase());
+        bool factory = (inputs.empty() || isLiftFresh(op)) && OpRecorder::tagsCreations(*agent);
         TensorTable& tensors = agent->tensors();
         bool propagate = tensors.hasProvenance() &&
                          std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
@@ -383,21 +386,22 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
                                       : std::nullopt);
         }
     };
-    // A promotion laid out as Shard(batch) can meet an op DTensor has no
-    // correct strategy for (index_put in the backward of an index lookup
-    // whose indices were promoted): keep the arguments for one retry.
-    std::vector<c10::IValue> saved;
+    // The arguments, kept for the failure's record (the call consumes them)
+    // and, when a promotion was laid out as Shard(batch), for one retry: that
+    // can meet an op DTensor has no correct strategy for (index_put in the
+    // backward of an index lookup whose indices were promoted).
     size_t base = stack->size() - schema.arguments().size();
-    if (agent->promotions().anySharded()) saved.assign(stack->begin() + base, stack->end());
+    std::vector<c10::IValue> saved(stack->begin() + base, stack->end());
     try {
         redispatch(op, ks, stack);
     } catch (const std::exception& e) {
         frame.ran();
-        if (!saved.empty() && retryReplicated(*agent, op, inputs, saved, *stack, base, e)) {
+        if (agent->promotions().anySharded() &&
+            retryReplicated(*agent, op, inputs, saved, *stack, base, e)) {
             record(true);
             return;
         }
-        recordOpFailure(*agent, op, inputs, e);
+        recordOpFailure(*agent, op, inputs, e, {}, saved);
         record(false);
         throw;
     }

@@ -31,7 +31,14 @@ Provenance birthProvenance(Agent& agent, const std::string& what, const at::Tens
     if (made && made->defined() && made->key_set().has(c10::DispatchKey::Python))
         frame = tracedFrame(agent.writer());  // a fake tensor: made while Dynamo traces
     if (frame.file.empty()) frame = agent.frames().userFrame(agent.writer());
-    return birthOf(agent.phase(), Agent::threadPhaseLabel(), what, frame.where(), frame.stack);
+    // made in a module's own forward: that (innermost) module, not the root
+    // whose call set the phase
+    Phase phase = agent.phase();
+    std::string_view label = Agent::threadPhaseLabel();
+    std::string own;
+    if (phase == Phase::Forward && frame.function.ends_with(".forward"))
+        label = own = frame.function + "()";
+    return birthOf(phase, label, what, frame.where(), frame.stack);
 }
 
 }  // namespace meshscope::capture

@@ -60,7 +60,44 @@ std::string exceptionText(PyObject* value) {
     return out;
 }
 
-std::string recordFailureIncident(OpContext& op, IncidentKind kind, const std::string& error) {
+namespace {
+
+std::string valueText(const c10::IValue& v) {
+    if (v.isBool()) return v.toBool() ? "True" : "False";
+    if (v.isInt()) return std::to_string(v.toInt());
+    if (v.isDouble()) return fmt::format("{:g}", v.toDouble());
+    if (v.isString()) return "'" + v.toStringRef() + "'";
+    if (v.isIntList()) {
+        std::string out = "[";
+        for (int64_t i : v.toIntVector())
+            out += (out.size() > 1 ? ", " : "") + std::to_string(i);
+        return out + "]";
+    }
+    if (v.isScalar()) return fmt::format("{:g}", v.toScalar().toDouble());
+    if (v.isDevice()) return "'" + v.toDevice().str() + "'";
+    return {};  // a type a fix does not reason about
+}
+
+}  // namespace
+
+std::string argumentsText(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                          size_t max) {
+    std::string out;
+    const auto& declared = schema.arguments();
+    for (size_t i = 0; i < args.size() && i < declared.size(); ++i) {
+        const c10::IValue& v = args[i];
+        if (v.isNone() || v.isTensor() || v.isTensorList() || (v.isList() && !v.isIntList()))
+            continue;
+        std::string text = valueText(v);
+        if (text.empty()) continue;
+        out += (out.empty() ? "" : ", ") + declared[i].name() + "=" + text;
+    }
+    if (out.size() > max) out = out.substr(0, max) + "...";
+    return out;
+}
+
+std::string recordFailureIncident(OpContext& op, IncidentKind kind, const std::string& error,
+                                  const std::string& args) {
     Agent& agent = op.agent();
     RankWriter& writer = op.writer();
     TorchTypes& torch = op.torch();
@@ -88,13 +125,25 @@ std::string recordFailureIncident(OpContext& op, IncidentKind kind, const std::s
         operands.empty() ? info.text : info.text + " with DTensor operands " + operands;
     inc.evidence = writer.intern(what);
     inc.error = writer.intern(error);
+    if (!args.empty()) inc.detail = writer.intern(args);
     inc.action = Action::Observed;
     inc.outcome = Outcome::Raised;
     inc.stack = agent.frames().shortStack(writer);
+    // the first DTensor operand by the user's name for it, which the fix uses
+    int ndim = -1;
+    std::string name;
+    for (const Operand& o : op.inputs())
+        if (o.dtensor) {
+            ndim = int(o.tensor().dim());
+            if (o.obj) name = agent.frames().heldAs(o.obj, writer);
+            if (!name.empty()) OpRecorder(op).tensorId(o, nullptr, /*identity=*/true, name);
+            break;
+        }
     OpRecorder(op).addOperands(inc.operands, op.inputs(), OperandRole::Input);
     IncidentSeq seq = writer.submit(std::move(inc));
     writer.flushNow();  // on disk before the exception propagates
-    FixSuggestion fix = fixForFailure(kind, info.text, placements, error);
+    FailedCall call{info.text, placements, ndim, args, name};
+    FixSuggestion fix = fixForFailure(kind, call, error);
     return failureNote(kind, what, frame.where(), error, fix.summary, fix.code, seq,
                        writer.path().string());
 }

@@ -9,6 +9,9 @@
 
 #include <Python.h>
 
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -42,7 +45,15 @@ class OpContext;
 // an incident of `kind` with the op's operands, call site and stack, and
 // flushed. Returns the note for the exception. (A collective's failure is
 // the CollectiveTracker's.) Requires the GIL.
-std::string recordFailureIncident(OpContext& op, IncidentKind kind, const std::string& error);
+// `args`: the op's non-tensor arguments as text ("dim=-1, keepdim=False";
+// argumentsText), what a fix reasons about.
+std::string recordFailureIncident(OpContext& op, IncidentKind kind, const std::string& error,
+                                  const std::string& args = {});
+
+// An op's non-tensor arguments, `name=value` in schema order, at most
+// `max` characters ("dim=-1, keepdim=False"); tensors and None left out.
+std::string argumentsText(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> args,
+                          size_t max = 200);
 
 struct DTensorFacts;
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/agent/incidents/failures.h"
 #include "capture/agent/incidents/fingerprint.h"
 #include "capture/agent/incidents/promotion_plan.h"
 #include "capture/agent/interop/tracing.h"
@@ -111,8 +112,11 @@ std::string IncidentResolver::incidentText(const IncidentRecord& inc, const Oper
     if (!m_plainName.empty()) text += "  the plain tensor is `" + m_plainName + "` there\n";
     if (!frame.file.empty())
         text += "  op called at " + frame.file + ":" + std::to_string(frame.line) + "\n";
-    FixSuggestion fix = fixForIncident(c.origin, c.evidence, m_plainName,
-                                       m_op.torch().hasBatchDim(m_op.referenceFacts().mesh));
+    FixFacts facts;
+    facts.name = m_plainName;
+    facts.ndim = int(plain.tensor().dim());
+    facts.meshDims = m_op.torch().meshDimNames(m_op.referenceFacts().mesh);
+    FixSuggestion fix = fixForIncident(c.origin, c.evidence, facts);
     text += "  fix: " + fix.summary + (fix.code.empty() ? "" : ", e.g. " + fix.code) + "\n";
     text += "  policy: " + std::string(toString(inc.action)) + " (" + m_policyRule + ")";
     return text;
@@ -247,6 +251,8 @@ PyObject* IncidentResolver::observeWithModeBelow(IncidentRecord& inc, const Oper
         } else {
             inc.outcome = Outcome::Raised;
             inc.policyRule = m_op.writer().intern(decision.rule);
+            if (PyObject* error = pending.normalizedValue())
+                inc.error = m_op.writer().intern(exceptionText(error));
         }
         text = result ? "" : incidentText(inc, plain, cls, frame);
         seq = m_op.writer().submit(std::move(inc));
@@ -270,23 +276,33 @@ PyObject* IncidentResolver::raiseIncident(IncidentRecord& inc, const Operand& pl
     inc.outcome = Outcome::Raised;
     std::string text = incidentText(inc, plain, cls, frame);
     bool strict = decision.action == Action::StrictError;
-    if (strict) inc.error = m_op.writer().intern(text);
-    IncidentSeq seq = m_op.writer().submit(std::move(inc));
-    m_op.writer().flushNow();  // on disk before the exception propagates
-    std::string where = "  recorded as incident #" + std::to_string(seq.value()) + " in " +
-                        m_op.writer().path().string();
+    auto submit = [&] {
+        IncidentSeq seq = m_op.writer().submit(std::move(inc));
+        m_op.writer().flushNow();  // on disk before the exception propagates
+        return "  recorded as incident #" + std::to_string(seq.value()) + " in " +
+               m_op.writer().path().string();
+    };
     if (strict) {
+        inc.error = m_op.writer().intern(text);
         std::string message =
-            "meshscope strict: mixed torch.Tensor and DTensor: " + text + "\n" + where;
+            "meshscope strict: mixed torch.Tensor and DTensor: " + text + "\n" + submit();
         PyErr_SetString(g_strictError ? g_strictError : PyExc_RuntimeError, message.c_str());
         return nullptr;
     }
     PyObject* result = m_op.callAsCalled();
     if (!result) {
+        std::string where;
+        {
+            PendingError pending;  // DTensor's own message, kept with the incident
+            if (PyObject* error = pending.normalizedValue())
+                inc.error = m_op.writer().intern(exceptionText(error));
+            where = submit();
+        }
         addNote("meshscope: " + text + "\n" + where, m_traced);
         return nullptr;
     }
     // DTensor accepted what we predicted it would reject.
+    submit();
     m_op.agent().warnOnce("predict",
                           "meshscope: " + m_op.info().text +
                               " accepted a plain tensor meshscope expected it to reject; "

@@ -123,6 +123,11 @@ Provenance birthOf(Phase phase, std::string_view label, std::string_view what,
     } else if (phase == Phase::Optimizer) {
         p.origin = OriginClass::OptimizerState;
         p.evidence = made + " in " + (in.empty() ? std::string("an optimizer step") : in);
+    } else if (phase == Phase::Backward) {  // a custom Function's backward, a hook
+        p.origin = OriginClass::CreatedInForward;
+        p.evidence = made +
+                     " inside backward (a custom autograd Function's backward or a "
+                     "backward hook)";
     } else if (phase == Phase::Data) {
         p.origin = OriginClass::InputData;
         p.evidence = made + " while loading data" + (in.empty() ? "" : " (" + in + ")");

@@ -68,6 +68,7 @@ FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
         if (info.fileText.starts_with(prefix)) info.own = info.internal = true;
     info.file = writer.intern(info.fileText);
     info.function = writer.intern(function);
+    info.functionText = std::move(function);
     return m_codes.emplace(code, std::move(info)).first->second;
 }
 
@@ -398,6 +399,7 @@ UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
     UserFrame out;
     visitUserFrame(writer, [&](const CodeInfo& ci, const OneFrame& one, PyObject* globals) {
         out.file = ci.fileText;
+        out.function = ci.functionText;
         out.line = one.line;
         out.stack = one.stack;
         if (withModule && globals) {
@@ -413,6 +415,15 @@ StackId FrameCache::userStack(RankWriter& writer) {
     visitUserFrame(writer,
                    [&](const CodeInfo&, const OneFrame& one, PyObject*) { stack = one.stack; });
     return stack;
+}
+
+bool FrameCache::innermostIsUser(RankWriter& writer) {
+    PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+    if (!frame) return false;
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    bool user = !info(code, writer).internal;
+    Py_DECREF(code);
+    return user;
 }
 
 std::string FrameCache::whereOf(StackId stack) const {

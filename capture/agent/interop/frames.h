@@ -30,7 +30,8 @@ struct UserFrame {
     StackId stack;  // one-frame stack (interned)
     std::string file;
     int line = 0;
-    std::string module;  // __name__ of the frame's globals, for policy rules
+    std::string module;    // __name__ of the frame's globals, for policy rules
+    std::string function;  // the code's qualified name: "Attention.forward"
     // " at file:line" for evidence texts, or "" when no user frame was found.
     std::string where() const { return whereText(file, line); }
 };
@@ -74,7 +75,7 @@ class FrameCache {
         bool internal = false;
         bool own = false;  // meshscope's own code: not shown in stacks
         StringId file, function;
-        std::string fileText;
+        std::string fileText, functionText;  // functionText: the qualified name
     };
     CodeInfo& info(PyCodeObject* code, RankWriter& writer);
     struct OneFrame {
@@ -85,6 +86,13 @@ class FrameCache {
     // null) for the innermost user frame, if there is one.
     template <typename Found>
     void visitUserFrame(RankWriter& writer, Found&& found);
+
+  public:
+    // Whether the innermost Python frame of this thread runs user code (not
+    // torch's, not meshscope's): false with no frame. Requires the GIL.
+    bool innermostIsUser(RankWriter& writer);
+
+  private:
     // Innermost user frame as a new reference, or nullptr (public-API walk,
     // for Pythons other than 3.11).
     PyFrameObject* firstUserFrame(RankWriter& writer);

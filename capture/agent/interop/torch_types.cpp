@@ -437,9 +437,13 @@ int TorchTypes::batchMeshDim(MeshId id) const {
 }
 
 bool TorchTypes::hasBatchDim(MeshId id) const {
+    return meshHasBatchDim(meshDimNames(id));
+}
+
+std::vector<std::string> TorchTypes::meshDimNames(MeshId id) const {
     for (auto& [obj, entry] : m_meshes)
-        if (entry.id == id) return meshHasBatchDim(entry.dimNames);
-    return true;
+        if (entry.id == id) return entry.dimNames;
+    return {};
 }
 
 bool isNnInstance(PyObject* obj, const char* cls) {

@@ -124,6 +124,8 @@ class TorchTypes {
     int batchMeshDim(MeshId id) const;
     // False when every dim is named and none is a data-parallel dim.
     bool hasBatchDim(MeshId id) const;
+    // The mesh's dim names (empty: unnamed, or a mesh not seen).
+    std::vector<std::string> meshDimNames(MeshId id) const;
 
     // Interned dtype and device names, cached.
     StringId dtypeId(c10::ScalarType type, RankWriter& writer);

@@ -125,6 +125,12 @@ class PendingError {
     }
     bool active() const { return m_type != nullptr; }
     PyObject* value() const { return m_value; }  // borrowed
+    // The exception instance (normalized on first use), borrowed; null when
+    // no error was pending.
+    PyObject* normalizedValue() {
+        if (m_type) PyErr_NormalizeException(&m_type, &m_value, &m_trace);
+        return m_value;
+    }
     PendingError(const PendingError&) = delete;
     PendingError& operator=(const PendingError&) = delete;
 

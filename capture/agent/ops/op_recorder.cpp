@@ -10,11 +10,19 @@
 namespace meshscope::capture {
 
 bool OpRecorder::tagsFactory() const {
-    return m_op.info().isFactory && tagsCreations(m_op.agent().phase());
+    return m_op.info().isFactory && tagsCreations(m_op.agent());
 }
 
 bool OpRecorder::needsProvenance() const {
     return tagsFactory() || m_op.agent().tensors().hasProvenance();
+}
+
+bool OpRecorder::tagsCreations(Agent& agent) {
+    if (agent.phase() != Phase::Backward) return true;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    bool user = agent.frames().innermostIsUser(agent.writer());
+    PyGILState_Release(gil);
+    return user;
 }
 
 void OpRecorder::afterPlainOp(const Operands& outputs) {

@@ -23,7 +23,12 @@ class OpRecorder {
     // Where new plain tensors get a birth record: everywhere but backward
     // (autograd's own tensors); outside forward, the optimizer and data
     // loading they are the user's code (origin H).
-    static bool tagsCreations(Phase phase) { return phase != Phase::Backward; }
+    // Whether a tensor made now has its birth recorded: everywhere but in
+    // backward, where only the user's own Python code counts (a custom
+    // autograd Function's backward, a backward hook: the innermost Python
+    // frame is the user's), not the autograd engine's ops. Takes the GIL in
+    // backward.
+    static bool tagsCreations(Agent& agent);
 
     // The record of a DTensor op that ran under `frame`, from either hook
     // (outputs empty when it raised): counted, recorded and tied to the

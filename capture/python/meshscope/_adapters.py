@@ -83,9 +83,18 @@ def _walk_tensors(value: Any, visit: Callable[[torch.Tensor, str], None], path: 
 _KERAS_VARIABLES = "_torch_params."  # where Keras' torch backend keeps a layer's variables
 
 
-def _keras_plan(path: str) -> str:
+def _keras_layout(current: Any, ndim: int) -> str:
+    """A LayoutMap tuple for a variable of `ndim` dims: its last dim on the
+    mesh's model axis (the axis that is not the batch axis)."""
+    mesh = getattr(current, "device_mesh", None)
+    batch = getattr(current, "batch_dim_name", None)
+    axes = [a for a in getattr(mesh, "axis_names", ()) if a != batch] or ["model"]
+    return repr(tuple([None] * (max(ndim, 1) - 1) + [axes[0]]))
+
+
+def _keras_plan(path: str, ndim: int) -> str:
     """What the Keras distribution did with variable `path` (e.g.
-    'sequential/d1/kernel'), and the fix in Keras' API."""
+    'sequential/d1/kernel', `ndim` dims), and the fix in Keras' API."""
     try:
         from keras.src.distribution import distribution_lib
 
@@ -99,23 +108,29 @@ def _keras_plan(path: str) -> str:
     keys = ", ".join(repr(k) for k in list(layout_map)[:8])
     if layout_map[path] is None:
         return (f" (Keras variable {path} matches no key of the ModelParallel LayoutMap "
-                f"[{keys}]: add one, layout_map[{path!r}] = (None, 'model'), or fix the "
-                f"key that was meant to match it)")
+                f"[{keys}]: add one, layout_map[{path!r}] = {_keras_layout(current, ndim)}, "
+                f"or fix the key that was meant to match it)")
     return (f" (Keras variable {path} matches the LayoutMap [{keys}], but was created "
             f"outside the distribution: create the model after set_distribution())")
+
+
+def _python_path(path: str) -> str:
+    """A module path as Python: 'layers.0.attn' -> 'layers[0].attn'."""
+    return "".join(f"[{part}]" if part.isdigit() else f".{part}"
+                   for part in path.split(".")).lstrip(".")
 
 
 def _torch_plan(root: torch.nn.Module, name: str, kind: str) -> str:
     """Which torch plan left module path `name` out, and the fix in its API."""
     module, _, attr = name.rpartition(".")
-    owner = f"model.{module}" if module else "model"
+    owner = f"model.{_python_path(module)}" if module else "model"
     if kind == "buffer":
         return (f" (no parallelize_module plan distributes buffers: "
                 f"{owner}.{attr} = distribute_tensor({owner}.{attr}, mesh, [Replicate()]))")
     distribute = f"{owner}.{attr} = nn.Parameter(distribute_tensor({owner}.{attr}, mesh, [Replicate()]))"
     if _fully_sharded(root):  # FSDP2: fully_shard leaves out what no call wrapped
-        return (f" (fully_shard(model.{module}) for its module, or fully_shard(model) for the "
-                f"parameters no inner call took)" if module else
+        return (f" (fully_shard(model.{_python_path(module)}) for its module, or "
+                f"fully_shard(model) for the parameters no inner call took)" if module else
                 " (fully_shard(model) shards the root's own parameters)")
     if not module:  # the root's own parameter: no plan entry can name it
         return f" ({distribute})"
@@ -159,7 +174,7 @@ def describe_tensor(tensor: torch.Tensor) -> tuple[Any, ...] | None:
         for kind, named in (("parameter", root.named_parameters), ("buffer", root.named_buffers)):
             for name, p in named(remove_duplicate=False):
                 if p is tensor or (kind == "parameter" and p.grad is tensor):
-                    where = (_keras_plan(name[len(_KERAS_VARIABLES):])
+                    where = (_keras_plan(name[len(_KERAS_VARIABLES):], p.dim())
                              if name.startswith(_KERAS_VARIABLES) else _torch_plan(root, name, kind))
                     what = f"{kind} {name} of {type(root).__name__} not in the sharding plan{where}"
                     origin = _capture.ORIGIN_UNSHARDED_PARAM

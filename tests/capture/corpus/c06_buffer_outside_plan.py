@@ -10,7 +10,9 @@ worker): https://github.com/NVIDIA-NeMo/RL/issues/1051"""
 # what meshscope must report (tests/capture/test_birth_corpus.py)
 EXPECT = {"ops": ["aten::mul.Tensor"], "origin": "A", "name": "self.scale",
           "plan_hint": "(no parallelize_module plan distributes buffers: model.scale = "
-                       "distribute_tensor(model.scale, mesh, [Replicate()]))"}
+                       "distribute_tensor(model.scale, mesh, [Replicate()]))",
+          # a buffer stays a buffer: never made a trainable nn.Parameter
+          "fix": "self.scale = distribute_tensor(self.scale, mesh, [Replicate()])  # still a buffer"}
 
 
 import torch

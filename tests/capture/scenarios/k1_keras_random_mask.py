@@ -28,7 +28,8 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
 import keras  # noqa: E402
-from common import finish, keras_fit, keras_model_parallel  # noqa: E402
+from common import finish  # noqa: E402
+from keras_common import keras_fit, keras_model_parallel  # noqa: E402
 
 MASKS: list[float] = []  # each mask drawn, as a checksum
 

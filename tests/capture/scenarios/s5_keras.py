@@ -9,7 +9,8 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
 import keras  # noqa: E402
-from common import finish, keras_fit, keras_model_parallel, reference_mode  # noqa: E402
+from common import finish, reference_mode  # noqa: E402
+from keras_common import keras_fit, keras_model_parallel  # noqa: E402
 
 
 class AddPosition(keras.layers.Layer):

@@ -151,12 +151,14 @@ class InspectorTest : public QObject {
         auto* browser = w.findChild<QTextBrowser*>("inspectorText");
         QVERIFY(browser->toPlainText().contains("DTensor.from_local(batch, mesh, [Shard(0)])"));
 
-        // Mesh: four cells; rank 1 (dp 0, tp 1) holds rows 0-7 of the batch once promoted.
+        // Mesh: four cells; once promoted with from_local(Shard(0)) each rank's
+        // [16, 32] batch is its rows of a [32, 32] DTensor: rank 1 (dp 0, tp 1)
+        // holds rows 0-15.
         MeshView& mesh = w.meshView();
         QCOMPARE(mesh.cellCount(), size_t(4));
         QCOMPARE(QString::fromStdString(mesh.cellLines(1).front()), QString("rank 1 (here)"));
-        QCOMPARE(mesh.cellLines(1).back(), std::string("op0 rows 0-7 of [16, 32]"));
-        QCOMPARE(mesh.cellLines(2).back(), std::string("op0 rows 8-15 of [16, 32]"));
+        QCOMPARE(mesh.cellLines(1).back(), std::string("op0 rows 0-15 of [32, 32]"));
+        QCOMPARE(mesh.cellLines(2).back(), std::string("op0 rows 16-31 of [32, 32]"));
         QCOMPARE(QString::fromStdString(mesh.cellLines(0).front()), QString("rank 0"));
         QCOMPARE(mesh.arrowLabel(), QString::fromUtf8("promoted → [Shard(0), Replicate()]"));
 
