@@ -27,7 +27,8 @@ def expected(script: str) -> dict:
     """The script's EXPECT: ops (the incident's op is one of them), origin
     (letter), name (the user's name for the plain tensor; "" where it is a
     temporary no name holds, as in `grad / (norm + eps)`), and optionally
-    plan_hint (the framework plan's fix the evidence must carry) and fix
+    plan_hint (the framework plan's fix the evidence must carry), inside (the
+    module forward the evidence names) and fix
     (what the fix snippet must hold when it is no assignment to the name)."""
     tree = ast.parse((CORPUS / f"{script}.py").read_text())
     for node in tree.body:
@@ -66,6 +67,8 @@ def test_incident_names_birth_site_and_variable(tmp_path, script):
     assert inc["plain_tensor"]["label"] == name
     if name:
         assert f" {name} " in explained["plain_operand"] + " "
+    if "inside" in expect:  # the innermost module whose forward made it
+        assert f"inside {expect['inside']} at" in inc["evidence"], inc["evidence"]
     if "plan_hint" in expect:
         assert expect["plan_hint"] in inc["evidence"], inc["evidence"]
     if "fix" in expect:  # a fix in the framework's own API rather than the name's

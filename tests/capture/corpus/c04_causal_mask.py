@@ -8,7 +8,8 @@ torch.Tensor and DTensor operations": a tensor created inside a
 tensor-parallel module's forward): https://github.com/pytorch/pytorch/pull/162651"""
 
 # what meshscope must report (tests/capture/test_birth_corpus.py)
-EXPECT = {"ops": ["aten::add.Tensor"], "origin": "B", "name": "mask"}
+EXPECT = {"ops": ["aten::add.Tensor"], "origin": "B", "name": "mask",
+          "inside": "Attention.forward()"}
 
 
 import torch
@@ -29,8 +30,20 @@ class Attention(nn.Module):
         return torch.softmax(scores + mask, -1)  # INCIDENT
 
 
+class Block(nn.Module):
+    """The attention inside a transformer block: the evidence names the
+    innermost module whose forward made the mask, not the block."""
+
+    def __init__(self, mesh):
+        super().__init__()
+        self.attn = Attention(mesh)
+
+    def forward(self, x):
+        return self.attn(x)
+
+
 def main():
-    forward_once(Attention, 5, 8)
+    forward_once(Block, 5, 8)
 
 
 if __name__ == "__main__":
