@@ -60,4 +60,13 @@ if [[ ! -f "$venv/.trace-tools-$tools" ]]; then
   rm -f "$venv"/.hta-* "$venv"/.trace-tools-*
   touch "$venv/.trace-tools-$tools"
 fi
+# The framework matrix's Hugging Face transformers (requirements-frameworks.txt),
+# with --no-deps for the same reason; keyed by that file's hash.
+frameworks=$(sha256sum "$root/requirements-frameworks.txt" | cut -c1-16)
+if [[ ! -f "$venv/.frameworks-$frameworks" ]]; then
+  echo "setup: installing transformers into $venv (requirements-frameworks.txt)" >&2
+  "$venv/bin/python" -m pip install -q --no-deps -r "$root/requirements-frameworks.txt"
+  rm -f "$venv"/.frameworks-*
+  touch "$venv/.frameworks-$frameworks"
+fi
 ln -sfn "$venv" "$root/.venv"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import importlib.util
 import json
 import os
 import signal
@@ -197,9 +198,28 @@ def _prefixes(paths: set[str]) -> list[str]:
             sorted(os.path.join(p, "") for p in paths)]
 
 
+# Frameworks whose code runs the user's: a tensor they make from the user's
+# (transformers' tensor-parallel hooks turning DTensor outputs into plain
+# tensors, a Keras layer's call) is born at the user's line that called them.
+_FRAMEWORKS = ("transformers", "accelerate", "keras")
+
+
+def _framework_dirs() -> set[str]:
+    dirs = set()
+    for name in _FRAMEWORKS:
+        try:
+            spec = importlib.util.find_spec(name)  # a top-level package: not imported
+        except (ImportError, ValueError):
+            continue
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            dirs.add(location)
+    return dirs
+
+
 def _internal_prefixes() -> list[str]:
     return _prefixes({os.path.dirname(torch.__file__), os.path.dirname(__file__),
-                      sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
+                      sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"],
+                      *_framework_dirs()})
 
 
 def _caller_site() -> str:
