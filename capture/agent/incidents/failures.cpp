@@ -66,7 +66,11 @@ std::string valueText(const c10::IValue& v) {
     if (v.isBool()) return v.toBool() ? "True" : "False";
     if (v.isInt()) return std::to_string(v.toInt());
     if (v.isDouble()) return fmt::format("{:g}", v.toDouble());
-    if (v.isString()) return "'" + v.toStringRef() + "'";
+    if (v.isString()) {  // quoted as Python; one a plain quote cannot hold is left out
+        const std::string& text = v.toStringRef();
+        if (text.find_first_of("'\\\n\r") != std::string::npos) return {};
+        return "'" + text + "'";
+    }
     if (v.isIntList()) {
         std::string out = "[";
         for (int64_t i : v.toIntVector())
