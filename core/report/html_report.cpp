@@ -334,8 +334,7 @@ void writeOperandTable(const IncidentDetail& ex, std::ostream& out) {
 
 void writeFix(const IncidentExplanation& e, std::ostream& out) {
     out << "<h4>Fix</h4><p>" << esc(e.fix.summary) << "</p>\n";
-    if (!e.fix.code.empty())
-        out << "<pre class=fix><code>" << esc(e.fix.code) << "</code></pre>\n";
+    if (!e.fix.code.empty()) out << "<pre class=fix><code>" << esc(e.fix.code) << "</code></pre>\n";
 }
 
 // A group of failures (no strategy, DTensor error, collective failure or
