@@ -17,6 +17,8 @@ bool isDigit(char c) {
     return c >= '0' && c <= '9';
 }
 
+}  // namespace
+
 // The recorded name of a tensor as a Python expression a fix snippet may
 // put where the placeholder was: "mask", "self.mask", "batch['labels']",
 // "outputs[0]", and a module path "model.layers.3.mask" as
@@ -81,8 +83,6 @@ std::string kerasVariablePath(std::string_view name) {
     return std::string(name.substr(layer, close - layer)) + "/" + std::string(variable);
 }
 
-}  // namespace
-
 std::optional<FixSuggestion> fullyShardFix(std::string_view evidence) {
     constexpr std::string_view call = "(fully_shard(";
     size_t at = evidence.find(call);
@@ -95,6 +95,34 @@ std::optional<FixSuggestion> fullyShardFix(std::string_view evidence) {
         "shard it with FSDP2 too: fully_shard the module that owns it before "
         "the first forward (the root last)",
         std::move(code)};
+}
+
+std::string_view toString(FixPlace::How how) {
+    switch (how) {
+        case FixPlace::How::Before:
+            return "before";
+        case FixPlace::How::After:
+            return "after";
+        case FixPlace::How::Replace:
+            return "replace";
+        case FixPlace::How::Unplaced:
+            break;
+    }
+    return "unplaced";
+}
+
+std::string describePlace(const FixPlace& place) {
+    if (place.how == FixPlace::How::Unplaced) return {};
+    std::string_view how = place.how == FixPlace::How::Replace  ? "in place of"
+                           : place.how == FixPlace::How::Before ? "before"
+                                                                : "after";
+    return fmt::format("{} {}:{}", how, place.file, place.line);
+}
+
+std::string fixSentence(const FixSuggestion& fix) {
+    if (fix.code.empty()) return fix.summary;
+    std::string where = describePlace(fix.place);
+    return fix.summary + ", e.g. " + fix.code + (where.empty() ? "" : " (" + where + ")");
 }
 
 int shapeRank(std::string_view shape) {

@@ -14,10 +14,30 @@
 
 namespace meshscope {
 
+// Where a fix's code goes in the user's source, when meshscope can tell
+// (core/analysis/fix_placement.h): in place of the statement at file:line,
+// or as a new statement before or after it, at its indentation.
+struct FixPlace {
+    enum class How : uint8_t { Unplaced, Before, After, Replace };
+    How how = How::Unplaced;
+    std::string file;
+    int line = 0;
+    std::string unplaced;  // Unplaced: why, and where it belongs instead
+};
+
+std::string_view toString(FixPlace::How how);
+
 struct FixSuggestion {
     std::string summary;  // one sentence
     std::string code;     // a concrete line of Python to start from
+    FixPlace place;
 };
+
+// "before train.py:30", "after ...", "in place of ..."; "" when unplaced.
+std::string describePlace(const FixPlace& place);
+// How every text output states a fix: "<summary>, e.g. <code> (before
+// train.py:30)"; the summary alone without code.
+std::string fixSentence(const FixSuggestion& fix);
 
 // `mesh`, `batchDim` and `name` (the user's name for the plain tensor,
 // "mask" or "self.mask"; empty: the origin's placeholder) only shape the
@@ -62,6 +82,14 @@ FixSuggestion fixForRankDependentData(std::string_view evidence, std::string_vie
 // ("... (fully_shard(model.head) for its module, ...)"): that call, in
 // FSDP2's API; nullopt otherwise.
 std::optional<FixSuggestion> fullyShardFix(std::string_view evidence);
+
+// The recorded name of a tensor as a Python expression a fix may use
+// ("self.mask", "batch['labels']", "model.layers[3].mask"); "" for
+// anything else.
+std::string pythonReference(std::string_view name);
+// "d3/kernel" when `name` is the agent's name for a Keras variable
+// ("model.get_layer('d3').kernel"), else "".
+std::string kerasVariablePath(std::string_view name);
 
 // Whether a mesh with these dim names can shard input data by batch: a
 // data-parallel dim ("batch", "data", "dp", "fsdp", ...), or no names.

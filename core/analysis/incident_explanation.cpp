@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/analysis/fix_placement.h"
+
 #include <algorithm>
 
 namespace meshscope {
@@ -58,7 +60,8 @@ FixSuggestion suggestFixFor(const IncidentDetail& incident) {
     facts.name = plain ? std::string_view(plain->label) : std::string_view();
     facts.ndim = plain ? shapeRank(plain->shape) : -1;
     if (incident.mesh) facts.meshDims = incident.mesh->dimNames;
-    return fixForIncident(incident.origin, incident.evidence, facts);
+    SourceLines source;
+    return placeFix(fixForIncident(incident.origin, incident.evidence, facts), incident, source);
 }
 
 std::string plainOperandName(const IncidentDetail& incident) {

@@ -102,7 +102,7 @@ std::string verdictFingerprints(const PromotionCheck& check) {
 // finding ends, so `check` prints a fix for each.
 std::string fixText(const FixSuggestion& fix) {
     if (fix.summary.empty()) return {};
-    return "; fix: " + fix.summary + (fix.code.empty() ? "" : ", e.g. " + fix.code);
+    return "; fix: " + fixSentence(fix);
 }
 
 // The fix of ranks that departed from each other's op or collective order.
@@ -386,7 +386,10 @@ IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& in
             od.plain = true;
             plainSeen = true;
             std::vector<SourceFrame> created = resolveStack(rank, t->createdAt);
-            if (!created.empty()) d.createdAt = formatLocation(created[0]);
+            if (!created.empty()) {
+                d.createdAt = formatLocation(created[0]);
+                d.createdIn = created[0].function;
+            }
         }
         d.operands.push_back(std::move(od));
     }
@@ -399,7 +402,10 @@ IncidentDetail describeIncident(const RankReader& rank, const IncidentRecord& in
             od.plain = true;
             describeTensor(rank, *t, od);
             std::vector<SourceFrame> created = resolveStack(rank, t->createdAt);
-            if (!created.empty()) d.createdAt = formatLocation(created[0]);
+            if (!created.empty()) {
+                d.createdAt = formatLocation(created[0]);
+                d.createdIn = created[0].function;
+            }
             d.operands.push_back(std::move(od));
         }
     }

@@ -87,6 +87,7 @@ struct IncidentDetail {
     std::vector<OperandDetail> operands;
     std::optional<MeshRecord> mesh;  // mesh of the DTensor operands
     std::string createdAt;           // creating frame of the plain tensor, "file:line"
+    std::string createdIn;           // ... and its function ("Attention.forward")
     std::string detail;              // hangs: the Python stacks of all the rank's threads
     // collective incidents: the collective's position in the rank's sequence
     int64_t collectiveIndex = -1;

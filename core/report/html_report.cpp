@@ -335,6 +335,10 @@ void writeOperandTable(const IncidentDetail& ex, std::ostream& out) {
 void writeFix(const IncidentExplanation& e, std::ostream& out) {
     out << "<h4>Fix</h4><p>" << esc(e.fix.summary) << "</p>\n";
     if (!e.fix.code.empty()) out << "<pre class=fix><code>" << esc(e.fix.code) << "</code></pre>\n";
+    if (std::string where = describePlace(e.fix.place); !where.empty() && !e.fix.code.empty())
+        out << "<p class=where>" << esc(where) << "</p>\n";
+    else if (!e.fix.place.unplaced.empty())
+        out << "<p class=where>Where it goes: " << esc(e.fix.place.unplaced) << "</p>\n";
 }
 
 // A group of failures (no strategy, DTensor error, collective failure or

@@ -43,7 +43,7 @@ nlohmann::json groupToJson(const IncidentGroup& g) {
          {{"verified", g.verified}, {"invalid", g.invalid}, {"unverified", g.unverified}}},
         {"evidence", g.evidence},
         {"distinct_evidence", g.distinctEvidence},
-        {"fix", {{"summary", g.fix.summary}, {"code", g.fix.code}}},
+        {"fix", fixToJson(g.fix)},
         {"example", incidentDetailToJson(g.example, explainIncident(g.example, &g))},
     };
 }
@@ -63,7 +63,7 @@ nlohmann::json replicasToJson(const ReplicaCheck& check) {
                           {"rank_groups", d.groups},
                           {"cause", toString(d.cause)},
                           {"cause_text", d.causeText},
-                          {"fix", {{"summary", d.fix.summary}, {"code", d.fix.code}}}});
+                          {"fix", fixToJson(d.fix)}});
     return {{"sampled_steps", check.steps},
             {"tensors_compared", check.tensorsCompared},
             {"drifts", drifts}};
@@ -97,6 +97,19 @@ nlohmann::json divergenceToJson(const Divergence& d) {
 
 }  // namespace
 
+// A fix with where its code goes: "place" {how: before/after/replace with
+// file and line, or unplaced with why}.
+nlohmann::json fixToJson(const FixSuggestion& fix) {
+    nlohmann::json place = {{"how", toString(fix.place.how)}};
+    if (fix.place.how == FixPlace::How::Unplaced) {
+        place["why"] = fix.place.unplaced;
+    } else {
+        place["file"] = fix.place.file;
+        place["line"] = fix.place.line;
+    }
+    return {{"summary", fix.summary}, {"code", fix.code}, {"place", place}};
+}
+
 nlohmann::json explanationToJson(const IncidentExplanation& e) {
     return {{"kind", toString(e.kind)},
             {"kind_title", e.kindTitle},
@@ -108,7 +121,7 @@ nlohmann::json explanationToJson(const IncidentExplanation& e) {
             {"reconciliation", {{"label", e.reconciliationLabel}, {"text", e.reconciliation}}},
             {"policy_rule", e.policyRule},
             {"verdict", e.verdict},
-            {"fix", {{"summary", e.fix.summary}, {"code", e.fix.code}}},
+            {"fix", fixToJson(e.fix)},
             {"fix_scope", e.fixScope},
             {"placements", e.placements}};
 }

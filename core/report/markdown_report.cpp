@@ -77,6 +77,10 @@ void writeOperands(const IncidentDetail& ex, std::ostream& out) {
 void writeFixAndStack(const IncidentDetail& ex, const IncidentExplanation& e, std::ostream& out) {
     out << fmt::format("\n**Fix:** {}\n\n", md(e.fix.summary));
     if (!e.fix.code.empty()) out << mdFence(e.fix.code, "python");
+    if (std::string where = describePlace(e.fix.place); !where.empty() && !e.fix.code.empty())
+        out << fmt::format("Where: {}\n", md(where));
+    else if (!e.fix.place.unplaced.empty())
+        out << fmt::format("Where it goes: {}\n", md(e.fix.place.unplaced));
     if (!ex.stack.empty()) {
         std::string frames;
         for (const SourceFrame& f : ex.stack)

@@ -54,6 +54,8 @@ nlohmann::json reportToJson(const RunAnalysis& analysis, const ReportOptions& op
 nlohmann::json incidentDetailToJson(const IncidentDetail& detail,
                                     const IncidentExplanation& explanation);
 nlohmann::json explanationToJson(const IncidentExplanation& explanation);
+// A fix as JSON: summary, code and place (how, file and line; or why not).
+nlohmann::json fixToJson(const FixSuggestion& fix);
 nlohmann::json sarifLog(const RunAnalysis& analysis, const ReportOptions& options = {});
 void writeMarkdownReport(const RunAnalysis& analysis, std::ostream& out,
                          const ReportOptions& options = {});

@@ -94,8 +94,7 @@ nlohmann::json sarifLog(const RunAnalysis& a, const ReportOptions& options) {
         addRule(sarifRule(
             sarifRuleId(o.origin), o.sarifName,
             fmt::format("{}: {}", incidentKindInfo(IncidentKind::MixedTensor).title, o.description),
-            fix.code.empty() ? fix.summary : fmt::format("{}, e.g. {}", fix.summary, fix.code),
-            "error"));
+            fixSentence(fix), "error"));
     }
     for (const FindingKindInfo& k : kFindingKinds)
         if (!k.sarifRule.empty() && !ruleIndex.count(std::string(k.sarifRule)))

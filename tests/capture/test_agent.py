@@ -285,8 +285,10 @@ def test_births_without_a_factory_op_of_their_own(mesh, run_dir, tmp_path):
     assert loaded["evidence"] == (
         f"loaded by torch.load({str(tmp_path / 'ckpt.pt')!r}) ['w'] at {__file__}:{line + 5}")
     assert loaded["plain_tensor"]["label"] == "state['w']"
-    assert loaded["explanation"]["fix"]["code"] == (
-        "param.copy_(distribute_tensor(state['w'], param.device_mesh, param.placements))")
+    # distributed as the DTensor it meets, right before that statement
+    fix = loaded["explanation"]["fix"]
+    assert fix["code"] == "state['w'] = distribute_tensor(state['w'], mesh, [Shard(0)])"
+    assert fix["place"] == {"how": "before", "file": __file__, "line": line + 6}
 
 
 def test_origin_h_made_by_the_script_names_its_birth_and_its_variable(mesh, run_dir):

@@ -73,6 +73,7 @@ def test_incident_names_birth_site_and_variable(tmp_path, script):
         assert expect["plan_hint"] in inc["evidence"], inc["evidence"]
     if "fix" in expect:  # a fix in the framework's own API rather than the name's
         assert expect["fix"] in explained["fix"]["code"], explained["fix"]
-    elif name and explained["fix"]["code"] and origin != "E":
+    elif name and explained["fix"]["code"] and explained["fix"]["place"]["how"] == "before":
+        # a fix at the op uses the name there (elsewhere: the names where it goes)
         code, ref = explained["fix"]["code"], re.sub(r"\.(\d+)", r"[\1]", name)  # layers.3 -> [3]
         assert code.startswith(ref) or f"({ref}" in code, code

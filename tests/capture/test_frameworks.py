@@ -8,12 +8,16 @@ requirements-frameworks.txt (transformers); the README's table lists them."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import subprocess
 
 import pytest
 
-from conftest import HANG_GUARD_S, SCENARIOS, cli, record, run_without_agent
+import meshscope
+
+from conftest import HANG_GUARD_S, PYTHON, SCENARIOS, cli, record, reference, run_without_agent
 
 # (name, scenario, environment, module the framework needs)
 FRAMEWORKS = [
@@ -95,3 +99,39 @@ def test_transformers_tp_hidden_states_are_born_at_the_users_call(tmp_path, monk
     assert born == f"{SCENARIOS / 'fw_hf_tp.py'}:{marked('fw_hf_tp', 'BIRTH logits')}", \
         incident["evidence"]
     assert incident["plain_tensor"]["label"] == "hidden", incident["plain_tensor"]
+
+
+def test_transformers_tp_clipping_fix_runs_and_matches_one_process(tmp_path, monkeypatch):
+    """The fix printed for the clip above, executed: transformers keeps the
+    norm weights plain by design, so no tp_plan key is the fix; meshscope
+    puts one norm per mesh (as transformers' Trainer._mixed_mesh_grad_norm
+    does) in place of the clip_grad_norm_ statement. The fixed script trains
+    on 2 ranks with no incident and the losses of the single-process run
+    that clips the whole model with clip_grad_norm_."""
+    from test_corpus_fixes import apply_fix
+
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("SCENARIO_CASE", "clip")
+    rec = record(tmp_path, "fw_hf_tp", "auto")
+    fix = rec.ranks()[0]["incidents"][0]["explanation"]["fix"]
+    assert fix["place"] == {"how": "replace", "file": str(SCENARIOS / "fw_hf_tp.py"),
+                            "line": marked("fw_hf_tp", "INCIDENT clip")}, fix
+    assert "tp_plan" in fix["summary"] and "get_total_norm" in fix["code"], fix
+    fixed = tmp_path / "fixed" / "fw_hf_tp.py"
+    fixed.parent.mkdir()
+    source = (SCENARIOS / "fw_hf_tp.py").read_text()
+    fixed.write_text(apply_fix(source, fix["code"], "replace", fix["place"]["line"]))
+    out = tmp_path / "fixed-out"
+    out.mkdir()
+    proc = subprocess.run(
+        [cli(), "record", "-o", str(tmp_path / "fixed-run"), "-n", "2", "--", PYTHON, str(fixed)],
+        env={**os.environ, "SCENARIO_OUT": str(out)}, capture_output=True, text=True,
+        timeout=HANG_GUARD_S, cwd=SCENARIOS)
+    assert proc.returncode == 0, (fix["code"], proc.stderr[-4000:])
+    details = meshscope.load_run(tmp_path / "fixed-run")["rank_details"]
+    assert all(not rank["incidents"] for rank in details), details[0]["incidents"][:1]
+    losses = json.loads((out / "rank0.json").read_text())["losses"]
+    wanted = reference(tmp_path, "fw_hf_tp")
+    assert len(losses) == len(wanted) > 0
+    for a, b in zip(losses, wanted):
+        assert math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-5), (losses, wanted)

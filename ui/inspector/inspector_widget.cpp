@@ -198,6 +198,10 @@ void fixSection(Doc& doc, const IncidentExplanation& e) {
     if (!e.fixScope.empty()) doc.field("applies to", qs(e.fixScope));
     doc.line(qs(e.fix.summary));
     if (!e.fix.code.empty()) doc.code(qs(e.fix.code));
+    if (std::string where = describePlace(e.fix.place); !where.empty() && !e.fix.code.empty())
+        doc.line(qs("Where: " + where));
+    else if (!e.fix.place.unplaced.empty())
+        doc.line(qs("Where it goes: " + e.fix.place.unplaced));
 }
 
 // ---- failures: no sharding strategy, DTensor errors, collective failures and hangs ----

@@ -28,7 +28,7 @@ std::string failureNote(IncidentKind kind, const std::string& what, const std::s
     std::string text = fmt::format("meshscope: {}: {}\n", incidentKindInfo(kind).title, what);
     if (!where.empty()) text += "  called" + where + "\n";
     if (kind == IncidentKind::DTensorError) text += "  error: " + firstLine(error, 300) + "\n";
-    text += "  fix: " + fixSummary + (fixCode.empty() ? "" : ", e.g. " + fixCode) + "\n";
+    text += "  fix: " + fixSentence(FixSuggestion{fixSummary, fixCode, {}}) + "\n";
     text += fmt::format("  recorded as incident #{} in {}", seq.value(), path);
     return text;
 }

@@ -117,7 +117,7 @@ std::string IncidentResolver::incidentText(const IncidentRecord& inc, const Oper
     facts.ndim = int(plain.tensor().dim());
     facts.meshDims = m_op.torch().meshDimNames(m_op.referenceFacts().mesh);
     FixSuggestion fix = fixForIncident(c.origin, c.evidence, facts);
-    text += "  fix: " + fix.summary + (fix.code.empty() ? "" : ", e.g. " + fix.code) + "\n";
+    text += "  fix: " + fixSentence(fix) + "\n";
     text += "  policy: " + std::string(toString(inc.action)) + " (" + m_policyRule + ")";
     return text;
 }
@@ -168,6 +168,34 @@ PolicyDecision IncidentResolver::decide(const Operand& op, const Classification&
                       isScalarList(op), m_op.torch().hasBatchDim(m_op.referenceFacts().mesh)});
 }
 
+// What a fix written at the incident needs, as "at=FILE:LINE; mesh=EXPR;
+// dtensor=NAME": the frame where the user's name for the plain operand
+// lives (`held`; else the innermost user frame), and in that frame the
+// name of the first DTensor operand and an expression of its mesh (a
+// variable holding it, else "NAME.device_mesh"). "" when nothing is known.
+std::string IncidentResolver::namesForFix(const FrameCache::Holding& held) {
+    if (held.depth <= 0) return {};  // no frame holds it (or only code torch.compile traced)
+    FrameCache& frames = m_op.agent().frames();
+    int depth = held.depth;
+    std::string out = "at=" + held.file + ":" + std::to_string(held.line);
+    auto add = [&](std::string_view key, const std::string& value) {
+        if (!value.empty()) out += (out.empty() ? "" : "; ") + std::string(key) + "=" + value;
+    };
+    for (const Operand& o : m_op.inputs()) {
+        if (!o.dtensor || !o.obj) continue;
+        std::string name = frames.holding(o.obj, m_op.writer(), depth).name;
+        PyRef mesh = PyRef::steal(PyObject_GetAttrString(o.obj, "device_mesh"));
+        if (!mesh) PyErr_Clear();
+        std::string meshName = mesh ? frames.holding(mesh.get(), m_op.writer(), depth).name : "";
+        if (meshName.empty() && !name.empty()) meshName = name + ".device_mesh";
+        if (meshName.empty() && mesh) meshName = frames.meshVia(mesh.get(), m_op.writer(), depth);
+        add("mesh", meshName);
+        add("dtensor", name);
+        break;
+    }
+    return out;
+}
+
 PyObject* IncidentResolver::resolve() {
     m_op.agent().counters().incidents.fetch_add(1, std::memory_order_relaxed);
     const Operand* plain = m_op.firstMixed();
@@ -182,16 +210,17 @@ PyObject* IncidentResolver::resolve() {
     }
     Classification cls = classifyOperand(*plain);
     PyObject* plainObj = m_real && plain->obj == m_fake ? m_real.get() : plain->obj;
-    m_plainName = m_op.agent().frames().heldAs(plainObj, m_op.writer());
-    if (m_plainName.empty() && m_traced && plain->obj == m_fake) {  // a local of traced code
-        m_plainName = tracedLocalHolding(m_fake);
+    FrameCache::Holding held = m_op.agent().frames().holding(plainObj, m_op.writer());
+    if (held.name.empty() && m_traced && plain->obj == m_fake) {  // a local of traced code
+        held.name = tracedLocalHolding(m_fake);
     }
-    if (m_plainName.empty() && plainObj && plain->tensor().is_view()) {  // k_out[:, a:b] = k
+    if (held.name.empty() && plainObj && plain->tensor().is_view()) {  // k_out[:, a:b] = k
         PyRef base = PyRef::steal(PyObject_GetAttrString(plainObj, "_base"));
         PyErr_Clear();
         if (base && base.get() != Py_None)
-            m_plainName = m_op.agent().frames().heldAs(base.get(), m_op.writer());
+            held = m_op.agent().frames().holding(base.get(), m_op.writer());
     }
+    m_plainName = held.name;
     bool byTorch = at::get_dtensor_allow_implicit_replication();
     PolicyDecision decision =
         byTorch ? PolicyDecision{Action::Replicated, 0,
@@ -215,6 +244,8 @@ PyObject* IncidentResolver::resolve() {
                           m_tracedFrames.data(), std::min<size_t>(m_tracedFrames.size(), 12)))
                     : m_op.agent().frames().shortStack(m_op.writer());
     m_recorder.addOperands(inc.operands, m_op.inputs(), OperandRole::Input);
+    if (std::string names = namesForFix(held); !names.empty())
+        inc.detail = m_op.writer().intern(names);
 
     if (decision.action == Action::Observed || decision.action == Action::StrictError)
         return raiseIncident(inc, *plain, cls, frame, decision);

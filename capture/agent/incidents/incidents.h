@@ -17,6 +17,7 @@
 
 #include "capture/agent/incidents/classifier.h"
 #include "capture/agent/incidents/promotion.h"
+#include "capture/agent/interop/frames.h"
 #include "capture/agent/ops/op_recorder.h"
 
 namespace meshscope::capture {
@@ -41,6 +42,7 @@ class IncidentResolver {
         Action action;
         bool asList;  // scalarize to a list of Python scalars
     };
+    std::string namesForFix(const FrameCache::Holding& held);
     std::string incidentText(const IncidentRecord& inc, const Operand& plain,
                              const Classification& c, const UserFrame& frame);
     PyObject* raiseIncident(IncidentRecord& inc, const Operand& plain, const Classification& cls,

@@ -1,5 +1,7 @@
 #include "capture/agent/interop/frames.h"
 
+#include "core/analysis/fix_suggestion.h"
+
 #include <frameobject.h>
 
 // CPython 3.11: walk the interpreter's frame list directly. PyFrame_GetBack
@@ -371,20 +373,21 @@ std::string localHolding(PyObject* locals, PyObject* obj, bool withSelf) {
 
 }  // namespace
 
-std::string FrameCache::heldAs(PyObject* obj, RankWriter& writer) {
+template <typename Visit>
+void FrameCache::eachUserFrame(RankWriter& writer, int onlyDepth, Visit&& visit) {
     constexpr int kUserFrames = 3;
     PyThreadState* state = PyThreadState_Get();
     PyFrameObject* frame = state ? PyThreadState_GetFrame(state) : nullptr;
-    std::string name;
-    for (int seen = 0; frame && name.empty() && seen < kUserFrames;) {
+    int last = onlyDepth > 0 ? onlyDepth : kUserFrames;
+    bool done = false;
+    for (int seen = 0; frame && !done && seen < last;) {
         PyCodeObject* code = PyFrame_GetCode(frame);
         const CodeInfo& ci = info(code, writer);
         Py_DECREF(code);
-        if (!ci.internal && !ci.own) {
-            ++seen;
+        if (!ci.internal && !ci.own && (++seen == onlyDepth || onlyDepth <= 0)) {
             PyObject* locals = PyFrame_GetLocals(frame);
             if (!locals) PyErr_Clear();
-            name = localHolding(locals, obj, seen == 1);
+            done = visit(frame, locals, seen, ci, PyFrame_GetLineNumber(frame));
             Py_XDECREF(locals);
         }
         PyFrameObject* back = PyFrame_GetBack(frame);
@@ -392,6 +395,64 @@ std::string FrameCache::heldAs(PyObject* obj, RankWriter& writer) {
         frame = back;
     }
     Py_XDECREF(frame);
+}
+
+FrameCache::Holding FrameCache::holding(PyObject* obj, RankWriter& writer, int onlyDepth) {
+    Holding out;
+    auto found = [&](int depth, const CodeInfo& ci, int line) {
+        out.depth = depth;
+        out.file = ci.fileText;
+        out.line = line;
+        return true;
+    };
+    eachUserFrame(writer, onlyDepth,
+                  [&](PyFrameObject*, PyObject* locals, int depth, const CodeInfo& ci, int line) {
+                      out.name = localHolding(locals, obj, depth == 1);
+                      return !out.name.empty() && found(depth, ci, line);
+                  });
+    return out;
+}
+
+std::string FrameCache::meshVia(PyObject* mesh, RankWriter& writer, int depth) {
+    std::string name;
+    eachUserFrame(writer, depth, [&](PyFrameObject*, PyObject* locals, int, const CodeInfo&, int) {
+        PyObject* items = locals ? PyMapping_Items(locals) : nullptr;
+        if (!items) {
+            PyErr_Clear();
+            return false;
+        }
+        for (Py_ssize_t i = 0; name.empty() && i < PyList_GET_SIZE(items); ++i) {
+            PyObject* item = PyList_GET_ITEM(items, i);
+            PyObject* key = PyTuple_GET_ITEM(item, 0);
+            PyObject* value = PyTuple_GET_ITEM(item, 1);
+            if (!PyUnicode_Check(key) || (!isNnInstance(value, "Parameter") &&
+                                          !PyObject_HasAttrString(value, "_local_tensor")))
+                continue;
+            PyRef of = PyRef::steal(PyObject_GetAttrString(value, "device_mesh"));
+            if (!of) PyErr_Clear();
+            if (of.get() == mesh) name = pyText(key) + ".device_mesh";
+        }
+        Py_DECREF(items);
+        // else a DTensor parameter of the frame's module ("self.embed.weight")
+        PyObject* self = name.empty() && locals ? PyMapping_GetItemString(locals, "self") : nullptr;
+        if (!self) PyErr_Clear();
+        if (self && isNnInstance(self, "Module")) {
+            PyRef named = PyRef::steal(PyObject_CallMethod(self, "named_parameters", nullptr));
+            PyRef it = named ? PyRef::steal(PyObject_GetIter(named.get())) : PyRef{};
+            for (PyRef item; it && name.empty() && (item = PyRef::steal(PyIter_Next(it.get())));) {
+                if (!PyTuple_Check(item.get()) || PyTuple_GET_SIZE(item.get()) != 2) continue;
+                PyRef of = PyRef::steal(
+                    PyObject_GetAttrString(PyTuple_GET_ITEM(item.get(), 1), "device_mesh"));
+                if (!of) PyErr_Clear();
+                std::string path =
+                    pythonReference("self." + pyText(PyTuple_GET_ITEM(item.get(), 0)));
+                if (of.get() == mesh && !path.empty()) name = path + ".device_mesh";
+            }
+            PyErr_Clear();
+        }
+        Py_XDECREF(self);
+        return true;
+    });
     return name;
 }
 

@@ -67,7 +67,20 @@ class FrameCache {
     // plain operand): a local variable ("mask"), else an attribute, buffer
     // or parameter of that frame's `self` ("self.mask"); "" when none holds
     // it. Reads the frames' locals: for incidents, never per op.
-    std::string heldAs(PyObject* obj, RankWriter& writer);
+    std::string heldAs(PyObject* obj, RankWriter& writer) { return holding(obj, writer).name; }
+    // heldAs with where the name was found: the user frame (1: innermost)
+    // and its file and line, where code using the name may go. `onlyDepth`
+    // > 0 looks in that user frame alone.
+    struct Holding {
+        std::string name;
+        int depth = 0;
+        std::string file;
+        int line = 0;
+    };
+    Holding holding(PyObject* obj, RankWriter& writer, int onlyDepth = 0);
+    // "x.device_mesh" for a local DTensor (or DTensor parameter) `x` of the
+    // user frame `depth` whose mesh is `mesh`; "" when none. For incidents.
+    std::string meshVia(PyObject* mesh, RankWriter& writer, int depth);
 
   private:
     struct CodeInfo {
@@ -78,6 +91,10 @@ class FrameCache {
         std::string fileText, functionText;  // functionText: the qualified name
     };
     CodeInfo& info(PyCodeObject* code, RankWriter& writer);
+    // visit(frame, locals, depth, code, line) for the first user frames (or the
+    // one at `onlyDepth` > 0) until it returns true.
+    template <typename Visit>
+    void eachUserFrame(RankWriter& writer, int onlyDepth, Visit&& visit);
     struct OneFrame {
         StackId stack;
         int line;

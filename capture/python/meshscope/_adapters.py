@@ -67,6 +67,13 @@ class _Seen:
 # Objects seen while attached, for classifying plain tensors at incident time.
 _roots = _Seen()  # root modules
 _optimizers = _Seen()
+# Modules a sharding plan was applied to (parallelize_module,
+# distribute_module, fully_shard), by identity, with the user's file and
+# line of that call: where a fix for what the plan left out goes.
+_plan_sites: dict[int, tuple[weakref.ref, tuple[str, int]]] = {}
+# Keras LayoutMaps by identity: the user's name for the map, file and line
+# where a key was last set (a missing key goes after that line).
+_layout_sites: dict[int, tuple[weakref.ref, str, str, int]] = {}
 
 
 def _walk_tensors(value: Any, visit: Callable[[torch.Tensor, str], None], path: str = "") -> None:
@@ -107,9 +114,12 @@ def _keras_plan(path: str, ndim: int) -> str:
                 f"keras.distribution.set_distribution(ModelParallel(layout_map=...)))")
     keys = ", ".join(repr(k) for k in list(layout_map)[:8])
     if layout_map[path] is None:
+        ref, name, file, line = _layout_sites.get(id(layout_map), (None, "", "", 0))
+        alive = ref is not None and ref() is layout_map and name
+        site = f"; the LayoutMap is built at {file}:{line}" if alive else ""
         return (f" (Keras variable {path} matches no key of the ModelParallel LayoutMap "
-                f"[{keys}]: add one, layout_map[{path!r}] = {_keras_layout(current, ndim)}, "
-                f"or fix the key that was meant to match it)")
+                f"[{keys}]: add one, {name if alive else 'layout_map'}[{path!r}] = "
+                f"{_keras_layout(current, ndim)}, or fix the key that was meant to match it){site}")
     return (f" (Keras variable {path} matches the LayoutMap [{keys}], but was created "
             f"outside the distribution: create the model after set_distribution())")
 
@@ -120,24 +130,93 @@ def _python_path(path: str) -> str:
                    for part in path.split(".")).lstrip(".")
 
 
+def _user_frames() -> Iterator[Any]:
+    """The Python frames of user code on this thread, innermost first."""
+    from meshscope._attach import _internal_prefixes
+
+    skip = tuple(_internal_prefixes())
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith("<") and not os.path.abspath(path).startswith(skip):
+            yield frame
+        frame = frame.f_back
+
+
+def _holder(root: torch.nn.Module) -> tuple[str, str, str]:
+    """(the user's name for `root`, a name for a DeviceMesh or "", the
+    file) in the innermost user frame that holds `root` in a variable;
+    ("model", "", "") when none does."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    for frame in itertools.islice(_user_frames(), 8):
+        local = frame.f_locals
+        name = next((k for k, v in local.items() if v is root and k != "self"), None)
+        if name:
+            mesh = next((k for k, v in local.items() if isinstance(v, DeviceMesh)), "")
+            return name, mesh, frame.f_code.co_filename
+    return "model", "", ""
+
+
+def _plan_site(root: torch.nn.Module, file: str) -> str:
+    """"; the plan is applied at FILE:LINE": the last sharding-plan call on
+    `root` or its modules, when it was made in `file`; else ""."""
+    modules = {id(m) for m in root.modules()}
+    site = None
+    for key, (ref, where) in list(_plan_sites.items()):
+        if key in modules and ref() is not None:
+            site = where
+    if not site or site[0] != file:
+        return ""
+    return f"; the plan is applied at {site[0]}:{site[1]}"
+
+
 def _torch_plan(root: torch.nn.Module, name: str, kind: str) -> str:
-    """Which torch plan left module path `name` out, and the fix in its API."""
+    """Which torch plan left module path `name` out, and the fix in its API,
+    in the names of the user's frame that holds the model."""
     module, _, attr = name.rpartition(".")
-    owner = f"model.{_python_path(module)}" if module else "model"
+    model, mesh_name, file = _holder(root)
+    mesh = mesh_name or "mesh"
+    fsdp = _fully_sharded(root)
+    # the site only where the fix's names hold there (fully_shard needs no mesh)
+    site = _plan_site(root, file) if file and (mesh_name or fsdp) else ""
+    owner = f"{model}.{_python_path(module)}" if module else model
     if kind == "buffer":
         return (f" (no parallelize_module plan distributes buffers: "
-                f"{owner}.{attr} = distribute_tensor({owner}.{attr}, mesh, [Replicate()]))")
-    distribute = f"{owner}.{attr} = nn.Parameter(distribute_tensor({owner}.{attr}, mesh, [Replicate()]))"
-    if _fully_sharded(root):  # FSDP2: fully_shard leaves out what no call wrapped
-        return (f" (fully_shard(model.{_python_path(module)}) for its module, or "
-                f"fully_shard(model) for the parameters no inner call took)" if module else
-                " (fully_shard(model) shards the root's own parameters)")
+                f"{owner}.{attr} = distribute_tensor({owner}.{attr}, {mesh}, [Replicate()])){site}")
+    distribute = (f"{owner}.{attr} = nn.Parameter(distribute_tensor({owner}.{attr}, {mesh}, "
+                  f"[Replicate()]))")
+    if fsdp:  # FSDP2: fully_shard leaves out what no call wrapped
+        mesh_arg = f", mesh={mesh_name}" if mesh_name else ""
+        return (f" (fully_shard({owner}{mesh_arg}) for its module, or "
+                f"fully_shard({model}) for the parameters no inner call took){site}" if module else
+                f" (fully_shard({model}) shards the root's own parameters){site}")
+    if _transformers_tp(root) and kind == "parameter":
+        # transformers' tensor parallelism replicates what its tp_plan does
+        # not name as plain tensors on purpose (norm weights): no key makes
+        # them DTensors, and its Trainer clips gradients one mesh at a time
+        return (f" (transformers' tp_plan keeps {owner}.{attr} a plain tensor, the same on "
+                f"every rank, by design: no tp_plan key makes it a DTensor; where its gradient "
+                f"is clipped with DTensor gradients, take one norm per mesh as transformers' "
+                f"Trainer._mixed_mesh_grad_norm does){site}")
     if not module:  # the root's own parameter: no plan entry can name it
-        return f" ({distribute})"
+        return f" ({distribute}){site}"
     style = _parallel_style(root, module)
     if not style:  # no ParallelStyle takes this kind of module
-        return f" ({distribute})"
-    return f" (add {module!r}: {style} to the parallelize_module plan, or {distribute})"
+        return f" ({distribute}){site}"
+    return f" (add {module!r}: {style} to the parallelize_module plan, or {distribute}){site}"
+
+
+def _transformers_tp(root: torch.nn.Module) -> bool:
+    """Whether `root` is a transformers model that transformers' own tensor
+    parallelism (tp_plan) distributed."""
+    if not type(root).__module__.startswith("transformers."):
+        return False
+    if not (getattr(root, "_tp_plan", None) or getattr(root, "tp_plan", None)):
+        return False
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) for p in root.parameters())
 
 
 def _fully_sharded(root: torch.nn.Module) -> bool:
@@ -460,6 +539,24 @@ def _install_keras(patches: Patches) -> None:
                    lambda module: _patch_keras_optimizer(patches, module))
     _when_imported(patches, "keras.src.backend.torch.ops.core",
                    lambda module: _patch_keras_promotion(patches, module))
+    _when_imported(patches, "keras.src.distribution.distribution_lib",
+                   lambda module: _patch_keras_layout_map(patches, module))
+
+
+def _patch_keras_layout_map(patches: Patches, module: Any) -> None:
+    """Where the user sets LayoutMap keys, for the fix that adds a missing one."""
+    def make(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def __setitem__(self: Any, key: Any, layout: Any) -> None:
+            original(self, key, layout)
+            frame = next(_user_frames(), None)
+            if frame is not None:
+                name = next((k for k, v in frame.f_locals.items() if v is self), "")
+                _layout_sites[id(self)] = (weakref.ref(self), name, frame.f_code.co_filename,
+                                           frame.f_lineno)
+        return __setitem__
+
+    patches.replace(module.LayoutMap, "__setitem__", make)
 
 
 def _patch_keras_trainer(patches: Patches, trainer: Any) -> None:
@@ -556,6 +653,37 @@ def _install_compile(patches: Patches) -> None:
     patches.replace(torch, "compile", make)
 
 
+def _install_plans(patches: Patches) -> None:
+    """Where the user applies a sharding plan: parallelize_module,
+    distribute_module and FSDP2's fully_shard, as imported from their public
+    modules (once per call, never per op)."""
+    def make(original: Callable) -> Callable:
+        @functools.wraps(original)
+        def wrapper(module: Any, *args: Any, **kwargs: Any) -> Any:
+            out = original(module, *args, **kwargs)
+            if isinstance(module, torch.nn.Module):
+                frame = next(_user_frames(), None)
+                if frame is not None:
+                    key = id(module)
+                    ref = weakref.ref(module, lambda _ref: _plan_sites.pop(key, None))
+                    _plan_sites.pop(key, None)  # the latest call last
+                    _plan_sites[key] = (ref, (frame.f_code.co_filename, frame.f_lineno))
+            return out
+        return wrapper
+
+    import torch.distributed.tensor as dtensor
+    import torch.distributed.tensor.parallel as parallel
+
+    patches.replace(parallel, "parallelize_module", make)
+    patches.replace(dtensor, "distribute_module", make)
+    try:
+        import torch.distributed.fsdp as fsdp
+    except ImportError:
+        return
+    if hasattr(fsdp, "fully_shard"):
+        patches.replace(fsdp, "fully_shard", make)
+
+
 def install(replica_every: int = 0) -> Patches:
     """`replica_every`: the replica check's step interval (0: off)."""
     patches = Patches()
@@ -570,6 +698,7 @@ def install(replica_every: int = 0) -> Patches:
         _install_compile(patches)
         _install_collectives(patches)
         _install_keras(patches)
+        _install_plans(patches)
     except BaseException:
         patches.restore()
         raise

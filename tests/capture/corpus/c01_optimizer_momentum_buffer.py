@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Shard, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class Momentum(torch.optim.Optimizer):
@@ -41,6 +41,7 @@ def main():
         (w * w).sum().backward()
         opt.step()
         opt.zero_grad()
+    result([w, opt.state[w]["buf"]])
     finish()
 
 

@@ -15,7 +15,7 @@ EXPECT = {"ops": ["aten::mm", "aten::matmul"], "origin": "H", "name": "weight"}
 import torch
 from torch.distributed.tensor import Replicate, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 def chunked_loss(weight, hidden, labels):
@@ -28,7 +28,7 @@ def main():
     proj = torch.randn(16, 10)  # BIRTH
     hidden = distribute_tensor(torch.randn(4, 16), mesh, [Replicate()])
     labels = distribute_tensor(torch.tensor([1, 2, 3, 4]), mesh, [Replicate()])
-    chunked_loss(proj, hidden, labels)
+    result(chunked_loss(proj, hidden, labels))
     finish()
 
 

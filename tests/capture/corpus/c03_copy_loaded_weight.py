@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Shard, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 def default_weight_loader(param, loaded_weight):
@@ -28,6 +28,7 @@ def main():
     param = nn.Parameter(distribute_tensor(torch.zeros(8, 4), mesh, [Shard(0)]))
     checkpoint = {"w": torch.randn(8, 4)}  # BIRTH
     default_weight_loader(param, checkpoint["w"])
+    result(param)
     finish()
 
 

@@ -13,7 +13,7 @@ EXPECT = {"ops": ["aten::mul.Tensor"], "origin": "H", "name": "advantages"}
 import torch
 from torch.distributed.tensor import Replicate, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 def main():
@@ -23,7 +23,7 @@ def main():
     advantages = torch.tensor(rewards)  # BIRTH
     advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-6)
     loss = -(logp * advantages).mean()  # INCIDENT
-    loss.full_tensor()
+    result(loss)
     finish()
 
 

@@ -12,7 +12,7 @@ EXPECT = {"ops": ["aten::mul.Tensor"], "origin": "A", "name": "self.scale",
           "plan_hint": "(no parallelize_module plan distributes buffers: model.scale = "
                        "distribute_tensor(model.scale, mesh, [Replicate()]))",
           # a buffer stays a buffer: never made a trainable nn.Parameter
-          "fix": "self.scale = distribute_tensor(self.scale, mesh, [Replicate()])  # still a buffer"}
+          "fix": "self.scale = distribute_tensor(self.scale, x.device_mesh, [Replicate()])  # still a buffer"}
 
 
 import torch

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 def scale_rows(grad):
@@ -27,7 +27,7 @@ def main():
     _, mesh = setup()
     w = nn.Parameter(distribute_tensor(torch.randn(4, 8), mesh, [Replicate()]))
     (w * w).sum().backward()
-    scale_rows(w.grad)
+    result(scale_rows(w.grad))
     finish()
 
 

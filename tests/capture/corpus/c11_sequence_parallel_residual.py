@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor.parallel import SequenceParallel, parallelize_module
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class Block(nn.Module):
@@ -31,7 +31,7 @@ def main():
     rank, mesh = setup()
     block = parallelize_module(Block(), mesh, {"norm": SequenceParallel(use_local_output=False)})
     x = torch.randn(2, 4, 8)  # BIRTH: this rank's shard of the sequence
-    block(x)
+    result(block(x))
     finish()
 
 

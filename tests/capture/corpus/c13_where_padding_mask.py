@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class PaddedAttention(nn.Module):
@@ -37,7 +37,7 @@ class PaddedAttention(nn.Module):
 def main():
     _, mesh = setup()
     attn = PaddedAttention(mesh, lengths=[5, 3])
-    attn(distribute_tensor(torch.randn(2, 5, 8), mesh, [Replicate()]))
+    result(attn(distribute_tensor(torch.randn(2, 5, 8), mesh, [Replicate()])))
     finish()
 
 

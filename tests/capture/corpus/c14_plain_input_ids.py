@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import distribute_module
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class TinyLM(nn.Module):
@@ -33,7 +33,7 @@ def main():
     _, mesh = setup()
     model = distribute_module(TinyLM(), mesh)
     input_ids = torch.randint(0, 16, (2, 4))  # BIRTH: this rank's batch
-    model(input_ids)
+    result(model(input_ids))
     finish()
 
 

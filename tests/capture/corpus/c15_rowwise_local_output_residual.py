@@ -19,7 +19,7 @@ from torch.distributed.tensor import Replicate, distribute_tensor
 from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                parallelize_module)
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class FeedForward(nn.Module):
@@ -37,7 +37,7 @@ def main():
     _, mesh = setup()
     ffn = parallelize_module(FeedForward(), mesh, {"w1": ColwiseParallel(),
                                                    "w2": RowwiseParallel()})
-    ffn(distribute_tensor(torch.randn(4, 8), mesh, [Replicate()]))
+    result(ffn(distribute_tensor(torch.randn(4, 8), mesh, [Replicate()])))
     finish()
 
 

@@ -11,7 +11,7 @@ parallelism for all layers?"): https://github.com/pytorch/pytorch/issues/124019"
 
 # what meshscope must report (tests/capture/test_birth_corpus.py)
 EXPECT = {"ops": ["aten::mul.Tensor"], "origin": "A", "name": "self.gamma",
-          "plan_hint": "(model.gamma = nn.Parameter(distribute_tensor(model.gamma, mesh, "
+          "plan_hint": "(block.gamma = nn.Parameter(distribute_tensor(block.gamma, mesh, "
                        "[Replicate()])))"}
 
 
@@ -20,7 +20,7 @@ from torch import nn
 from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                parallelize_module)
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class ScaledMLPBlock(nn.Module):
@@ -39,7 +39,7 @@ def main():
     _, mesh = setup()
     plan = {"fc1": ColwiseParallel(), "fc2": RowwiseParallel(use_local_output=False)}
     block = parallelize_module(ScaledMLPBlock(), mesh, plan)
-    block(torch.randn(4, 8))
+    result(block(torch.randn(4, 8)))
     finish()
 
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Shard, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class ForeachAdam(torch.optim.Optimizer):
@@ -50,6 +50,7 @@ def main():
     opt = ForeachAdam([w1, w2])
     (w1.sum() + (w2 * w2).sum()).backward()
     opt.step()
+    result([w1, w2])
     finish()
 
 

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Shard, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class DiLoCo:
@@ -39,6 +39,7 @@ def main():
     model.weight = nn.Parameter(distribute_tensor(model.weight.detach(), mesh, [Shard(0)]))
     diloco = DiLoCo(model)
     diloco.save_parameters()
+    result(diloco.original_parameters)
     finish()
 
 

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Shard, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 def main():
@@ -31,6 +31,7 @@ def main():
     state = torch.load(checkpoint)  # BIRTH
     head_weight = state["lm_head.weight"]
     lm_head.load_state_dict({"weight": head_weight})  # INCIDENT
+    result(lm_head.weight)
     finish()
 
 

@@ -15,26 +15,31 @@ EXPECT = {"ops": ["aten::kl_div"], "origin": "D", "name": "teacher_logprobs"}
 import torch
 import torch.nn.functional as F
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, Subset
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class TeacherLogprobs(Dataset):
+    """Sample i of the global batch of 4, the same on every rank."""
+
     def __len__(self):
         return 4
 
     def __getitem__(self, i):
-        return torch.randn(10).log_softmax(-1)
+        return torch.randn(10, generator=torch.Generator().manual_seed(i)).log_softmax(-1)
 
 
 def main():
-    _, mesh = setup("dp")
+    rank, mesh = setup("dp")
     head = distribute_tensor(torch.randn(8, 10), mesh, [Replicate()])
-    for teacher_logprobs in DataLoader(TeacherLogprobs(), batch_size=2):  # BIRTH
-        hidden = DTensor.from_local(torch.randn(2, 8), mesh, [Shard(0)])
+    per_rank = 4 // mesh.size()  # each rank reads its contiguous part of the batch
+    own = Subset(TeacherLogprobs(), range(rank * per_rank, (rank + 1) * per_rank))
+    hidden_all = torch.randn(4, 8)
+    for teacher_logprobs in DataLoader(own, batch_size=per_rank):  # BIRTH
+        hidden = DTensor.from_local(hidden_all.chunk(mesh.size())[rank], mesh, [Shard(0)])
         student_logprobs = F.log_softmax(hidden @ head, dim=-1)
-        F.kl_div(student_logprobs, teacher_logprobs, log_target=True, reduction="sum")  # INCIDENT
+        result(F.kl_div(student_logprobs, teacher_logprobs, log_target=True, reduction="sum"))  # INCIDENT
         break
     finish()
 

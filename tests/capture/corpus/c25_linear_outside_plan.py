@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class Block(nn.Module):
@@ -37,7 +37,7 @@ class Block(nn.Module):
 def main():
     _, mesh = setup()
     block = parallelize_module(Block(), mesh, {"fc": ColwiseParallel(use_local_output=False)})
-    block(torch.randn(4, 8))
+    result(block(torch.randn(4, 8)))
     finish()
 
 

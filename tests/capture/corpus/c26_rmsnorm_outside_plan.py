@@ -20,7 +20,7 @@ from torch import nn
 from torch.distributed.tensor import Replicate
 from torch.distributed.tensor.parallel import RowwiseParallel, parallelize_module
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class RMSNorm(nn.Module):
@@ -48,7 +48,7 @@ def main():
     _, mesh = setup()
     plan = {"proj": RowwiseParallel(input_layouts=Replicate(), use_local_output=False)}
     block = parallelize_module(Block(), mesh, plan)
-    block(torch.randn(4, 8))
+    result(block(torch.randn(4, 8)))
     finish()
 
 

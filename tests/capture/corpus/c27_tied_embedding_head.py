@@ -22,7 +22,7 @@ from torch import nn
 from torch.distributed.tensor import Replicate
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class TinyLM(nn.Module):
@@ -40,7 +40,7 @@ def main():
     _, mesh = setup()
     plan = {"proj": ColwiseParallel(output_layouts=Replicate(), use_local_output=False)}
     model = parallelize_module(TinyLM(), mesh, plan)
-    model(torch.randint(0, 16, (2, 4)))
+    result(model(torch.randint(0, 16, (2, 4))))
     finish()
 
 

@@ -12,14 +12,14 @@ the TP degree): https://github.com/pytorch/torchchat/pull/1154"""
 # what meshscope must report (tests/capture/test_birth_corpus.py)
 EXPECT = {"ops": ["aten::cat"], "origin": "A", "name": "self.k_cache",
           "plan_hint": "(no parallelize_module plan distributes buffers: "
-                       "model.kv_cache.k_cache = distribute_tensor("}
+                       "attn.kv_cache.k_cache = distribute_tensor("}
 
 
 import torch
 from torch import nn
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class KVCache(nn.Module):
@@ -46,7 +46,7 @@ def main():
     _, mesh = setup()
     attn = parallelize_module(Attention(), mesh, {"wk": ColwiseParallel(use_local_output=False)})
     attn.kv_cache = KVCache(batch=2, dim=8)
-    attn(torch.randn(2, 3, 8))
+    result(attn(torch.randn(2, 3, 8)))
     finish()
 
 

@@ -11,14 +11,15 @@ https://github.com/pytorch/torchchat/pull/1154"""
 
 # what meshscope must report (tests/capture/test_birth_corpus.py)
 EXPECT = {"ops": ["aten::copy_"], "origin": "A", "name": "k_out",
-          "plan_hint": "(no parallelize_module plan distributes buffers"}
+          "plan_hint": "(no parallelize_module plan distributes buffers",
+          "unplaced": "is a view of the buffer"}
 
 
 import torch
 from torch import nn
 from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class KVCache(nn.Module):
@@ -46,7 +47,7 @@ def main():
     _, mesh = setup()
     attn = parallelize_module(Attention(), mesh, {"wk": ColwiseParallel(use_local_output=False)})
     attn.kv_cache = KVCache(batch=2, max_len=8, dim=8)
-    attn(torch.randn(2, 3, 8), 0)
+    result(attn(torch.randn(2, 3, 8), 0))
     finish()
 
 

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class EMA:
@@ -44,6 +44,7 @@ def main():
     model(distribute_tensor(torch.randn(3, 4), mesh, [Replicate()])).sum().backward()
     opt.step()
     ema.update(model)
+    result(ema.shadow)
     finish()
 
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.distributed.tensor import DTensor, Replicate, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 def kd_loss(student_logits, teacher_logits, labels):
@@ -33,7 +33,7 @@ def main():
     student_logits = distribute_tensor(torch.randn(2, 4, 10), mesh, [Replicate()])
     teacher_logits = distribute_tensor(torch.randn(2, 4, 10), mesh, [Replicate()])
     labels = torch.tensor([[1, 2, -100, -100], [3, 4, 5, -100]])
-    kd_loss(student_logits, teacher_logits, distribute_tensor(labels, mesh, [Replicate()]))
+    result(kd_loss(student_logits, teacher_logits, distribute_tensor(labels, mesh, [Replicate()])))
     finish()
 
 

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 from torch.distributed.tensor import Shard, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 def main():
@@ -31,6 +31,7 @@ def main():
     head.weight = nn.Parameter(distribute_tensor(head.weight.detach(), mesh, [Shard(0)]))
     state = torch.load(buf)  # BIRTH
     head.load_state_dict(state)  # INCIDENT
+    result(head.weight)
     finish()
 
 

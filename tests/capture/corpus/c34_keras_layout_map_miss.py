@@ -21,30 +21,22 @@ import os
 
 os.environ.setdefault("KERAS_BACKEND", "torch")
 
-import numpy as np  # noqa: E402
-
 import keras  # noqa: E402
 from keras import layers  # noqa: E402
+from corpus_common import keras_fit, keras_mesh, keras_model_parallel  # noqa: E402
 
 
 def main():
-    keras.distribution.initialize()
-    mesh = keras.distribution.DeviceMesh((2,), ["model"], keras.distribution.list_devices())
+    mesh = keras_mesh()
     layout_map = keras.distribution.LayoutMap(mesh)
     layout_map["d1/kernel"] = (None, "model")
     layout_map["d2/kernel"] = ("model", None)
-    distribution = keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name=None)
-    distribution.auto_shard_dataset = False  # every rank feeds the same numpy batch
-    keras.distribution.set_distribution(distribution)
-    keras.utils.set_random_seed(0)
+    keras_model_parallel(layout_map)
     inputs = keras.Input(shape=(8,))
     h = layers.Dense(16, use_bias=False, name="d1")(inputs)
     h = layers.Dense(16, use_bias=False, name="d2")(h)
     out = layers.Dense(4, use_bias=False, name="d3")(h)  # BIRTH
-    model = keras.Model(inputs, out)
-    model.compile(optimizer="sgd", loss="mse")
-    x = np.random.default_rng(0).normal(size=(8, 8)).astype("float32")
-    model.fit(x, np.zeros((8, 4), dtype="float32"), batch_size=8, epochs=1, verbose=0)  # INCIDENT
+    keras_fit(keras.Model(inputs, out), 4)  # INCIDENT (in fit)
 
 
 if __name__ == "__main__":

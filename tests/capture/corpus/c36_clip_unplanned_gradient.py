@@ -10,13 +10,14 @@ https://github.com/huggingface/accelerate/pull/4219"""
 # what meshscope must report (tests/capture/test_birth_corpus.py)
 EXPECT = {"ops": ["aten::mul_.Tensor"], "origin": "A", "name": "g",
           "plan_hint": "gradient of parameter weight of Linear not in the sharding plan",
-          "fix": "module.weight = nn.Parameter(distribute_tensor(module.weight, mesh"}
+          "fix": "gate.weight = nn.Parameter(distribute_tensor(gate.weight, mesh",
+          "unplaced": "no parallelize_module, distribute_module or fully_shard call was seen"}
 
 import torch
 from torch import nn
 from torch.distributed.tensor import Shard, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 def clip_grad_norm(params, max_norm):
@@ -35,6 +36,7 @@ def main():
     loss = proj.weight.sum().full_tensor() + gate(torch.randn(3, 4)).sum()
     loss.backward()
     clip_grad_norm([gate.weight, proj.weight], 1.0)
+    result([gate.weight.grad, proj.weight.grad])
     finish()
 
 

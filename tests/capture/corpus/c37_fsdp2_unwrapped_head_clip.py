@@ -13,14 +13,14 @@ https://github.com/pyg-team/pytorch_geometric/pull/10317"""
 # what meshscope must report (tests/capture/test_birth_corpus.py)
 EXPECT = {"ops": ["aten::_foreach_norm", "aten::_foreach_mul_"],
           "origin": "A", "name": "model.head.weight.grad",
-          "plan_hint": "(fully_shard(model.head) for its module, or fully_shard(model)",
-          "fix": "fully_shard(model.head)  # then fully_shard(model) for the root"}
+          "plan_hint": "(fully_shard(model.head, mesh=mesh) for its module, or fully_shard(model)",
+          "fix": "fully_shard(model.head, mesh=mesh)  # then fully_shard(model) for the root"}
 
 import torch
 from torch import nn
 from torch.distributed.fsdp import fully_shard
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class Model(nn.Module):
@@ -39,6 +39,7 @@ def main():
     fully_shard(model.block, mesh=mesh)
     model(torch.randn(4, 8)).sum().backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # INCIDENT
+    result([p.grad for p in model.parameters()])
     finish()
 
 

@@ -18,7 +18,7 @@ EXPECT = {"ops": ["aten::mul"], "origin": "B", "name": "weights"}
 import torch
 from torch.distributed.tensor import Replicate, distribute_tensor
 
-from corpus_common import finish, setup
+from corpus_common import finish, result, setup
 
 
 class ScaleGrad(torch.autograd.Function):
@@ -38,6 +38,7 @@ def main():
     _, mesh = setup()
     w = distribute_tensor(torch.randn(4, 8), mesh, [Replicate()]).requires_grad_()
     ScaleGrad.apply(w).sum().backward()
+    result(w.grad)
     finish()
 
 
