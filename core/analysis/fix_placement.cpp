@@ -125,6 +125,8 @@ FixNames parseFixNames(std::string_view detail) {
             names.mesh = value;
         } else if (key == "dtensor") {
             names.dtensor = value;
+        } else if (key == "global") {
+            names.global = true;
         }
     }
     return names;
@@ -295,6 +297,9 @@ FixSuggestion placeFix(FixSuggestion fix, const IncidentDetail& d, SourceLines& 
         return unplaced(fmt::format(
             "`{}` is changed in place and kept elsewhere: make it a DTensor where it is created{}",
             p, d.createdAt.empty() ? "" : " (" + d.createdAt + ")"));
+    // rebinding a module global inside a function needs `global`, or the
+    // name becomes the function's local
+    if (names.global && atFunction != "<module>") code = "global " + p + "\n" + code;
     return placed(How::Before, atFile, atLine, std::move(code));
 }
 

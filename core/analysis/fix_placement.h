@@ -47,6 +47,7 @@ struct FixNames {
     int line = 0;
     std::string mesh;     // an expression of the DTensor operand's mesh there
     std::string dtensor;  // the DTensor operand's name there
+    bool global = false;  // the plain tensor's name is a global of that module
 };
 FixNames parseFixNames(std::string_view detail);
 

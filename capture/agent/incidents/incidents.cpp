@@ -169,7 +169,8 @@ PolicyDecision IncidentResolver::decide(const Operand& op, const Classification&
 }
 
 // What a fix written at the incident needs, as "at=FILE:LINE; mesh=EXPR;
-// dtensor=NAME": the frame where the user's name for the plain operand
+// dtensor=NAME[; global=NAME]" (global: the plain tensor's name is a global
+// of that frame's module): the frame where the user's name for the plain operand
 // lives (`held`; else the innermost user frame), and in that frame the
 // name of the first DTensor operand and an expression of its mesh (a
 // variable holding it, else "NAME.device_mesh"). "" when nothing is known.
@@ -193,6 +194,7 @@ std::string IncidentResolver::namesForFix(const FrameCache::Holding& held) {
         add("dtensor", name);
         break;
     }
+    if (held.global) add("global", held.name);
     return out;
 }
 

@@ -399,17 +399,24 @@ void FrameCache::eachUserFrame(RankWriter& writer, int onlyDepth, Visit&& visit)
 
 FrameCache::Holding FrameCache::holding(PyObject* obj, RankWriter& writer, int onlyDepth) {
     Holding out;
-    auto found = [&](int depth, const CodeInfo& ci, int line) {
-        out.depth = depth;
-        out.file = ci.fileText;
-        out.line = line;
-        return true;
-    };
-    eachUserFrame(writer, onlyDepth,
-                  [&](PyFrameObject*, PyObject* locals, int depth, const CodeInfo& ci, int line) {
-                      out.name = localHolding(locals, obj, depth == 1);
-                      return !out.name.empty() && found(depth, ci, line);
-                  });
+    eachUserFrame(
+        writer, onlyDepth,
+        [&](PyFrameObject* frame, PyObject* locals, int depth, const CodeInfo& ci, int line) {
+            out.name = localHolding(locals, obj, depth == 1);
+            // else, in the innermost frame, a global of its module
+            // (a tensor a hook function reads from its module)
+            if (out.name.empty() && depth == 1) {
+                PyObject* globals = PyFrame_GetGlobals(frame);
+                out.name = keyHolding(globals, obj);
+                Py_XDECREF(globals);
+                out.global = !out.name.empty() && ci.functionText != "<module>";
+            }
+            if (out.name.empty()) return false;
+            out.depth = depth;
+            out.file = ci.fileText;
+            out.line = line;
+            return true;
+        });
     return out;
 }
 

@@ -76,6 +76,7 @@ class FrameCache {
         int depth = 0;
         std::string file;
         int line = 0;
+        bool global = false;  // a global of that frame's module
     };
     Holding holding(PyObject* obj, RankWriter& writer, int onlyDepth = 0);
     // "x.device_mesh" for a local DTensor (or DTensor parameter) `x` of the
