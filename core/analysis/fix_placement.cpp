@@ -47,6 +47,15 @@ std::pair<std::string, int> splitLocation(std::string_view location) {
     return {std::string(location.substr(0, colon)), line};
 }
 
+// The FILE:LINE the agent wrote after `marker` in an evidence text ("; the
+// plan is applied at train.py:12"); {"", 0} when there is none.
+std::pair<std::string, int> siteIn(std::string_view evidence, std::string_view marker) {
+    size_t at = evidence.find(marker);
+    if (at == std::string_view::npos) return {"", 0};
+    std::string_view rest = evidence.substr(at + marker.size());
+    return splitLocation(rest.substr(0, rest.find_first_of(" );")));
+}
+
 // "aten::add_.Tensor" -> "add_"
 std::string_view opBase(std::string_view op) {
     size_t colons = op.find("::");
@@ -217,14 +226,10 @@ FixSuggestion placeFix(FixSuggestion fix, const IncidentDetail& d, SourceLines& 
         // Keras: the LayoutMap key, after the last key the user set
         if (!kerasVariablePath(plainName).empty()) {
             static const std::regex key(R"(([A-Za-z_]\w*)\['([^'\\]*)'\] = (\([^()]*\)))");
-            constexpr std::string_view kBuilt = "the LayoutMap is built at ";
             std::smatch m;
-            if (size_t at = d.evidence.find(kBuilt);
-                at != std::string::npos && std::regex_search(d.evidence, m, key)) {
-                std::string_view rest = std::string_view(d.evidence).substr(at + kBuilt.size());
-                auto [file, line] = splitLocation(rest.substr(0, rest.find_first_of(" );")));
-                if (line > 0) return placed(How::After, file, line, m.str(0));
-            }
+            auto [file, line] = siteIn(d.evidence, "the LayoutMap is built at ");
+            if (line > 0 && std::regex_search(d.evidence, m, key))
+                return placed(How::After, file, line, m.str(0));
             return unplaced(
                 "it belongs where the LayoutMap is built, before the model is created "
                 "(no LayoutMap key set by your code was seen)");
@@ -249,12 +254,8 @@ FixSuggestion placeFix(FixSuggestion fix, const IncidentDetail& d, SourceLines& 
         else if (std::string statement = distributeStatement(d.evidence); !statement.empty())
             code = statement;
         if (!code.empty()) fix.code = code;
-        constexpr std::string_view kSite = "the plan is applied at ";
-        if (size_t at = d.evidence.find(kSite); at != std::string::npos && !code.empty()) {
-            std::string_view rest = std::string_view(d.evidence).substr(at + kSite.size());
-            auto [siteFile, siteLine] = splitLocation(rest.substr(0, rest.find_first_of(" );")));
-            if (siteLine > 0) return placed(How::After, siteFile, siteLine, code);
-        }
+        auto [siteFile, siteLine] = siteIn(d.evidence, "the plan is applied at ");
+        if (siteLine > 0 && !code.empty()) return placed(How::After, siteFile, siteLine, code);
         return unplaced(
             "it belongs where the model is built, before an optimizer takes its parameters (no "
             "parallelize_module, distribute_module or fully_shard call was seen to put it after)");
