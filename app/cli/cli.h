@@ -51,7 +51,13 @@ bool progressWanted();
 // Writes a command's output to `path` ("-": stdout) through `write`: into
 // PATH.partial first, renamed when complete, so a failed write leaves no
 // half file and loses no old one. False (with a one-line error) on failure.
+// A missing folder on the way is created; the temporary is created
+// exclusively, never through a symlink.
 bool writeOutput(const std::string& path, const std::function<void(std::ostream&)>& write);
+// True, with one line on stderr, when `path` names a file of `run` (a rank
+// file, its -wal or -shm, the manifest, launch.json): writing there would
+// destroy what is being read.
+bool outputOntoRun(const std::string& path, const RunReader& run);
 
 // Analysis options with a progress line on stderr when it is a terminal.
 AnalysisOptions analysisOptions(bool compareOps = true);

@@ -45,6 +45,33 @@ std::optional<std::pair<int64_t, int64_t>> parseRange(const std::string& text) {
 
 }  // namespace
 
+// Why `window` selects nothing of `run` (an export of it would be an empty
+// trace), or "" when it selects something.
+static std::string selectsNothing(const RunReader& run, const TraceWindow& window,
+                                  const std::string& ranksText, const std::string& stepsText) {
+    std::vector<const RankReader*> selected;
+    std::string present;
+    for (const RankReader& rank : run.ranks()) {
+        present += (present.empty() ? "" : ",") + std::to_string(rank.info().rank);
+        if (window.hasRank(rank.info().rank)) selected.push_back(&rank);
+    }
+    if (selected.empty())
+        return fmt::format("--ranks {}: no such rank in {} (its ranks: {})", ranksText,
+                           run.directory().string(), present);
+    if (stepsText.empty()) return {};
+    int64_t steps = 0;
+    for (const RankReader* rank : selected) {
+        if (!rank->opsInStepRange(window.firstStep, window.lastStep, 1).empty() ||
+            !rank->incidentsInStepRange(window.firstStep, window.lastStep).empty())
+            return {};
+        steps = std::max(steps, rank->summary().steps);
+    }
+    return fmt::format(
+        "--steps {}: nothing was recorded in these steps (the run recorded {} "
+        "optimizer step(s); records before the first are step -1)",
+        stepsText, steps);
+}
+
 Command addExport(CLI::App& app) {
     struct Options {
         std::string path;
@@ -114,6 +141,12 @@ Command addExport(CLI::App& app) {
                 auto opened =
                     openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
                 if (!opened) return kExitUnreadable;
+                if (std::string nothing = selectsNothing(*opened, window, o->ranks, o->steps);
+                    !nothing.empty()) {
+                    std::cerr << "meshscope: " << nothing << "\n";
+                    return kExitUsage;
+                }
+                if (!perRank && outputOntoRun(o->out, *opened)) return kExitUsage;
                 // torch-profiler: the files, then their folder (none made for a run that did not
                 // open, or for ranks it does not have)
                 std::vector<std::pair<const RankReader*, std::string>> files;
@@ -149,6 +182,7 @@ Command addExport(CLI::App& app) {
                 if (perRank) {
                     for (const auto& [rank, name] : files) {
                         std::string file = (std::filesystem::path(o->out) / name).string();
+                        if (outputOntoRun(file, *opened)) return kExitUsage;
                         bool written = writeOutput(file, [&](std::ostream& out) {
                             writeMaybeGzip(out, o->gzip, [&](std::ostream& to) {
                                 stats += writeProfilerTrace(*opened, *rank, to, {}, window);

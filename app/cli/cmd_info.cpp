@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "app/cli/cli.h"
+#include "core/analysis/run_summary.h"
 #include "core/util/terminal_text.h"
 
 namespace meshscope::cli {
@@ -30,7 +31,7 @@ Command addInfo(CLI::App& app) {
                     const auto& info = rank.info();
                     fmt::print("rank {:<5}   {}  host {} pid {}  {}\n", info.rank,
                                terminalSafe(rank.path().string()), terminalSafe(info.hostname),
-                               info.pid, info.endedNs ? "closed" : "open or killed");
+                               info.pid, rankStatusText(run, info));
                 }
                 std::vector<std::string> problems;
                 for (const auto& p : run.problems())

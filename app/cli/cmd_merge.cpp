@@ -29,6 +29,10 @@ Command addMerge(CLI::App& app) {
                     std::cerr << "meshscope: " << e.what() << "\n";
                     return kExitUsage;
                 }
+                for (const std::string& live : r.liveRanks)
+                    std::cerr << "meshscope: warning: " << live
+                              << " is still being written: the merged copy holds what it had "
+                                 "committed; merge again once the job ended\n";
                 std::string ranks;
                 for (int rank : r.ranks)
                     ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);

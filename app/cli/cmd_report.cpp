@@ -1,8 +1,10 @@
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 
 #include "app/cli/cli.h"
+#include "app/cli/strip_prefix.h"
 #include "core/report/report.h"
 
 namespace meshscope::cli {
@@ -32,25 +34,45 @@ Command addReport(CLI::App& app) {
             ->capture_default_str();
     sub->add_option("-o,--output", o->out, "File to write ('-' for stdout)")->required();
     sub->add_option("--source-root", o->sourceRoot,
-                    "SARIF: make recorded paths under this directory relative to it (default: "
-                    "the current directory)");
+                    "Show recorded paths under this directory relative to it, in every format "
+                    "(SARIF: its base URI; default for SARIF: the current directory)");
     sub->add_flag("--partial", o->partial, "Report on the readable ranks of a damaged run");
     sub->add_flag("--no-op-compare", o->noOps, "Skip comparing op sequences across ranks");
     return {
         sub, [o, formatOption] {
+            // `-o y.md` writes Markdown unless --format says otherwise; a name
+            // no format has (r.txt) needs --format.
+            const ReportFormatInfo* byFile = reportFormatForFile(o->out);
+            if (formatOption->count() == 0 && !byFile && o->out != "-") {
+                std::string known;
+                for (const ReportFormatInfo& f : reportFormats())
+                    known += (known.empty() ? "." : ", .") + std::string(f.name);
+                std::cerr << "meshscope: " << o->out << ": no report format has its extension ("
+                          << known << "); name one with --format\n";
+                return kExitUsage;
+            }
             auto opened = openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
             if (!opened) return kExitUnreadable;
+            if (outputOntoRun(o->out, *opened)) return kExitUsage;
             RunAnalysis analysis = analyzeWithProgress(*opened, !o->noOps);
             ReportOptions options;
             options.sourceRoot = o->sourceRoot.empty()
                                      ? std::filesystem::current_path().string()
                                      : std::filesystem::absolute(o->sourceRoot).string();
-            // `-o y.md` writes Markdown unless --format says otherwise.
-            const ReportFormatInfo* byFile = reportFormatForFile(o->out);
             const ReportFormatInfo& format =
                 formatOption->count() == 0 && byFile ? *byFile : *reportFormatFromString(o->format);
+            // SARIF has its own base URI; every other format shows recorded
+            // paths under an explicit --source-root relative to it.
+            std::string strip;
+            if (!o->sourceRoot.empty() && format.name != "sarif") {
+                strip = std::filesystem::path(options.sourceRoot).lexically_normal().string();
+                if (!strip.ends_with('/')) strip += '/';
+            }
             bool written = writeOutput(o->out, [&](std::ostream& out) {
-                writeReport(format, *opened, analysis, out, options);
+                if (strip.empty()) return writeReport(format, *opened, analysis, out, options);
+                StripPrefixStream relative(out, strip);
+                writeReport(format, *opened, analysis, relative, options);
+                if (!relative.finish()) out.setstate(std::ios::badbit);
             });
             if (!written) return kExitUsage;
             if (o->out != "-")

@@ -1,4 +1,7 @@
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <ext/stdio_filebuf.h>
 
 #include <cerrno>
 #include <chrono>
@@ -11,6 +14,8 @@
 #include <fmt/format.h>
 
 #include "app/cli/cli.h"
+#include "core/store/manifest.h"
+#include "core/store/schema.h"
 #include "core/util/terminal_text.h"
 
 namespace meshscope::cli {
@@ -55,37 +60,101 @@ std::optional<RunReader> openVerifiedRun(const std::string& path, bool partial,
     return run;
 }
 
+namespace {
+
+// The files of `run` on disk: its rank files with their -wal and -shm, its
+// manifest, launch.json and the job claim. An output is never written onto
+// one of them.
+std::vector<std::filesystem::path> runFiles(const RunReader& run) {
+    std::vector<std::filesystem::path> files;
+    for (const RankReader& rank : run.ranks())
+        for (const char* suffix : {"", "-wal", "-shm"})
+            files.push_back(std::filesystem::path(rank.path()) += suffix);
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(run.directory(), ec)) {
+        std::string name = entry.path().filename().string();
+        if (name == schema::kManifestName || name == "launch.json" || name == kJobClaimName ||
+            name == ".manifest.lock" ||
+            (name.starts_with(schema::kRankFilePrefix) &&
+             name.find(schema::kRankFileSuffix) != std::string::npos))
+            files.push_back(entry.path());
+    }
+    return files;
+}
+
+// Whether `a` and `b` name one file: the same path once made absolute and
+// resolved as far as it exists, or the same inode.
+bool sameFile(const std::filesystem::path& a, const std::filesystem::path& b) {
+    std::error_code ec;
+    if (std::filesystem::weakly_canonical(std::filesystem::absolute(a), ec) ==
+        std::filesystem::weakly_canonical(std::filesystem::absolute(b), ec))
+        return true;
+    return std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec) &&
+           std::filesystem::equivalent(a, b, ec);
+}
+
+}  // namespace
+
+bool outputOntoRun(const std::string& path, const RunReader& run) {
+    if (path == "-") return false;
+    for (const std::filesystem::path& file : runFiles(run))
+        if (sameFile(path, file)) {
+            std::cerr << "meshscope: " << path << ": is a file of the run being read ("
+                      << run.directory().string() << "); write the output elsewhere\n";
+            return true;
+        }
+    return false;
+}
+
 bool writeOutput(const std::string& path, const std::function<void(std::ostream&)>& write) {
     if (path == "-") {
         write(std::cout);
         return bool(std::cout);
     }
-    std::filesystem::path temp = path + ".partial";
-    {
-        std::ofstream file(temp, std::ios::binary | std::ios::trunc);
-        if (!file) {  // named as the user gave it, with why (the temporary is ours)
-            std::string why = std::strerror(errno);
-            std::cerr << "meshscope: " << path << ": cannot write (" << why << ")\n";
+    auto fail = [&](std::string_view what, int error) {
+        std::cerr << "meshscope: " << path << ": " << what << " (" << std::strerror(error) << ")\n";
+        return false;
+    };
+    std::filesystem::path target(path);
+    std::error_code ec;
+    if (target.has_parent_path() && !std::filesystem::is_directory(target.parent_path(), ec)) {
+        std::filesystem::create_directories(target.parent_path(), ec);
+        if (ec) {
+            std::cerr << "meshscope: " << path << ": cannot create its folder "
+                      << target.parent_path().string() << " (" << ec.message() << ")\n";
             return false;
         }
+    }
+    // The temporary is created exclusively and never through a symlink; the
+    // rename then replaces whatever `path` names (a symlink itself, not its
+    // target), so a failed write leaves no half file and loses no old one.
+    std::filesystem::path temp = path + ".partial";
+    ::unlink(temp.c_str());  // a leftover of an earlier failed write (a symlink is not followed)
+    int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) return fail("cannot write", errno);
+    {
+        __gnu_cxx::stdio_filebuf<char> buffer(fd, std::ios::out | std::ios::binary);
+        std::ostream file(&buffer);
         try {
             write(file);
         } catch (...) {
-            file.close();
-            std::error_code ec;
+            buffer.close();
             std::filesystem::remove(temp, ec);  // no half file left behind
             throw;
         }
         file.flush();
-        if (!file) {
-            std::cerr << "meshscope: " << path << ": write failed (" << std::strerror(errno)
-                      << ")\n";
-            std::error_code ec;
+        bool closed = buffer.close() != nullptr;
+        if (!file || !closed) {
+            int error = errno;
             std::filesystem::remove(temp, ec);
-            return false;
+            return fail("write failed", error);
         }
     }
-    std::filesystem::rename(temp, path);
+    if (::rename(temp.c_str(), path.c_str()) != 0) {
+        int error = errno;
+        std::filesystem::remove(temp, ec);
+        return fail("cannot write", error);
+    }
     return true;
 }
 

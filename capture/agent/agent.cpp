@@ -12,8 +12,10 @@
 #include <fmt/format.h>
 #include <iostream>
 
+#include "capture/agent/interop/launcher_status.h"
 #include "core/store/run_directory.h"
 #include "core/store/schema.h"
+#include "core/store/store_error.h"
 
 namespace meshscope::capture {
 namespace {
@@ -65,7 +67,17 @@ Agent::Agent(AgentConfig config)
     initial.schemaVersion = schema::kSchemaVersion;
     initial.command = m_config.command;
     initial.torchVersion = m_config.torchVersion;
-    m_writer = createRankWriter(m_config.runDir, initial, m_config.rank, m_config.writer);
+    initial.job = m_config.job;
+    try {
+        m_writer = createRankWriter(m_config.runDir, initial, m_config.rank, m_config.writer);
+    } catch (const RunTaken&) {
+        throw;
+    } catch (const StoreError& e) {
+        // The training must not depend on free disk space: the policy
+        // still runs, and nothing is kept.
+        m_writer = RankWriter::createUnrecorded(e.what(), m_config.writer);
+    }
+    tellLauncherAttached(m_config.rank, m_writer->path().string(), m_writer->notRecording());
     m_deviceTimes = std::make_unique<DeviceTimer>(
         *m_writer, [this](const std::string& why) { warnOnce("device-timer", why); });
     m_generation = ++g_generation;
@@ -94,6 +106,7 @@ Agent::~Agent() {
                            " reconciled=" + std::to_string(m_counters.reconciled.load()) +
                            " agent_errors=" + std::to_string(m_counters.agentErrors.load())}});
         m_writer->close();
+        tellLauncherClosed(m_config.rank, m_writer->stats());
     }
     m_promotions.clear();
     m_torch.clear();

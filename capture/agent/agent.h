@@ -44,6 +44,10 @@ struct AgentConfig {
     int worldSize = 1;
     int localRank = 0;
     std::string runId;  // shared by all ranks of a run; empty: from the manifest
+    // What the ranks of this job share and no other job does (the run id
+    // under `meshscope record`): the run folder is claimed for it, and a
+    // folder another job claimed is refused (RunTaken). Empty: not checked.
+    std::string job;
     std::string backend;
     std::string torchVersion;
     std::string deviceType = "cpu";
@@ -67,9 +71,12 @@ struct AgentConfig {
 
 class Agent {
   public:
-    // Creates the rank file and starts recording. Throws StoreError (run
-    // directory unusable) or PolicyError; the caller turns either into a
-    // clear Python error at attach time.
+    // Creates the rank file and starts recording. A rank file that cannot be
+    // made (a full disk, a folder it may not write) leaves the agent running
+    // without one: its policy works as on every other rank, and everything
+    // it would record is counted as dropped (writer().notRecording() says
+    // why). Throws RunTaken for a folder another job records into, and
+    // PolicyError; the caller turns either into a clear Python error.
     static Agent& attach(AgentConfig config);
     // Flushes and closes the rank file. Safe to call when not attached.
     static void detach();

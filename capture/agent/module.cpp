@@ -94,9 +94,14 @@ py::dict attach(const py::dict& c) {
     if (c.contains("watchdog_s")) config.watchdogSeconds = c["watchdog_s"].cast<double>();
     auto internal = c["internal_prefixes"].cast<std::vector<std::string>>();
     auto own = c["own_prefixes"].cast<std::vector<std::string>>();
+    if (c.contains("job")) config.job = c["job"].cast<std::string>();
     Agent* agent = nullptr;
     try {
         agent = &Agent::attach(std::move(config));
+    } catch (const RunTaken& e) {
+        // the Python side picks a fresh folder for this job
+        PyErr_SetString(PyExc_FileExistsError, e.what());
+        throw py::error_already_set();
     } catch (const StoreError& e) {
         throw std::runtime_error(std::string("meshscope: cannot record: ") + e.what());
     }
@@ -105,6 +110,7 @@ py::dict attach(const py::dict& c) {
     if (agent->config().level == Level::All) installObserver();
     py::dict out;
     out["rank_file"] = agent->writer().path().string();
+    out["not_recording"] = agent->writer().notRecording();
     return out;
 }
 

@@ -28,7 +28,8 @@ bool writerRuns(const RankInfo& info) {
 
 uint64_t lostRecords(const RankSummary& summary) {
     uint64_t lost = 0;
-    for (const char* reason : {"queue_full", "write_error"})
+    for (const char* reason :
+         {"queue_full", "write_error", "disk_full", "io_error", "file_cap", "not_recording"})
         if (auto it = summary.drops.find(reason); it != summary.drops.end()) lost += it->second;
     return lost;
 }
@@ -62,7 +63,10 @@ std::vector<RecordingReach> recordingReach(const RunReader& run) {
             launched = it->second;
         std::string abort = metaValue(info, "abort");
         int64_t step = rank.summary().steps;  // the step it was in: steps completed so far
-        if (info.endedNs) {
+        auto told = run.launchRecording().find(r.rank);
+        bool closedByWord = told != run.launchRecording().end() && told->second.closed;
+        if (info.endedNs || closedByWord) {
+            // closedByWord: it closed, and told `record`; the disk took no end marker
             r.end = RecordingReach::End::Closed;
             r.how = launched.empty() ? "ended" : launched;
         } else if (!abort.empty()) {
@@ -95,7 +99,11 @@ std::vector<RecordingReach> recordingReach(const RunReader& run) {
                 r.rank, step);
         }
         std::string firstLoss = metaValue(info, schema::kMetaFirstLossNs);
-        if (uint64_t lost = lostRecords(rank.summary()); lost > 0) {
+        RankSummary counted = rank.summary();
+        if (closedByWord)  // the counts it told `record`, where its file could not take them
+            for (const auto& [reason, n] : told->second.drops)
+                counted.drops[reason] = std::max(counted.drops[reason], n);
+        if (uint64_t lost = lostRecords(counted); lost > 0) {
             char* end = nullptr;
             long long at = firstLoss.empty() ? 0 : std::strtoll(firstLoss.c_str(), &end, 10);
             r.untilNs = firstLoss.empty() || *end ? 0 : at;
@@ -103,7 +111,7 @@ std::vector<RecordingReach> recordingReach(const RunReader& run) {
             std::string note = fmt::format(
                 "rank {}: {} record(s) were lost ({}); it is compared only up to {:.3f} s, "
                 "before the first loss",
-                r.rank, lost, firstLoss.empty() ? "when is not known" : "full queue or write error",
+                r.rank, lost, firstLoss.empty() ? "when is not known" : "a full queue or the disk",
                 double(r.untilNs) / 1e9);
             r.note = r.note.empty() ? note : r.note + "; " + note.substr(note.find(':') + 2);
         }

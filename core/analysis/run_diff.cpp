@@ -1,7 +1,9 @@
 #include "core/analysis/run_diff.h"
 
 #include <map>
+#include <string>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -33,6 +35,44 @@ nlohmann::json changeToJson(const GroupChange& c) {
             {"count_b", c.countB},
             {"unreconciled_a", c.unreconciledA},
             {"unreconciled_b", c.unreconciledB}};
+}
+
+// A rank's collectives, by (kind, call site): count and bytes.
+using CollectiveKey = std::pair<std::string, std::string>;
+std::map<CollectiveKey, std::pair<int64_t, int64_t>> collectivesOf(const RankReader& rank) {
+    std::map<CollectiveKey, std::pair<int64_t, int64_t>> out;
+    std::map<int64_t, std::string> sites;  // stack id -> its innermost frame
+    for (const CollectiveRecord& c : rank.collectivesAfter(CollectiveSeq{})) {
+        auto [at, fresh] = sites.try_emplace(c.stack.valid() ? c.stack.value() : 0);
+        if (fresh && c.stack.valid())
+            if (std::vector<Frame> frames = rank.stack(c.stack); !frames.empty())
+                at->second =
+                    fmt::format("{}:{}", rank.string(frames.front().file), frames.front().line);
+        auto& [count, bytes] = out[{rank.string(c.kind), at->second}];
+        ++count;
+        bytes += c.bytes;
+    }
+    return out;
+}
+
+void diffCollectives(int rank, const RankReader& a, const RankReader& b, RunDiff& diff) {
+    auto inA = collectivesOf(a), inB = collectivesOf(b);
+    std::map<CollectiveKey, CollectiveChange> changes;
+    for (const auto& [key, totals] : inA) {
+        CollectiveChange& c = changes[key];
+        c.countA = totals.first, c.bytesA = totals.second;
+    }
+    for (const auto& [key, totals] : inB) {
+        CollectiveChange& c = changes[key];
+        c.countB = totals.first, c.bytesB = totals.second;
+    }
+    for (auto& [key, c] : changes) {
+        if (c.countA == c.countB && c.bytesA == c.bytesB) continue;
+        c.rank = rank;
+        c.kind = key.first;
+        c.site = key.second;
+        diff.collectiveChanges.push_back(std::move(c));
+    }
 }
 
 }  // namespace
@@ -71,6 +111,7 @@ RunDiff diffRuns(const RunReader& a, const RunAnalysis& analysisA, const RunRead
             diff.ranksOnlyInA.push_back(rank);
             continue;
         }
+        diffCollectives(rank, *reader, *other->second, diff);
         if (!compareOps) continue;
         // The two runs' copies of one rank, compared as streams 0 (A) and 1 (B).
         std::vector<Divergence> found;
@@ -106,13 +147,19 @@ std::string formatDiffText(const RunDiff& diff) {
             "B has {}\n",
             c.rank, c.thread, c.index, c.step, c.a.empty() ? "nothing more" : terminalSafe(c.a),
             c.b.empty() ? "nothing more" : terminalSafe(c.b));
+    for (const CollectiveChange& c : diff.collectiveChanges)
+        out += fmt::format("collectives: rank {} {} at {}: {} -> {} call(s), {} -> {} bytes\n",
+                           c.rank, terminalSafe(c.kind),
+                           c.site.empty() ? "an unrecorded site" : terminalSafe(c.site), c.countA,
+                           c.countB, c.bytesA, c.bytesB);
     for (int r : diff.ranksOnlyInA)
         out += fmt::format("rank {}: only in A\n", r);
     for (int r : diff.ranksOnlyInB)
         out += fmt::format("rank {}: only in B\n", r);
     if (diff.empty())
-        out += fmt::format("no differences in incidents or op sequences ({} ops compared)\n",
-                           diff.opsCompared);
+        out += fmt::format(
+            "no differences in incidents, collectives or op sequences ({} ops compared)\n",
+            diff.opsCompared);
     return out;
 }
 
@@ -131,10 +178,19 @@ nlohmann::json diffToJson(const RunDiff& diff) {
                        {"step", c.step},
                        {"a", c.a},
                        {"b", c.b}});
+    nlohmann::json collectives = nlohmann::json::array();
+    for (const CollectiveChange& c : diff.collectiveChanges)
+        collectives.push_back({{"rank", c.rank},
+                               {"kind", c.kind},
+                               {"site", c.site},
+                               {"count_a", c.countA},
+                               {"count_b", c.countB},
+                               {"bytes_a", c.bytesA},
+                               {"bytes_b", c.bytesB}});
     return {{"appeared", list(diff.appeared)},      {"disappeared", list(diff.disappeared)},
             {"changed", list(diff.changed)},        {"op_changes", ops},
-            {"ranks_only_in_a", diff.ranksOnlyInA}, {"ranks_only_in_b", diff.ranksOnlyInB},
-            {"ops_compared", diff.opsCompared}};
+            {"collective_changes", collectives},    {"ranks_only_in_a", diff.ranksOnlyInA},
+            {"ranks_only_in_b", diff.ranksOnlyInB}, {"ops_compared", diff.opsCompared}};
 }
 
 }  // namespace meshscope

@@ -2,8 +2,8 @@
 
 // What changed between two recordings of (usually) the same training: which
 // incident groups appeared or disappeared (keyed by call site, op and origin
-// class, so a fix shows up as a disappearance) and where each rank's op
-// sequence first differs.
+// class, so a fix shows up as a disappearance), where each rank's op
+// sequence first differs, and each rank's collectives by kind and call site.
 
 #include <cstdint>
 #include <vector>
@@ -30,16 +30,27 @@ struct OpSequenceChange {
     int64_t step = -1;
 };
 
+// One rank's collectives of one kind issued from one call site, in each run
+// (a count or a byte total that differs).
+struct CollectiveChange {
+    int rank = 0;
+    std::string kind;
+    std::string site;  // "train.py:30", the innermost recorded frame; "" unknown
+    int64_t countA = 0, countB = 0;
+    int64_t bytesA = 0, bytesB = 0;
+};
+
 struct RunDiff {
     std::vector<GroupChange> appeared;     // in B only
     std::vector<GroupChange> disappeared;  // in A only
     std::vector<GroupChange> changed;      // in both, with other counts
     std::vector<OpSequenceChange> opChanges;
+    std::vector<CollectiveChange> collectiveChanges;  // ranks in both runs
     std::vector<int> ranksOnlyInA, ranksOnlyInB;
     int64_t opsCompared = 0;
     bool empty() const {
         return appeared.empty() && disappeared.empty() && changed.empty() && opChanges.empty() &&
-               ranksOnlyInA.empty() && ranksOnlyInB.empty();
+               collectiveChanges.empty() && ranksOnlyInA.empty() && ranksOnlyInB.empty();
     }
 };
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/util/terminal_text.h"
@@ -29,13 +31,28 @@ std::string joinCounts(const auto& counts, auto label) {
 
 }  // namespace
 
+std::string rankStatusText(const RunReader& run, const RankInfo& info) {
+    if (info.endedNs) return "closed";
+    auto it = run.launchRecording().find(info.rank);
+    if (it != run.launchRecording().end() && it->second.closed)
+        return "closed (its end marker was lost to the disk)";
+    return "open or killed";
+}
+
 RunSummary summarize(const RunReader& run) {
     RunSummary s;
     s.worldSize = run.worldSize();
     if (run.manifest()) s.runId = run.manifest()->runId;
     for (const RankReader& rank : run.ranks()) {
         if (s.runId.empty()) s.runId = rank.info().runId;
-        s.ranks.push_back({rank.info().rank, rank.info(), rank.summary()});
+        RankSummary summary = rank.summary();
+        // the counts the rank told `record`, where its file could not take them
+        if (auto it = run.launchRecording().find(rank.info().rank);
+            it != run.launchRecording().end())
+            for (const auto& [reason, count] : it->second.drops)
+                summary.drops[reason] = std::max(summary.drops[reason], count);
+        s.ranks.push_back(
+            {rank.info().rank, rank.info(), std::move(summary), rankStatusText(run, rank.info())});
     }
     for (const StoreError& p : run.problems())
         s.problems.push_back(p.what());
@@ -50,7 +67,7 @@ std::string formatSummaryText(const RunSummary& s) {
                        "collect.", "bytes", "incidents", "status");
     for (const auto& r : s.ranks) {
         const RankSummary& m = r.summary;
-        std::string status = r.info.endedNs ? "closed" : "open or killed";
+        const std::string& status = r.status;
         out += fmt::format("{:>5} {:>10} {:>6} {:>10} {:>12} {:>9}  {}\n", r.rank, m.ops, m.steps,
                            m.collectives, humanBytes(m.collectiveBytes), m.incidents, status);
         bool onlyMixed = m.incidentsByKind.size() == 1 &&
@@ -95,6 +112,7 @@ nlohmann::json summaryToJson(const RunSummary& s) {
         ranks.push_back({{"rank", r.rank},
                          {"hostname", r.info.hostname},
                          {"closed", r.info.endedNs.has_value()},
+                         {"status", r.status},
                          {"ops", m.ops},
                          {"first_ns", m.firstNs},
                          {"last_ns", m.lastNs},

@@ -14,7 +14,8 @@ namespace meshscope {
 struct RankSummaryRow {
     int rank = 0;
     RankInfo info;
-    RankSummary summary;
+    RankSummary summary;  // drops: the larger of the file's and launch.json's counts
+    std::string status;   // rankStatusText
 };
 
 struct RunSummary {
@@ -25,6 +26,10 @@ struct RunSummary {
 };
 
 RunSummary summarize(const RunReader& run);
+// "closed", "closed (its end marker was lost to the disk)" (launch.json says
+// the rank closed its recording; its file could not take the marker), or
+// "open or killed".
+std::string rankStatusText(const RunReader& run, const RankInfo& info);
 std::string formatSummaryText(const RunSummary& summary);
 nlohmann::json summaryToJson(const RunSummary& summary);
 

@@ -50,6 +50,11 @@ inline constexpr std::array kSettings = std::to_array<Setting>({
      "seconds record waits after SIGTERM before SIGKILL (record --kill-grace)"},
     {"pythonpath", "MESHSCOPE_PYTHONPATH", "",
      "where record finds the Python package with the loader"},
+    {"status_socket", "MESHSCOPE_STATUS_SOCKET", "",
+     "record's socket: each rank says there whether it records, and what it dropped"},
+    {"fault_disk", "MESHSCOPE_FAULT_DISK", "",
+     "tests only: rank files' writes fail like a full or read-only disk "
+     "(full-after=BYTES[,free-after=FAILS] or readonly-after=BYTES)"},
     {"fault", "MESHSCOPE_FAULT", "",
      "tests only: the phase of the agent's op handling that fails on purpose (before, "
      "provenance, record, reconcile)"},

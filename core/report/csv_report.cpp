@@ -5,6 +5,7 @@
 
 #include "core/report/report.h"
 #include "core/report/report_text.h"
+#include "core/util/terminal_text.h"
 #include "core/util/utf8.h"
 
 namespace meshscope {
@@ -15,7 +16,7 @@ using namespace report_text;
 // RFC 4180 field; cells a spreadsheet would run as a formula get a quote
 // prefix (recorded strings are untrusted).
 std::string csv(std::string_view text) {
-    std::string cell = validUtf8(text);
+    std::string cell = terminalSafe(text, /*keepLines=*/true);  // no raw control bytes
     if (!cell.empty() && std::string_view("=+-@\t\r").find(cell[0]) != std::string_view::npos)
         cell.insert(cell.begin(), '\'');
     if (cell.find_first_of(",\"\n\r") == std::string::npos) return cell;

@@ -1,5 +1,7 @@
 #include "core/report/html_report.h"
 
+#include "core/util/terminal_text.h"
+
 #include "core/analysis/incident_explanation.h"
 #include "core/analysis/mesh_picture.h"
 #include "core/model/run_clock.h"
@@ -446,7 +448,7 @@ void writeGroup(const IncidentGroup& g, std::ostream& out) {
 }  // namespace
 
 std::string htmlEscape(std::string_view raw) {
-    std::string text = validUtf8(raw);
+    std::string text = terminalSafe(raw, /*keepLines=*/true);  // no raw control bytes
     std::string out;
     out.reserve(text.size());
     for (char c : text) {
@@ -591,7 +593,7 @@ void writeRanks(const RunSummary& s, std::ostream& out) {
             "td></tr>\n",
             r.rank, esc(r.info.hostname), r.summary.ops, r.summary.steps, r.summary.collectives,
             r.summary.collectiveBytes, r.summary.incidents, esc(origins),
-            drops.empty() ? "0" : drops, r.info.endedNs ? "closed" : "open or killed");
+            drops.empty() ? "0" : drops, esc(r.status));
     }
     out << "</table>\n";
     for (const std::string& p : s.problems)

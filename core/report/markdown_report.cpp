@@ -9,6 +9,7 @@
 #include "core/model/run_clock.h"
 #include "core/report/report.h"
 #include "core/report/report_text.h"
+#include "core/util/terminal_text.h"
 #include "core/util/utf8.h"
 
 namespace meshscope {
@@ -21,7 +22,7 @@ using namespace report_text;
 // table cell; newlines folded. Our own text starts every line, so block
 // markers (#, -, +) never lead.
 std::string md(std::string_view raw) {
-    std::string text = validUtf8(raw);
+    std::string text = terminalSafe(raw, /*keepLines=*/true);  // no raw control bytes
     std::string out;
     for (char c : text) {
         if (c == '\n' || c == '\r') {
@@ -37,7 +38,7 @@ std::string md(std::string_view raw) {
 // An inline code span that no content can close: fenced with one backtick
 // more than the longest run inside.
 std::string mdCode(std::string_view raw) {
-    std::string text = validUtf8(raw);
+    std::string text = terminalSafe(raw, /*keepLines=*/true);
     size_t longest = 0, run = 0;
     std::string flat;
     for (char c : text) {
@@ -50,7 +51,7 @@ std::string mdCode(std::string_view raw) {
 }
 
 std::string mdFence(std::string_view raw, std::string_view lang) {
-    std::string text = validUtf8(raw);
+    std::string text = terminalSafe(raw, /*keepLines=*/true);
     size_t longest = 0, run = 0;
     for (char c : text) {
         run = c == '`' ? run + 1 : 0;
@@ -187,8 +188,7 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
             dropped = saturatingAdd(dropped, int64_t(n));  // recorded counts may be anything
         out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", r.rank, r.summary.ops,
                            r.summary.steps, r.summary.collectives, r.summary.collectiveBytes,
-                           r.summary.incidents, dropped,
-                           r.info.endedNs ? "closed" : "open or killed");
+                           r.summary.incidents, dropped, r.status);
     }
     for (const std::string& p : s.problems)
         out << fmt::format("\nProblem: {}\n", md(p));

@@ -2,6 +2,8 @@
 // with its own rule (core/model/vocabulary.h), one result per incident
 // group (failures under their kind's rule), for code-scanning UIs.
 
+#include <cctype>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <ostream>
@@ -25,18 +27,36 @@ nlohmann::json sarifRule(std::string_view id, std::string_view name, std::string
             {"defaultConfiguration", {{"level", level}}}};
 }
 
+// `path` as the path of a URI (RFC 3986): every byte but the unreserved
+// characters, '/' and the sub-delimiters a path may hold percent-encoded
+// (a space, '%', '#', '?', non-ASCII bytes, control bytes).
+std::string uriPath(std::string_view path) {
+    constexpr std::string_view kKept = "-._~/!$&'()*+,;=:@";
+    std::string out;
+    for (unsigned char c : path) {
+        if (std::isalnum(c) || kKept.find(char(c)) != std::string_view::npos) {
+            out += char(c);
+        } else {
+            char hex[4];
+            std::snprintf(hex, sizeof hex, "%%%02X", c);
+            out += hex;
+        }
+    }
+    return out;
+}
+
 // A recorded path as a SARIF artifact location: relative to the source root
-// when it lies under it, else an absolute file URI.
+// when it lies under it, else an absolute file URI; percent-encoded.
 nlohmann::json artifactLocation(const std::string& file, const std::string& sourceRoot) {
     namespace fs = std::filesystem;
     fs::path path(file);
     if (!sourceRoot.empty() && path.is_absolute()) {
         fs::path rel = path.lexically_normal().lexically_relative(fs::path(sourceRoot));
         if (!rel.empty() && *rel.begin() != "..")
-            return {{"uri", rel.generic_string()}, {"uriBaseId", "SRCROOT"}};
+            return {{"uri", uriPath(rel.generic_string())}, {"uriBaseId", "SRCROOT"}};
     }
-    if (path.is_absolute()) return {{"uri", "file://" + path.generic_string()}};
-    return {{"uri", path.generic_string()}, {"uriBaseId", "SRCROOT"}};
+    if (path.is_absolute()) return {{"uri", "file://" + uriPath(path.generic_string())}};
+    return {{"uri", uriPath(path.generic_string())}, {"uriBaseId", "SRCROOT"}};
 }
 
 // The finding kinds of incidents other than mixed tensors (findingKindOf).
@@ -177,7 +197,7 @@ nlohmann::json sarifLog(const RunAnalysis& a, const ReportOptions& options) {
     if (!options.sourceRoot.empty()) {
         std::string root = std::filesystem::path(options.sourceRoot).generic_string();
         if (root.back() != '/') root += '/';
-        run["originalUriBaseIds"] = {{"SRCROOT", {{"uri", "file://" + root}}}};
+        run["originalUriBaseIds"] = {{"SRCROOT", {{"uri", "file://" + uriPath(root)}}}};
     }
     return {{"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
             {"version", "2.1.0"},

@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
-#include <fstream>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -26,7 +28,7 @@ constexpr size_t kMaxManifestBytes = size_t(64) << 20;
 class DirLock {
   public:
     explicit DirLock(const std::filesystem::path& file) {
-        m_fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        m_fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
         if (m_fd < 0) throw StoreError(file.string(), "cannot create lock file");
         while (::flock(m_fd, LOCK_EX) != 0 && errno == EINTR) {
         }
@@ -108,6 +110,7 @@ Manifest Manifest::read(const std::filesystem::path& file) {
     try {
         m.command = j.value("command", std::vector<std::string>{});
         m.torchVersion = j.value("torch_version", "");
+        m.job = j.value("job", "");
     } catch (const nlohmann::json::exception&) {
         throw StoreError(file.string(), "field 'command' or 'torch_version' has the wrong type");
     }
@@ -121,23 +124,18 @@ void Manifest::write(const std::filesystem::path& file) const {
         {"ranks", ranks},     {"schema_version", schemaVersion},
         {"command", command}, {"torch_version", torchVersion},
     };
-    auto tmp = file;
-    tmp += ".tmp" + std::to_string(::getpid());
-    {
-        std::ofstream out(tmp);
-        out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-        if (!out.flush()) throw StoreError(tmp.string(), "cannot write the run manifest");
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, file, ec);
-    if (ec) throw StoreError(file.string(), "cannot replace the run manifest: " + ec.message());
+    if (!job.empty()) j["job"] = job;
+    writeFileAtomically(file,
+                        j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 Manifest registerRank(const std::filesystem::path& runDir, const Manifest& initial, int rank) {
-    std::error_code ec;
-    std::filesystem::create_directories(runDir, ec);
-    if (ec) throw StoreError(runDir.string(), "cannot create run directory: " + ec.message());
+    createRunDirectories(runDir);
     DirLock lock(runDir / ".manifest.lock");
+    std::string holder;
+    if (!initial.job.empty() && !claimRunDirectory(runDir, initial.job, &holder))
+        throw RunTaken(runDir.string(), "is the run folder of another job (" + holder +
+                                            "); this job is " + initial.job);
     auto file = runDir / schema::kManifestName;
     Manifest m = std::filesystem::exists(file) ? Manifest::read(file) : initial;
     if (m.schemaVersion == 0) m.schemaVersion = schema::kSchemaVersion;
@@ -150,6 +148,42 @@ Manifest registerRank(const std::filesystem::path& runDir, const Manifest& initi
     m.worldSize = std::max({m.worldSize, initial.worldSize, rank + 1});
     m.write(file);
     return m;
+}
+
+bool claimRunDirectory(const std::filesystem::path& runDir, const std::string& job,
+                       std::string* holder) {
+    auto claim = runDir / kJobClaimName;
+    // Written whole beside it, then linked to its name: link() fails when
+    // the name exists, and another job never reads half a claim.
+    std::filesystem::path tmp = claim;
+    tmp += ".tmp" + std::to_string(::getpid());
+    try {
+        writeFileAtomically(tmp, job + "\n");
+    } catch (const StoreError&) {
+        return true;  // nothing can be written here: the rank file's creation says why
+    }
+    int linked = ::link(tmp.c_str(), claim.c_str());
+    int error = errno;
+    ::unlink(tmp.c_str());
+    if (linked == 0) return true;
+    if (error != EEXIST) return true;
+    std::string text = readRegularFile(claim, 4096);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+        text.pop_back();
+    if (text == job) return true;
+    if (holder) *holder = text;
+    return false;
+}
+
+void createRunDirectories(const std::filesystem::path& dir) {
+    std::error_code ec;
+    if (dir.empty() || std::filesystem::is_directory(dir, ec)) return;
+    std::filesystem::path parent = dir.parent_path();
+    if (!parent.empty() && parent != dir && !std::filesystem::exists(parent, ec))
+        createRunDirectories(parent);
+    if (::mkdir(dir.c_str(), modeWithUmask(0750)) != 0 && errno != EEXIST)
+        throw StoreError(dir.string(),
+                         std::string("cannot create run directory: ") + std::strerror(errno));
 }
 
 std::string newRunId() {

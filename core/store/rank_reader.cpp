@@ -1,7 +1,12 @@
 #include "core/store/rank_reader.h"
 
+#include <unistd.h>
 #include <bit>
 #include <charconv>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -27,10 +32,21 @@ uint32_t bigEndian(const unsigned char* p, int n) {
     return v;
 }
 
+// The size of `file`'s -wal, 0 when it has none.
+uint64_t walBytes(const std::filesystem::path& file) {
+    std::error_code ec;
+    uint64_t size = std::filesystem::file_size(std::filesystem::path(file) += "-wal", ec);
+    return ec ? 0 : size;
+}
+
 // Checks the 100-byte SQLite header so that empty, truncated and non-SQLite
 // files get a precise message before SQLite sees them.
 // A FIFO, a device or an unreadable file is refused here, before SQLite
 // would block on it or call it "not a database".
+// A file with a -wal is not called truncated: its newest pages, and the
+// header's page count with them, may be in the -wal alone (a checkpoint
+// that a full disk stopped half way leaves the file shorter than its
+// header says, and every committed page still in the -wal).
 void checkHeader(const std::filesystem::path& file) {
     FileHead head = readRegularFileHead(file, 100);
     for (const char* companion : {"-wal", "-shm"})
@@ -54,9 +70,35 @@ void checkHeader(const std::filesystem::path& file) {
     if (pageSize < 512 || (pageSize & (pageSize - 1)) != 0)
         throw StoreError(file.string(),
                          "corrupt SQLite header (page size " + std::to_string(pageSize) + ")");
-    if (countValid && pageCount > 0 && expected > size)
+    constexpr uint64_t kWalHeaderBytes = 32;
+    if (countValid && pageCount > 0 && expected > size && walBytes(file) <= kWalHeaderBytes)
         throw StoreError(file.string(), "truncated (" + std::to_string(size) + " of " +
                                             std::to_string(expected) + " bytes)");
+}
+
+// How a rank file can be read without writing anything beside it. SQLite
+// reads a WAL file through its -shm, which it creates or writes: that needs
+// a folder and a -shm this process may write. Where it may not (a folder of
+// another user, a read-only mount, a run copied without its -shm), a file
+// with no -wal opens immutable, and one with a -wal is read from a private
+// copy of both, so the committed rows in the -wal are read too.
+enum class ReadVia { Shared, Immutable, PrivateCopy };
+
+ReadVia readVia(const std::filesystem::path& file) {
+    std::filesystem::path dir = file.parent_path().empty() ? "." : file.parent_path();
+    auto shm = std::filesystem::path(file) += "-shm";
+    std::error_code ec;
+    bool shmExists = std::filesystem::exists(shm, ec);
+    bool shared = ::access(dir.c_str(), W_OK | X_OK) == 0 &&
+                  (shmExists ? ::access(shm.c_str(), R_OK | W_OK) == 0 : walBytes(file) == 0);
+    if (shared) return ReadVia::Shared;
+    return walBytes(file) > 0 ? ReadVia::PrivateCopy : ReadVia::Immutable;
+}
+
+// Schema objects a rank file may hold beyond its tables.
+bool knownIndex(const std::string& name) {
+    if (name.starts_with("sqlite_autoindex_")) return true;
+    return std::find(kIndexNames.begin(), kIndexNames.end(), name) != kIndexNames.end();
 }
 
 // An op chunk's bounds from a row of selectSql(kOpChunks).
@@ -185,15 +227,112 @@ auto RankReader::guarded(Fn&& fn) const {
     }
 }
 
+// A private folder holding a copy of a rank file and its -wal, removed with
+// the reader that reads it.
+class RankReader::PrivateCopy {
+  public:
+    explicit PrivateCopy(const std::filesystem::path& file) {
+        std::error_code ec;
+        std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
+        std::string pattern =
+            ((ec ? std::filesystem::path("/tmp") : tmp) / "meshscope-read-XXXXXX");
+        if (!::mkdtemp(pattern.data()))
+            throw StoreError(file.string(), std::string("cannot make a private copy to read its "
+                                                        "-wal (") +
+                                                std::strerror(errno) + ")");
+        m_dir = pattern;
+        m_file = m_dir / file.filename();
+        for (const char* suffix : {"", "-wal"}) {
+            std::filesystem::path from = std::filesystem::path(file) += suffix;
+            std::filesystem::copy_file(from, std::filesystem::path(m_file) += suffix, ec);
+            if (ec) {
+                std::string why = ec.message();
+                remove();
+                throw StoreError(file.string(), "cannot copy it to " + pattern +
+                                                    " to read its -wal (" + why + ")");
+            }
+        }
+    }
+    ~PrivateCopy() { remove(); }
+    PrivateCopy(const PrivateCopy&) = delete;
+    PrivateCopy& operator=(const PrivateCopy&) = delete;
+    const std::filesystem::path& file() const { return m_file; }
+
+  private:
+    void remove() {
+        std::error_code ec;
+        std::filesystem::remove_all(m_dir, ec);
+    }
+    std::filesystem::path m_dir, m_file;
+};
+
 RankReader RankReader::open(const std::filesystem::path& file) {
     checkHeader(file);
     RankReader reader(file);
+    ReadVia via = readVia(file);
+    if (via == ReadVia::PrivateCopy) reader.m_copy = std::make_shared<PrivateCopy>(file);
     reader.guarded([&] {
-        reader.m_db = std::make_unique<sql::Db>(file.string(), sql::OpenMode::ReadOnly);
+        if (via == ReadVia::PrivateCopy)
+            reader.m_db =
+                std::make_unique<sql::Db>(reader.m_copy->file().string(), sql::OpenMode::ReadOnly);
+        else
+            reader.m_db = std::make_unique<sql::Db>(file.string(), via == ReadVia::Immutable
+                                                                       ? sql::OpenMode::Immutable
+                                                                       : sql::OpenMode::ReadOnly);
+        reader.m_db->limitValueBytes(kMaxValueBytes);
         reader.validate();
         return 0;
     });
     return reader;
+}
+
+// The tables, columns and indexes a meshscope writer makes, and nothing
+// else: a generated column, a view where a table belongs or a foreign index
+// would run the file's own SQL inside every query (a crafted 786 KB file
+// took 24 s and 1.8 GB), so such a file is refused before any query.
+void RankReader::checkSchema() {
+    std::map<std::string, schema::TableShape> shapes;
+    for (const schema::TableShape& shape : schema::tableShapes())
+        shapes.emplace(std::string(shape.name), shape);
+    sql::Stmt objects(*m_db, "SELECT type, name FROM sqlite_schema");
+    std::vector<std::string> tables;
+    while (objects.step()) {
+        std::string type = objects.text(0), name = objects.text(1);
+        std::string shown = "'" + validUtf8(name.substr(0, 60)) + "'";
+        if (type == "table" && shapes.count(name)) {
+            tables.push_back(name);
+        } else if (type == "index" && knownIndex(name)) {
+        } else {
+            throw StoreError(m_path.string(), "unexpected schema: it holds " + type + " " + shown +
+                                                  ", which no meshscope writer makes");
+        }
+    }
+    for (const std::string& name : tables) {
+        const schema::TableShape& shape = shapes.at(name);
+        sql::Stmt columns(*m_db, "SELECT name, hidden FROM pragma_table_xinfo(?1)");
+        columns.bind(1, name);
+        size_t i = 0;
+        while (columns.step()) {
+            std::string column = columns.text(0);
+            if (columns.int64(1) != 0)
+                throw StoreError(m_path.string(),
+                                 "unexpected schema: column '" + validUtf8(column.substr(0, 60)) +
+                                     "' of table '" + name +
+                                     "' is generated or hidden; a rank file has none");
+            if (i >= shape.columns.size() || column != shape.columns[i])
+                throw StoreError(
+                    m_path.string(),
+                    "unexpected schema: table '" + name + "' has column '" +
+                        validUtf8(column.substr(0, 60)) + "' where meshscope writes " +
+                        (i < shape.columns.size() ? "'" + std::string(shape.columns[i]) + "'"
+                                                  : std::string("no more columns")));
+            ++i;
+        }
+        if (i != shape.columns.size())
+            throw StoreError(m_path.string(), "unexpected schema: table '" + name +
+                                                  "' lacks column '" +
+                                                  std::string(shape.columns[i]) + "'");
+    }
 }
 
 void RankReader::validate() {
@@ -216,6 +355,7 @@ void RankReader::validate() {
         throw StoreError(m_path.string(), "written by an older meshscope (schema v" +
                                               std::to_string(version) + ", " + reads +
                                               "): read it with that release or record again");
+    checkSchema();
     sql::Stmt tables(*m_db, "SELECT 1 FROM sqlite_schema WHERE type='table' AND name=?1");
     for (std::string_view name : schema::kRequiredTables) {
         tables.bind(1, name);

@@ -5,6 +5,9 @@
 // version before any query, so a damaged, foreign or mismatched file is a
 // one-line StoreError naming the file, never a crash. A file still being
 // written is readable (WAL); call the *After() queries again for new rows.
+// Nothing is ever written beside the file: a folder this process may not
+// write, or a run copied without its -shm, is read immutably, or from a
+// private copy when committed rows are still in its -wal.
 // Not thread-safe: one reader per thread.
 
 #include <array>
@@ -73,6 +76,9 @@ class RankReader {
     // megabyte-long names would make them gigabytes.
     std::string string(StringId id) const;
     static constexpr size_t kMaxStringBytes = size_t(256) << 10;
+    // The largest value (string, op chunk) a query reads; a larger one is a
+    // read error naming the file, not gigabytes of memory.
+    static constexpr int kMaxValueBytes = 256 << 20;
     std::vector<Frame> stack(StackId id) const;
 
     // Op queries return ops with their operands.
@@ -131,6 +137,8 @@ class RankReader {
     template <typename Fn>
     auto guarded(Fn&& fn) const;
     void validate();
+    void checkSchema();
+    class PrivateCopy;
     void loadStrings() const;
     int64_t metaNumber(std::string_view key) const;
     void decodeChunk(const OpChunkBounds& bounds, std::string_view bytes,
@@ -139,6 +147,7 @@ class RankReader {
     std::vector<OpRecord> opsFromChunks(sql::Stmt& s, Keep keep, int64_t limit) const;
 
     std::filesystem::path m_path;
+    std::shared_ptr<PrivateCopy> m_copy;  // the copy m_db reads, if any (outlives m_db)
     std::unique_ptr<sql::Db> m_db;
     RankInfo m_info;
     mutable std::unordered_map<int64_t, std::string> m_strings;  // StringId value -> text

@@ -1,17 +1,24 @@
 #include "core/store/rank_writer.h"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <utility>
 
 #include <fmt/format.h>
+#include <sqlite3.h>
 
 #include "core/model/settings.h"
+#include "core/store/fault_vfs.h"
 #include "core/store/record_inserter.h"
+#include "core/store/regular_file.h"
 #include "core/store/schema.h"
 #include "core/store/store_error.h"
 
@@ -38,6 +45,13 @@ int64_t sinceEpochNs(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
+// A rank file that could not be made whole: removed, -wal and -shm too, so
+// that no empty or half-made file is left for a reader to call damaged.
+void removeRankFile(const std::filesystem::path& file) {
+    for (const char* suffix : {"", "-wal", "-shm"})
+        ::unlink((file.string() + suffix).c_str());
+}
+
 std::string hostName() {
     char buffer[256] = {};
     return gethostname(buffer, sizeof buffer - 1) == 0 ? buffer : "unknown";
@@ -51,9 +65,23 @@ std::unique_ptr<RankWriter> RankWriter::create(const std::filesystem::path& file
     installForkHandler();
     if (!options.warn)
         options.warn = [](const std::string& msg) { std::cerr << "meshscope: " << msg << "\n"; };
-    std::error_code ec;
-    if (std::filesystem::exists(file, ec))
-        throw StoreError(file.string(), "already exists; a rank file is never overwritten");
+    try {
+        installDiskFaultFromEnvironment();  // tests only (docs/testing.md)
+    } catch (const std::invalid_argument& e) {
+        throw StoreError(file.string(), e.what());
+    }
+    // Created here, exclusively and never through a symlink, with the mode
+    // its -wal and -shm then take from it: 0640 less the umask.
+    int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    modeWithUmask(0640));
+    if (fd < 0) {
+        int error = errno;
+        if (error == EEXIST || error == ELOOP)
+            throw StoreError(file.string(), "already exists; a rank file is never overwritten");
+        throw StoreError(file.string(),
+                         std::string("cannot create rank file: ") + std::strerror(error));
+    }
+    ::close(fd);
     sql::Db db;
     try {
         db = sql::Db(file.string(), sql::OpenMode::ReadWriteCreate);
@@ -78,6 +106,8 @@ std::unique_ptr<RankWriter> RankWriter::create(const std::filesystem::path& file
                     std::to_string((options.maxFileBytes + pageSize - 1) / pageSize));
         }
     } catch (const sql::Error& e) {
+        db = sql::Db();
+        removeRankFile(file);
         throw StoreError(file.string(), std::string("cannot create rank file: ") + e.what());
     }
     std::unique_ptr<RankWriter> writer;
@@ -97,8 +127,19 @@ std::unique_ptr<RankWriter> RankWriter::create(const std::filesystem::path& file
         ins.writeDrops({}, /*includeZero=*/true);
         tx.commit();
     } catch (const sql::Error& e) {
+        writer->m_inserter.reset();
+        writer->m_db = sql::Db();
+        removeRankFile(file);
         throw StoreError(file.string(), std::string("cannot initialize rank file: ") + e.what());
     }
+    writer->m_thread = new std::thread([w = writer.get()] { w->run(); });
+    return writer;
+}
+
+std::unique_ptr<RankWriter> RankWriter::createUnrecorded(std::string why, WriterOptions options) {
+    installForkHandler();
+    std::unique_ptr<RankWriter> writer(new RankWriter({}, sql::Db(), std::move(options)));
+    writer->m_notRecording = std::move(why);
     writer->m_thread = new std::thread([w = writer.get()] { w->run(); });
     return writer;
 }
@@ -107,7 +148,7 @@ RankWriter::RankWriter(std::filesystem::path path, sql::Db db, WriterOptions opt
     : m_path(std::move(path)),
       m_db(std::move(db)),
       m_options(std::move(options)),
-      m_inserter(std::make_unique<RecordInserter>(m_db)),
+      m_inserter(m_db.handle() ? std::make_unique<RecordInserter>(m_db) : nullptr),
       m_clockOrigin(std::chrono::steady_clock::now()),
       m_forkGeneration(g_forkGeneration.load()) {
     if (!m_options.warn)
@@ -137,7 +178,8 @@ int64_t RankWriter::nowNs() const {
 
 void RankWriter::countDrop(DropReason reason, uint64_t n) {
     m_drops[size_t(reason)].fetch_add(n, std::memory_order_relaxed);
-    if (reason == DropReason::QueueFull || reason == DropReason::WriteError) {
+    if (reason != DropReason::ForkedChild && reason != DropReason::Closed &&
+        reason != DropReason::StringLimit) {
         int64_t none = -1;
         m_firstLossNs.compare_exchange_strong(none, nowNs(), std::memory_order_relaxed);
     }
@@ -270,6 +312,10 @@ size_t RankWriter::writeBatch(const RecordQueue::Blocks& batch) {
     bool dropsChanged = drops != m_dropsStored;
     StringInterner::Pending pending = m_interner.takePending();
     if (records == 0 && pending.empty() && !dropsChanged) return 0;
+    if (!m_inserter) {  // no file: every record is counted, none kept
+        countDrop(DropReason::NotRecording, records);
+        return records;
+    }
     int64_t lastOp = 0;
     ChunkReach reach = m_reachStored;
     try {
@@ -307,12 +353,14 @@ size_t RankWriter::writeBatch(const RecordQueue::Blocks& batch) {
         tx.commit();
     } catch (const sql::Error& e) {
         m_interner.restorePending(std::move(pending));
-        countDrop(DropReason::WriteError, records);
+        DropReason reason = lossReason(e);
+        countDrop(reason, records);
         storeDropsOnly();
         if (!m_warned) {
             m_warned = true;
-            m_options.warn(m_path.string() + ": cannot write (" + e.what() +
-                           "); records are being dropped and counted");
+            m_options.warn(fmt::format(
+                "{}: cannot write ({}: {}); records are being dropped and counted as {}",
+                m_path.string(), toString(reason), e.what(), toString(reason)));
         }
         return records;
     }
@@ -321,6 +369,37 @@ size_t RankWriter::writeBatch(const RecordQueue::Blocks& batch) {
     m_written.fetch_add(records, std::memory_order_relaxed);
     if (lastOp) m_lastCommittedOp.store(lastOp, std::memory_order_release);
     return records;
+}
+
+// Why a batch that failed with `error` is lost: the file system is full,
+// the file reached its own limit (max_page_count, which SQLite also reports
+// as SQLITE_FULL), an I/O error (read-only remount, folder deleted, EIO), or
+// anything else (a lock held by another process).
+DropReason RankWriter::lossReason(const sql::Error& error) {
+    switch (error.code() & 0xff) {
+        case SQLITE_FULL: {
+            if (m_options.maxFileBytes <= 0) return DropReason::DiskFull;
+            // A batch of many pages fails below the cap, so the file's own
+            // size does not tell: the file system's free space does.
+            try {
+                if (m_db.pragmaInt("page_count") + 1 >= m_db.pragmaInt("max_page_count"))
+                    return DropReason::FileCap;
+            } catch (const sql::Error&) {
+            }
+            struct statvfs fs {};
+            constexpr uint64_t kRoomLeft = uint64_t(16) << 20;
+            std::filesystem::path dir = m_path.has_parent_path() ? m_path.parent_path() : ".";
+            if (::statvfs(dir.c_str(), &fs) == 0 && uint64_t(fs.f_bavail) * fs.f_frsize > kRoomLeft)
+                return DropReason::FileCap;
+            return DropReason::DiskFull;
+        }
+        case SQLITE_IOERR:
+        case SQLITE_READONLY:
+        case SQLITE_CANTOPEN:
+            return DropReason::IoError;
+        default:
+            return DropReason::WriteError;
+    }
 }
 
 // The drop counts and when the first record was lost (inside a transaction).
@@ -368,9 +447,17 @@ void RankWriter::close() {
     }
     // Final drop counts and the end marker, written from this thread now that
     // the writer thread is gone.
-    RecordQueue last;
-    last.push(MetaRecord{"ended_ns", std::to_string(nowNs())});
-    writeBatch(last.takeAll());
+    // Not a record of its own: a disk that takes nothing more loses the
+    // marker without counting it (the counts stay as last stored, and the
+    // agent tells `record` the final ones).
+    if (!m_inserter) return;
+    try {
+        sql::Transaction tx(m_db);
+        m_inserter->writeMeta("ended_ns", std::to_string(nowNs()));
+        writeDropRows(dropSnapshot());
+        tx.commit();
+    } catch (const sql::Error&) {
+    }
     m_inserter.reset();
     m_db = sql::Db();
 }

@@ -64,6 +64,13 @@ class RankWriter {
     static std::unique_ptr<RankWriter> create(const std::filesystem::path& file,
                                               const RankIdentity& identity,
                                               WriterOptions options = {});
+    // A writer for a rank whose file could not be created (`why`): it takes
+    // records like any other, keeps none, and counts each as a NotRecording
+    // drop, so the producer behaves the same whatever the disk holds.
+    static std::unique_ptr<RankWriter> createUnrecorded(std::string why,
+                                                        WriterOptions options = {});
+    // Empty when recording; else why this writer keeps nothing.
+    const std::string& notRecording() const { return m_notRecording; }
     ~RankWriter();
     RankWriter(const RankWriter&) = delete;
     RankWriter& operator=(const RankWriter&) = delete;
@@ -123,11 +130,13 @@ class RankWriter {
     void run();
     size_t writeBatch(const RecordQueue::Blocks& batch);  // returns the record count
     void countDrop(DropReason reason, uint64_t n = 1);
+    DropReason lossReason(const sql::Error& error);
     void storeDropsOnly();
     void writeDropRows(const std::array<uint64_t, kDropReasonCount>& drops);
     std::array<uint64_t, kDropReasonCount> dropSnapshot() const;
 
     std::filesystem::path m_path;
+    std::string m_notRecording;
     sql::Db m_db;
     WriterOptions m_options;
     StringInterner m_interner;

@@ -234,11 +234,15 @@ using Record = std::variant<MetaRecord, MeshRecord, TensorRecord, OpRecord, Coll
 
 // Why a record did not reach the file.
 enum class DropReason : uint8_t {
-    QueueFull = 0,    // producer outran the writer; the record was discarded
-    WriteError = 1,   // SQLite failed (disk full, read-only, locked): batch lost
-    ForkedChild = 2,  // submitted from a fork()ed child that does not own the file
-    Closed = 3,       // submitted after close()
-    StringLimit = 4,  // interner full; the string was replaced by a marker
+    QueueFull = 0,     // producer outran the writer; the record was discarded
+    WriteError = 1,    // SQLite failed otherwise (a locked file): batch lost
+    ForkedChild = 2,   // submitted from a fork()ed child that does not own the file
+    Closed = 3,        // submitted after close()
+    StringLimit = 4,   // interner full; the string was replaced by a marker
+    DiskFull = 5,      // the file system is full (SQLITE_FULL): batch lost
+    IoError = 6,       // an I/O error: read-only file system, folder deleted, EIO
+    FileCap = 7,       // the file reached its limit (MESHSCOPE_MAX_FILE_BYTES)
+    NotRecording = 8,  // the rank has no file (it could not be created): not kept
     End,
 };
 inline constexpr int kDropReasonCount = int(DropReason::End);
@@ -248,6 +252,10 @@ inline constexpr std::array kDropReasonNames = std::to_array<StoreName<DropReaso
     {DropReason::ForkedChild, "forked_child"},
     {DropReason::Closed, "closed"},
     {DropReason::StringLimit, "string_limit"},
+    {DropReason::DiskFull, "disk_full"},
+    {DropReason::IoError, "io_error"},
+    {DropReason::FileCap, "file_cap"},
+    {DropReason::NotRecording, "not_recording"},
 });
 static_assert(kindTableIsComplete(kDropReasonNames, DropReason::End),
               "kDropReasonNames: one row per DropReason");

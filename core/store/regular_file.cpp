@@ -97,4 +97,44 @@ FileHead readRegularFileHead(const std::filesystem::path& file, size_t n) {
     return {readUpTo(file, *fd, n), uint64_t(st.st_size)};
 }
 
+unsigned modeWithUmask(unsigned mode) {
+    // /proc/self/status says the umask without changing it (umask() would,
+    // for a moment, for every thread of the training).
+    unsigned mask = 022;
+    try {
+        std::string status = readRegularFile("/proc/self/status", 1 << 16);
+        if (auto at = status.find("Umask:"); at != std::string::npos)
+            mask = unsigned(std::stoul(status.substr(at + 6), nullptr, 8));
+    } catch (const std::exception&) {
+    }
+    return mode & ~mask & 07777;
+}
+
+void writeFileAtomically(const std::filesystem::path& file, const std::string& text) {
+    std::filesystem::path tmp = file;
+    tmp += ".tmp" + std::to_string(::getpid());
+    ::unlink(tmp.c_str());  // this process's own leftover (never another's name)
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    modeWithUmask(0640));
+    if (fd < 0)
+        throw StoreError(file.string(), std::string("cannot write: ") + std::strerror(errno));
+    size_t done = 0;
+    int error = 0;
+    while (done < text.size()) {
+        ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            error = n < 0 ? errno : EIO;
+            break;
+        }
+        done += size_t(n);
+    }
+    if (::close(fd) != 0 && !error) error = errno;
+    if (!error && ::rename(tmp.c_str(), file.c_str()) != 0) error = errno;
+    if (error) {
+        ::unlink(tmp.c_str());
+        throw StoreError(file.string(), std::string("cannot write: ") + std::strerror(error));
+    }
+}
+
 }  // namespace meshscope

@@ -31,4 +31,15 @@ struct FileHead {
 };
 FileHead readRegularFileHead(const std::filesystem::path& file, size_t n);
 
+// Mode bits the process's umask leaves of `mode` (files meshscope creates
+// are 0640, folders 0750: the owner's and the group's).
+unsigned modeWithUmask(unsigned mode);
+
+// Replaces `file` with `text` atomically: written to a new temporary file
+// beside it (created exclusively, never through a symlink, mode 0640 less
+// the umask), then renamed over it (a symlink named `file` is replaced, not
+// followed). Throws StoreError naming the file and the system's reason
+// ("No space left on device"); a failure leaves no temporary file.
+void writeFileAtomically(const std::filesystem::path& file, const std::string& text);
+
 }  // namespace meshscope

@@ -1,15 +1,56 @@
 #include "core/store/run_merge.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/store/manifest.h"
+#include "core/store/regular_file.h"
 #include "core/store/run_directory.h"
 #include "core/store/run_reader.h"
 #include "core/store/schema.h"
+#include "core/store/store_error.h"
 
 namespace meshscope {
+namespace {
+
+// Whether the process that writes `info`'s file, unclosed, still runs here.
+bool stillWriting(const RankInfo& info) {
+    char host[256] = {};
+    if (info.endedNs || info.pid <= 0 || info.pid > INT_MAX ||
+        gethostname(host, sizeof host - 1) != 0 || info.hostname != host)
+        return false;
+    return ::kill(pid_t(info.pid), 0) == 0 || errno == EPERM;
+}
+
+// The entries of `input`'s launch.json for `ranks`; none when it has no
+// readable one (launch.json is advisory).
+std::vector<nlohmann::json> launchEntries(const std::filesystem::path& input,
+                                          const std::set<int>& ranks, nlohmann::json& stop) {
+    std::vector<nlohmann::json> out;
+    std::string text;
+    try {
+        text = readRegularFile(input / "launch.json", size_t(1) << 20);
+    } catch (const StoreError&) {
+        return out;
+    }
+    nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+    if (!doc.is_object() || !doc.contains("ranks") || !doc["ranks"].is_array()) return out;
+    if (stop.is_null() && doc.contains("stop_signal")) stop = doc["stop_signal"];
+    for (const nlohmann::json& entry : doc["ranks"])
+        if (entry.is_object() && entry.value("rank", nlohmann::json()).is_number_unsigned() &&
+            ranks.count(int(entry["rank"].get<uint64_t>() & 0x7fffffff)))
+            out.push_back(entry);
+    return out;
+}
+
+}  // namespace
 
 MergeResult mergeRuns(const std::vector<std::filesystem::path>& inputs,
                       const std::filesystem::path& out) {
@@ -23,6 +64,8 @@ MergeResult mergeRuns(const std::vector<std::filesystem::path>& inputs,
         fs::path input;
     };
     std::map<int, Source> sources;
+    std::map<std::filesystem::path, std::set<int>> ranksOf;  // input -> the ranks it gives
+    std::vector<std::string> live;
     std::optional<Manifest> merged;
     fs::path firstInput;
     std::string runId;
@@ -49,6 +92,10 @@ MergeResult mergeRuns(const std::vector<std::filesystem::path>& inputs,
             int r = rank.info().rank;
             worldSize = std::max({worldSize, rank.info().worldSize, r + 1});  // r < INT32_MAX
             auto [it, fresh] = sources.try_emplace(r, Source{rank.path(), input});
+            ranksOf[input].insert(r);
+            if (stillWriting(rank.info()))
+                live.push_back("rank " + std::to_string(r) + " of " + input.string() + " (pid " +
+                               std::to_string(rank.info().pid) + " on this host)");
             if (!fresh)
                 throw StoreError(
                     rank.path().string(),
@@ -58,8 +105,9 @@ MergeResult mergeRuns(const std::vector<std::filesystem::path>& inputs,
     if (sources.empty())
         throw StoreError(inputs.empty() ? "" : inputs.front().string(), "no ranks to merge");
 
-    fs::create_directories(out);
+    createRunDirectories(out);
     MergeResult result;
+    result.liveRanks = std::move(live);
     for (const auto& [rank, source] : sources) {
         fs::path target = rankFilePath(out, rank);
         fs::copy_file(source.file, target);
@@ -80,6 +128,11 @@ MergeResult mergeRuns(const std::vector<std::filesystem::path>& inputs,
     if (m.schemaVersion == 0) m.schemaVersion = schema::kSchemaVersion;
     if (m.created.empty()) m.created = isoTimestampUtc();
     m.write(out / schema::kManifestName);
+    nlohmann::json launch = {{"stop_signal", nullptr}, {"ranks", nlohmann::json::array()}};
+    for (const auto& [input, ranks] : ranksOf)
+        for (nlohmann::json& entry : launchEntries(input, ranks, launch["stop_signal"]))
+            launch["ranks"].push_back(std::move(entry));
+    if (!launch["ranks"].empty()) writeFileAtomically(out / "launch.json", launch.dump(1) + "\n");
     result.worldSize = worldSize;
     std::set<int> present;
     for (const auto& [rank, source] : sources)

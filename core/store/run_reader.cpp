@@ -9,28 +9,56 @@
 #include "core/store/run_directory.h"
 #include "core/store/schema.h"
 
+#include <optional>
+
 namespace meshscope {
 namespace {
 
 // launch.json (`meshscope record`'s note of how each rank ended): rank ->
 // its end. Optional and advisory: a file that is not a small regular JSON
 // file of that shape is ignored.
-std::map<int, std::string> readLaunchEnds(const std::filesystem::path& dir) {
-    std::map<int, std::string> ends;
+nlohmann::json readLaunchFile(const std::filesystem::path& dir) {
     std::string text;
     try {
         text = readRegularFile(dir / "launch.json", size_t(1) << 20);  // never a FIFO's read
     } catch (const StoreError&) {
-        return ends;
+        return {};
     }
-    nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+    return nlohmann::json::parse(text, nullptr, false);
+}
+
+// A rank number that fits, else nullopt (never wrapped into one).
+std::optional<int> launchRank(const nlohmann::json& entry) {
+    nlohmann::json rank = entry.value("rank", nlohmann::json());
+    if (rank.is_number_unsigned() && rank.get<uint64_t>() < uint64_t(kMaxWorldSize))
+        return int(rank.get<uint64_t>());
+    return std::nullopt;
+}
+
+// launch.json "recording": rank -> what it said of its recording.
+std::map<int, RunReader::LaunchRecording> readLaunchRecording(const nlohmann::json& doc) {
+    std::map<int, RunReader::LaunchRecording> out;
+    if (!doc.is_object() || !doc.contains("recording") || !doc["recording"].is_array()) return out;
+    for (const nlohmann::json& r : doc["recording"]) {
+        if (!r.is_object()) continue;
+        std::optional<int> rank = launchRank(r);
+        if (!rank) continue;
+        RunReader::LaunchRecording& rec = out[*rank];
+        rec.closed = r.value("closed", nlohmann::json()).is_boolean() && r["closed"].get<bool>();
+        if (r.contains("drops") && r["drops"].is_object())
+            for (const auto& [reason, count] : r["drops"].items())
+                if (count.is_number_unsigned() && reason.size() < 64)
+                    rec.drops[reason] = count.get<uint64_t>();
+    }
+    return out;
+}
+
+std::map<int, std::string> readLaunchEnds(const nlohmann::json& doc) {
+    std::map<int, std::string> ends;
     if (!doc.is_object() || !doc.contains("ranks") || !doc["ranks"].is_array()) return ends;
     for (const nlohmann::json& r : doc["ranks"]) {
         if (!r.is_object() || !r.value("ended", nlohmann::json()).is_string()) continue;
-        nlohmann::json rank = r.value("rank", nlohmann::json());
-        // a rank number that does not fit is not one (not wrapped into one)
-        if (rank.is_number_unsigned() && rank.get<uint64_t>() < uint64_t(kMaxWorldSize))
-            ends[int(rank.get<uint64_t>())] = r["ended"].get<std::string>();
+        if (std::optional<int> rank = launchRank(r)) ends[*rank] = r["ended"].get<std::string>();
     }
     return ends;
 }
@@ -120,7 +148,11 @@ RunReader RunReader::open(const std::filesystem::path& path) {
     std::sort(run.m_ranks.begin(), run.m_ranks.end(), [](const RankReader& a, const RankReader& b) {
         return a.info().rank < b.info().rank;
     });
-    if (!singleFile) run.m_launchEnds = readLaunchEnds(run.m_dir);
+    if (!singleFile) {
+        nlohmann::json launch = readLaunchFile(run.m_dir);
+        run.m_launchEnds = readLaunchEnds(launch);
+        run.m_launchRecording = readLaunchRecording(launch);
+    }
     return run;
 }
 

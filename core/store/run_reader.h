@@ -58,6 +58,14 @@ class RunReader {
     // ("exited with 1", "killed by SIGKILL from meshscope after the 10 s
     // grace"); empty when the run was not launched by `record`.
     const std::map<int, std::string>& launchEnds() const { return m_launchEnds; }
+    // What each rank told `meshscope record` about its recording (launch.json
+    // "recording"): that it closed, and its final drop counts, which its
+    // file may lack when the disk took nothing more.
+    struct LaunchRecording {
+        bool closed = false;
+        std::map<std::string, uint64_t> drops;
+    };
+    const std::map<int, LaunchRecording>& launchRecording() const { return m_launchRecording; }
 
   private:
     std::filesystem::path m_dir;
@@ -65,6 +73,7 @@ class RunReader {
     std::vector<RankReader> m_ranks;
     std::vector<StoreError> m_problems;
     std::map<int, std::string> m_launchEnds;
+    std::map<int, LaunchRecording> m_launchRecording;
 };
 
 }  // namespace meshscope

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace meshscope::schema {
 
@@ -201,6 +202,20 @@ inline constexpr std::array<std::string_view, 11> kRequiredTables = {
     kMeta.name,      kStrings.name,          kStackFrames.name, kMeshes.name,
     kTensors.name,   kOpChunks.name,         kCollectives.name, kOptimizerSteps.name,
     kIncidents.name, kIncidentOperands.name, kDrops.name,
+};
+
+// What a rank file may hold, for the reader's schema check: each table with
+// its columns in file order (a file written before an optional table existed
+// lacks it), and the indexes schemaSql creates.
+struct TableShape {
+    std::string_view name;
+    std::vector<std::string_view> columns;
+    bool required = true;
+};
+std::vector<TableShape> tableShapes();
+inline constexpr std::array<std::string_view, 6> kIndexNames = {
+    "op_chunks_by_start",      "op_chunks_by_step", "collectives_by_start",
+    "optimizer_steps_by_step", "incidents_by_time", "incidents_by_step",
 };
 
 // DDL of a fresh rank file: every table above and the indexes; pragmas are

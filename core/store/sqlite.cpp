@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <cstdio>
 #include <utility>
 
 namespace meshscope::sql {
@@ -19,11 +20,35 @@ bool Error::isCorruption() const {
     return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB;
 }
 
+// A file: URI of `path` with `?immutable=1`: the characters a URI gives a
+// meaning to are percent-encoded.
+static std::string immutableUri(const std::string& path) {
+    std::string uri = "file:";
+    for (unsigned char c : path) {
+        if (c == '%' || c == '?' || c == '#' || c < 0x20 || c == 0x7f) {
+            char hex[4];
+            std::snprintf(hex, sizeof hex, "%%%02X", c);
+            uri += hex;
+        } else {
+            uri += char(c);
+        }
+    }
+    return uri + "?immutable=1";
+}
+
 Db::Db(const std::string& path, OpenMode mode) : m_path(path) {
     int flags = SQLITE_OPEN_NOMUTEX;
-    flags |= mode == OpenMode::ReadOnly ? SQLITE_OPEN_READONLY
-                                        : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-    int rc = sqlite3_open_v2(path.c_str(), &m_db, flags, nullptr);
+    std::string name = path;
+    if (mode == OpenMode::ReadWriteCreate) {
+        flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW;
+    } else {
+        flags |= SQLITE_OPEN_READONLY;
+        if (mode == OpenMode::Immutable) {
+            flags |= SQLITE_OPEN_URI;
+            name = immutableUri(path);
+        }
+    }
+    int rc = sqlite3_open_v2(name.c_str(), &m_db, flags, nullptr);
     if (rc != SQLITE_OK) {
         Error error(rc, describe(m_db, rc));
         close();
@@ -36,6 +61,11 @@ Db::Db(const std::string& path, OpenMode mode) : m_path(path) {
     sqlite3_db_config(m_db, SQLITE_DBCONFIG_ENABLE_VIEW, 0, nullptr);
     sqlite3_db_config(m_db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, nullptr);
     exec("PRAGMA cell_size_check=ON");
+}
+
+void Db::limitValueBytes(int bytes) {
+    sqlite3_limit(m_db, SQLITE_LIMIT_LENGTH, bytes);
+    sqlite3_limit(m_db, SQLITE_LIMIT_SQL_LENGTH, 1 << 20);
 }
 
 Db::~Db() {

@@ -26,7 +26,12 @@ class Error : public std::exception {
     std::string m_message;
 };
 
-enum class OpenMode { ReadOnly, ReadWriteCreate };
+// Immutable: read-only, and SQLite is told that nobody changes the file, so
+// it neither locks it nor opens or creates its -wal or -shm (for a folder
+// that cannot be written, or a copy whose -shm is gone). Committed data
+// still in a -wal is not seen that way: RankReader reads such a file from a
+// private copy.
+enum class OpenMode { ReadOnly, Immutable, ReadWriteCreate };
 
 class Db {
   public:
@@ -43,6 +48,9 @@ class Db {
 
     void exec(std::string_view sql);
     int64_t pragmaInt(std::string_view pragma);
+    // Bounds what one value may cost a reader: a hostile file's megabyte
+    // values cannot make gigabytes of a query.
+    void limitValueBytes(int bytes);
     sqlite3* handle() const { return m_db; }
     const std::string& path() const { return m_path; }
     // Gives up the handle without closing it: a fork()ed child must never

@@ -21,4 +21,11 @@ class StoreError : public std::runtime_error {
     std::string m_problem;
 };
 
+// The run folder belongs to another job (two jobs named one folder): the
+// caller picks a fresh folder or refuses, never mixes the two runs.
+class RunTaken : public StoreError {
+  public:
+    using StoreError::StoreError;
+};
+
 }  // namespace meshscope

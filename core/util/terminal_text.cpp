@@ -6,14 +6,16 @@
 
 namespace meshscope {
 
-std::string terminalSafe(std::string_view text) {
+std::string terminalSafe(std::string_view text, bool keepLines) {
     std::string valid = validUtf8(text);
     std::string out;
     out.reserve(valid.size());
     for (size_t i = 0; i < valid.size(); ++i) {
         auto c = static_cast<unsigned char>(valid[i]);
         char escape[8];
-        if (c == '\n') {
+        if (keepLines && (c == '\n' || c == '\t')) {
+            out += char(c);
+        } else if (c == '\n') {
             out += "\\n";
         } else if (c == '\r') {
             out += "\\r";

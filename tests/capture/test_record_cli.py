@@ -136,3 +136,59 @@ def test_the_end_of_record_lists_each_call_site_and_what_to_run_next(tmp_path):
     assert found and all(line.startswith("reconciled: ") for line in found), gate.stdout
     assert any("s1_input_batch.py:" in line and "reconciled by the policy (sharded_from_local"
                in line and "; fix: distribute each batch" in line for line in found), gate.stdout
+
+
+def test_secrets_on_the_command_line_are_not_kept_in_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = run_record("-o", str(run_dir), "-n", "1", "--", PYTHON, "-c", "import torch",
+                      "--hf-token=hf_SECRET1", "--password", "SECRET2", "WANDB_API_KEY=SECRET3",
+                      "--lr=0.1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    kept = (run_dir / "manifest.json").read_text()
+    run = meshscope.load_run(run_dir)
+    meta = run["rank_details"][0]["meta"]["command"]
+    for text in (kept, meta):
+        assert "SECRET" not in text, text
+        assert "--hf-token=<redacted>" in text and "--lr=0.1" in text
+        assert "WANDB_API_KEY=<redacted>" in text
+
+
+def test_a_file_limit_beyond_any_file_is_a_clear_error(tmp_path):
+    proc = subprocess.run([cli(), "record", "-o", str(tmp_path / "run"), "-n", "1", "--", PYTHON,
+                           "-c", "import torch"], capture_output=True, text=True,
+                          timeout=HANG_GUARD_S, cwd=tmp_path,
+                          env={**os.environ, "MESHSCOPE_MAX_FILE_BYTES": "1" + "0" * 23})
+    assert "Unable to cast" not in proc.stderr
+    assert "MESHSCOPE_MAX_FILE_BYTES='100000000000000000000000' is out of range" in proc.stderr, \
+        proc.stderr[-2000:]
+
+
+def test_source_root_makes_paths_relative_in_every_report_format(tmp_path):
+    script = tmp_path / "src" / "train.py"
+    script.parent.mkdir()
+    script.write_text(
+        "import torch, torch.distributed as dist\n"
+        "from torch.distributed.device_mesh import init_device_mesh\n"
+        "from torch.distributed.tensor import Replicate, distribute_tensor\n"
+        "dist.init_process_group('gloo')\n"
+        "mesh = init_device_mesh('cpu', (1,))\n"
+        "w = distribute_tensor(torch.ones(4), mesh, [Replicate()])\n"
+        "x = torch.ones(4)\n"
+        "y = w + x\n"
+        "dist.destroy_process_group()\n")
+    run_dir = tmp_path / "run"
+    proc = run_record("-o", str(run_dir), "--policy", "auto", "-n", "1", "--", PYTHON,
+                      str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    root = str(script.parent)
+    for fmt in ("html", "md", "json", "csv"):
+        plain = tmp_path / f"plain.{fmt}"
+        relative = tmp_path / f"relative.{fmt}"
+        for out, extra in ((plain, []), (relative, ["--source-root", root])):
+            done = subprocess.run([cli(), "report", str(run_dir), "-o", str(out), *extra],
+                                  capture_output=True, text=True, timeout=HANG_GUARD_S)
+            assert done.returncode == 0, done.stderr
+        assert f"{root}/train.py" in plain.read_text(), fmt
+        text = relative.read_text()
+        assert root + "/" not in text, fmt
+        assert "train.py" in text, fmt

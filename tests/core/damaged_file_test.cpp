@@ -148,6 +148,52 @@ TEST_F(DamagedFiles, MissingMeta) {
     EXPECT_NE(problemWith(file).find("no 'rank' in meta"), std::string::npos);
 }
 
+// Hostile schemas (issue #45): SQL of the file's own that would run inside
+// every query is refused before any query, by name.
+TEST_F(DamagedFiles, GeneratedColumnIsRefused) {
+    auto file = write("generated.msdb", m_bytes);
+    // a crafted file of this kind cost `check` 24 s and 1.8 GB
+    sqlOn(file,
+          "ALTER TABLE strings ADD COLUMN big BLOB GENERATED ALWAYS AS (zeroblob(100000000))");
+    std::string problem = problemWith(file);
+    EXPECT_NE(problem.find("unexpected schema: column 'big' of table 'strings' is generated"),
+              std::string::npos)
+        << problem;
+}
+
+TEST_F(DamagedFiles, ViewWhereATableBelongsIsRefused) {
+    auto file = write("view.msdb", m_bytes);
+    sqlOn(file, "DROP TABLE drops; CREATE VIEW drops AS SELECT 'queue_full' AS reason, 1 AS count");
+    std::string problem = problemWith(file);
+    EXPECT_NE(problem.find("unexpected schema: it holds view 'drops'"), std::string::npos)
+        << problem;
+}
+
+TEST_F(DamagedFiles, ForeignTableOrIndexIsRefused) {
+    auto table = write("table.msdb", m_bytes);
+    sqlOn(table, "CREATE TABLE extra (x)");
+    EXPECT_NE(problemWith(table).find("unexpected schema: it holds table 'extra'"),
+              std::string::npos);
+    auto index = write("index.msdb", m_bytes);
+    sqlOn(index, "CREATE INDEX slow ON strings (length(text) * 7)");
+    EXPECT_NE(problemWith(index).find("unexpected schema: it holds index 'slow'"),
+              std::string::npos);
+}
+
+TEST_F(DamagedFiles, ColumnsOtherThanTheWritersAreRefused) {
+    auto renamed = write("renamed.msdb", m_bytes);
+    sqlOn(renamed, "ALTER TABLE drops RENAME COLUMN count TO n");
+    std::string problem = problemWith(renamed);
+    EXPECT_NE(problem.find("table 'drops' has column 'n' where meshscope writes 'count'"),
+              std::string::npos)
+        << problem;
+    auto added = write("added.msdb", m_bytes);
+    sqlOn(added, "ALTER TABLE drops ADD COLUMN note TEXT");
+    EXPECT_NE(problemWith(added).find("table 'drops' has column 'note' where meshscope writes "
+                                      "no more columns"),
+              std::string::npos);
+}
+
 TEST_F(DamagedFiles, ReaderNeverModifiesTheFile) {
     auto file = write("copy.msdb", m_bytes);
     problemWith(file);

@@ -7,10 +7,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <optional>
 #include <span>
 #include <string>
 
+#include "core/store/fault_vfs.h"
 #include "core/store/rank_reader.h"
 #include "core/store/rank_writer.h"
 #include "core/store/store_error.h"
@@ -145,12 +150,13 @@ TEST(RankWriter, FullFileDropsBatchesAndStoresTheCount) {
     WriterStats stats = w->stats();
     EXPECT_EQ(warnings.load(), 1);
     EXPECT_NE(warning.find("r.msdb"), std::string::npos) << warning;
-    ASSERT_GT(stats.drops[size_t(DropReason::WriteError)], 0u);
+    ASSERT_GT(stats.drops[size_t(DropReason::FileCap)], 0u);
+    EXPECT_NE(warning.find("file_cap"), std::string::npos) << warning;
 
     RankReader r = RankReader::open(dir / "r.msdb");
     RankSummary s = r.summary();
     EXPECT_GT(s.ops, 0);
-    EXPECT_EQ(uint64_t(s.ops) + dropped(s, "write_error"), uint64_t(total));
+    EXPECT_EQ(uint64_t(s.ops) + dropped(s, "file_cap"), uint64_t(total));
 }
 
 // A limit below what an empty rank file takes (its schema) is raised to
@@ -174,8 +180,8 @@ TEST(RankWriter, FileLimitBelowTheEmptyFileIsRaisedToItAndSaidOnce) {
     }
     w->close();
     RankSummary s = RankReader::open(dir / "r.msdb").summary();
-    EXPECT_GT(dropped(s, "write_error"), 0u);
-    EXPECT_EQ(uint64_t(s.ops) + dropped(s, "write_error"), uint64_t(total));
+    EXPECT_GT(dropped(s, "file_cap"), 0u);
+    EXPECT_EQ(uint64_t(s.ops) + dropped(s, "file_cap"), uint64_t(total));
     EXPECT_LE(std::filesystem::file_size(dir / "r.msdb"), 256u * 1024u);
 }
 
@@ -199,6 +205,102 @@ TEST(RankWriter, LockedFileLosesBatchesThenRecovers) {
     RankSummary s = RankReader::open(dir / "r.msdb").summary();
     EXPECT_EQ(s.ops, 7);
     EXPECT_EQ(dropped(s, "write_error"), 5u);
+}
+
+// Disk faults through the VFS shim (core/store/fault_vfs.h): each lost
+// record is counted under the fault's own reason, and what was committed
+// before stays readable.
+struct FaultCase {
+    const char* fault;
+    const char* reason;
+    bool storedAtEnd;  // the disk takes the final counts again
+};
+
+class DiskFaults : public ::testing::TestWithParam<FaultCase> {
+  protected:
+    void TearDown() override { installDiskFault({DiskFault::Kind::Full, UINT64_MAX, 0}); }
+};
+
+TEST_P(DiskFaults, EveryRecordIsWrittenOrCountedByReason) {
+    test::TempDir dir;
+    std::optional<DiskFault> fault = parseDiskFault(GetParam().fault);
+    ASSERT_TRUE(fault);
+    installDiskFault(*fault);
+    WriterOptions options;
+    std::vector<std::string> warnings;
+    options.warn = [&](const std::string& msg) { warnings.push_back(msg); };
+    auto w = RankWriter::create(dir / "r.msdb", {}, options);
+    const int total = 40'000;
+    for (int i = 0; i < total; ++i) {
+        w->submit(makeOp(*w, i));
+        if (i % 1000 == 999) w->flushNow();
+    }
+    w->close();
+    WriterStats stats = w->stats();
+    installDiskFault({DiskFault::Kind::Full, UINT64_MAX, 0});
+    auto row = std::find_if(kDropReasonNames.begin(), kDropReasonNames.end(),
+                            [](const auto& n) { return n.key == GetParam().reason; });
+    ASSERT_NE(row, kDropReasonNames.end());
+    uint64_t lost = stats.drops[size_t(row->kind)];
+    EXPECT_GT(lost, 0u);
+    EXPECT_EQ(stats.written + lost, stats.submitted);
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_NE(warnings[0].find(GetParam().reason), std::string::npos) << warnings[0];
+    RankSummary s = RankReader::open(dir / "r.msdb").summary();
+    EXPECT_GT(s.ops, 0);
+    EXPECT_EQ(uint64_t(s.ops) + lost, uint64_t(total));
+    if (GetParam().storedAtEnd) EXPECT_EQ(dropped(s, GetParam().reason), lost);
+}
+
+INSTANTIATE_TEST_SUITE_P(RankWriter, DiskFaults,
+                         ::testing::Values(FaultCase{"full-after=300000", "disk_full", false},
+                                           FaultCase{"full-after=300000,free-after=5", "disk_full",
+                                                     true},
+                                           FaultCase{"readonly-after=300000", "io_error", false}),
+                         [](const auto& info) {
+                             return std::string(info.index == 0   ? "DiskFull"
+                                                : info.index == 1 ? "SpaceFreed"
+                                                                  : "ReadOnly");
+                         });
+
+TEST(RankWriter, DiskFaultValuesAreCheckedByName) {
+    std::string error;
+    EXPECT_FALSE(parseDiskFault("full-after=lots", &error));
+    EXPECT_NE(error.find("'full-after=lots' is not KEY=NUMBER"), std::string::npos) << error;
+    EXPECT_FALSE(parseDiskFault("free-after=3", &error));
+    EXPECT_NE(error.find("needs full-after"), std::string::npos) << error;
+    EXPECT_FALSE(parseDiskFault("slow-after=3", &error));
+    EXPECT_NE(error.find("unknown key 'slow-after'"), std::string::npos) << error;
+}
+
+// A rank that cannot create its file takes records like any other and
+// counts each as not recorded: the producer's behaviour never depends on it.
+TEST(RankWriter, UnrecordedWriterCountsEveryRecord) {
+    auto w = RankWriter::createUnrecorded("r.msdb: cannot create rank file: disk full");
+    EXPECT_EQ(w->notRecording(), "r.msdb: cannot create rank file: disk full");
+    for (int i = 0; i < 500; ++i)
+        EXPECT_TRUE(w->submit(makeOp(*w, i)).valid());
+    EXPECT_TRUE(w->flushNow());
+    w->close();
+    WriterStats stats = w->stats();
+    EXPECT_EQ(stats.submitted, 500u);
+    EXPECT_EQ(stats.written, 0u);
+    EXPECT_EQ(stats.drops[size_t(DropReason::NotRecording)], 500u);
+}
+
+TEST(RankWriter, RankFileIsCreatedExclusivelyWithoutFollowingASymlink) {
+    test::TempDir dir;
+    std::filesystem::path victim = dir / "victim";
+    { std::ofstream(victim) << "keep"; }
+    std::filesystem::create_symlink(victim, dir / "r.msdb");
+    try {
+        RankWriter::create(dir / "r.msdb", {});
+        FAIL() << "expected StoreError";
+    } catch (const StoreError& e) {
+        EXPECT_NE(std::string(e.what()).find("already exists"), std::string::npos) << e.what();
+    }
+    std::ifstream in(victim);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "keep");
 }
 
 TEST(RankWriter, UncreatableFileIsAClearError) {

@@ -21,7 +21,8 @@ using test::writeRank;
 
 constexpr const char* kEvilOp = "aten::evil</script><img src=x onerror=alert(1)>|`x`";
 constexpr const char* kEvilFile = "/src/pkg/mod\"el'.py";
-constexpr const char* kEvilEvidence = "=HYPERLINK(\"http://x\") *bold* [link](y) \xff\xfe\nline";
+constexpr const char* kEvilEvidence =
+    "=HYPERLINK(\"http://x\") *bold* [link](y) \xff\xfe\nline\x1b[2J\x07";
 
 RunAnalysis evilRun(const test::TempDir& dir) {
     FixtureIncident raised{
@@ -116,6 +117,10 @@ TEST(MarkdownReport, EscapesRecordedText) {
               std::string::npos);
     // One line per table row: the newline in the evidence is folded.
     EXPECT_EQ(md.find("\nline"), std::string::npos);
+    // No raw control byte reaches a reader's terminal or viewer.
+    EXPECT_EQ(md.find('\x1b'), std::string::npos);
+    EXPECT_EQ(md.find('\x07'), std::string::npos);
+    EXPECT_NE(md.find("x1b"), std::string::npos) << md;  // shown as an escape
 }
 
 TEST(CsvReport, OneQuotedRowPerIncident) {
@@ -139,6 +144,8 @@ TEST(CsvReport, OneQuotedRowPerIncident) {
     EXPECT_NE(csv.find("\"'=HYPERLINK(\"\"http://x\"\")"), std::string::npos) << csv;
     EXPECT_NE(csv.find(",INVALID,"), std::string::npos);
     EXPECT_EQ(validUtf8(csv), csv);
+    EXPECT_EQ(csv.find('\x1b'), std::string::npos);
+    EXPECT_NE(csv.find("line\\x1b[2J\\x07"), std::string::npos) << csv;
 }
 
 TEST(SarifReport, ResultsPointAtTheUserLine) {
@@ -165,7 +172,8 @@ TEST(SarifReport, ResultsPointAtTheUserLine) {
         if (id == "meshscope/mixed-tensor/D") {
             ++mixed;
             const auto& loc = r["locations"][0]["physicalLocation"];
-            EXPECT_EQ(loc["artifactLocation"]["uri"], "pkg/mod\"el'.py");
+            // percent-encoded as RFC 3986 asks of a URI's path
+            EXPECT_EQ(loc["artifactLocation"]["uri"], "pkg/mod%22el'.py");
             EXPECT_EQ(loc["artifactLocation"]["uriBaseId"], "SRCROOT");
             EXPECT_EQ(loc["region"]["startLine"], 41);
             EXPECT_EQ(level, "error");  // raised: unreconciled

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/analysis/run_diff.h"
+#include "core/store/run_directory.h"
 #include "tests/core/fixture_run.h"
 #include "tests/core/test_support.h"
 
@@ -84,6 +85,48 @@ TEST(RunDiff, WhereOpSequencesFirstDiffer) {
     EXPECT_EQ(d.opChanges[0].b, "");
     EXPECT_NE(formatDiffText(d).find("A has aten::add.Tensor, B has nothing more"),
               std::string::npos);
+}
+
+// `n` all_reduces of `bytes` each, issued at train.py:30, as rank 0's file.
+void writeCollectives(const std::filesystem::path& dir, int n, int64_t bytes) {
+    Manifest m;
+    m.worldSize = 1;
+    auto w = createRankWriter(dir, m, 0);
+    std::vector<Frame> frames{Frame{w->intern("train.py"), 30, w->intern("step")}};
+    StackId stack = w->internStack(frames);
+    for (int i = 0; i < n; ++i) {
+        CollectiveRecord c;
+        c.kind = w->intern("all_reduce");
+        c.bytes = bytes;
+        c.stack = stack;
+        w->submit(c);
+    }
+    w->close();
+}
+
+// The case: collectives per rank went from 28 to 48, and `diff`
+// said "no differences".
+TEST(RunDiff, CollectivesByKindCountBytesAndCallSite) {
+    test::TempDir a, b;
+    writeCollectives(a.path(), 28, 64);
+    writeCollectives(b.path(), 48, 64);
+    RunDiff d = diffOf(a, b);
+    ASSERT_EQ(d.collectiveChanges.size(), 1u);
+    const CollectiveChange& c = d.collectiveChanges[0];
+    EXPECT_EQ(c.kind, "all_reduce");
+    EXPECT_EQ(c.site, "train.py:30");
+    EXPECT_EQ(std::pair(c.countA, c.countB), std::pair(28L, 48L));
+    EXPECT_EQ(std::pair(c.bytesA, c.bytesB), std::pair(28L * 64, 48L * 64));
+    EXPECT_FALSE(d.empty());
+    EXPECT_NE(formatDiffText(d).find(
+                  "collectives: rank 0 all_reduce at train.py:30: 28 -> 48 call(s), 1792 -> 3072 "
+                  "bytes"),
+              std::string::npos)
+        << formatDiffText(d);
+    EXPECT_EQ(diffToJson(d)["collective_changes"][0]["count_b"], 48);
+    test::TempDir same;
+    writeCollectives(same.path(), 28, 64);
+    EXPECT_TRUE(diffOf(a, same).collectiveChanges.empty());
 }
 
 TEST(RunDiff, RanksPresentInOnlyOneRun) {

@@ -2,6 +2,8 @@
 // corpus (a valid synthetic rank file and damaged variants of it);
 // `fuzz_corpus_driver DIR...` replays every file through the fuzz target.
 
+#include <sqlite3.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -42,6 +44,24 @@ int makeCorpus(const std::filesystem::path& dir) {
     put(dir / "text.msdb", "not a database\n");
     for (size_t cut : {size_t(16), size_t(100), size_t(8192), valid.size() / 2, valid.size() - 1})
         put(dir / ("cut-" + std::to_string(cut) + ".msdb"), valid.substr(0, cut));
+    // Hostile schemas (issue #45): SQL of the file's own inside every query.
+    const std::pair<const char*, const char*> hostile[] = {
+        {"generated-column",
+         "ALTER TABLE strings ADD COLUMN g BLOB GENERATED ALWAYS AS (zeroblob(100000000))"},
+        {"view-for-table",
+         "DROP TABLE drops; CREATE VIEW drops AS SELECT 'queue_full' AS reason, 1 AS count"},
+        {"foreign-index", "CREATE INDEX slow ON strings (length(text) * 7)"},
+        {"extra-column", "ALTER TABLE meta ADD COLUMN note TEXT"},
+    };
+    for (const auto& [name, sql] : hostile) {
+        auto file = dir / (std::string("schema-") + name + ".msdb");
+        put(file, valid);
+        sqlite3* db = nullptr;
+        if (sqlite3_open(file.c_str(), &db) != SQLITE_OK ||
+            sqlite3_exec(db, sql, nullptr, nullptr, nullptr) != SQLITE_OK)
+            std::fprintf(stderr, "cannot make %s: %s\n", name, sqlite3_errmsg(db));
+        sqlite3_close(db);
+    }
     std::mt19937 rng(7);
     for (int i = 0; i < 24; ++i) {
         std::string bytes = valid;

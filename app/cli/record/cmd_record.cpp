@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "core/analysis/run_summary.h"
 #include "core/model/settings.h"
 #include "core/policy/policy.h"
+#include "core/store/manifest.h"
 #include "core/store/schema.h"
 
 namespace meshscope::cli {
@@ -171,9 +173,13 @@ void printNextSteps(const std::filesystem::path& runDir, std::ostream& out) {
 void removeIfOnlyLaunchFile(const RecordResult& result) {
     if (!result.createdDir) return;
     std::error_code ec;
+    constexpr std::string_view kLeft[] = {"launch.json", kJobClaimName, ".manifest.lock"};
     for (const auto& entry : std::filesystem::directory_iterator(result.runDir, ec))
-        if (entry.path().filename() != "launch.json") return;
-    std::filesystem::remove(result.runDir / "launch.json", ec);
+        if (std::find(std::begin(kLeft), std::end(kLeft), entry.path().filename().string()) ==
+            std::end(kLeft))
+            return;
+    for (std::string_view name : kLeft)
+        std::filesystem::remove(result.runDir / name, ec);
     std::filesystem::remove(result.runDir, ec);
 }
 
@@ -241,14 +247,21 @@ Command addRecord(CLI::App& app) {
                     std::cerr << "meshscope: " << e.what() << "\n";
                     return kExitCommandNotFound;
                 }
+                int incomplete = result.exitCode ? result.exitCode : kExitIncompleteRecording;
+                if (result.dirDeleted) return incomplete;  // said by record()
                 if (result.rankFiles == 0) {
-                    // the ranks said why ("meshscope: not recording pid ...")
-                    std::cerr << "meshscope: nothing was recorded: no process of the job "
-                                 "attached the capture agent (it attaches in each Python process "
-                                 "with torch; one that could not said why above, as 'meshscope: "
-                                 "not recording')\n";
+                    if (!result.ranks.empty()) {
+                        std::cerr << "meshscope: nothing was recorded: each rank that attached "
+                                     "could not create its file (said above)\n";
+                    } else {
+                        // the ranks said why ("meshscope: not recording pid ...")
+                        std::cerr << "meshscope: nothing was recorded: no process of the job "
+                                     "attached the capture agent (it attaches in each Python "
+                                     "process with torch; one that could not said why above, as "
+                                     "'meshscope: not recording')\n";
+                    }
                     removeIfOnlyLaunchFile(result);
-                    return result.exitCode ? result.exitCode : kExitUnreadable;
+                    return incomplete;
                 }
                 std::cerr << "meshscope: run recorded in " << result.runDir.string() << "\n";
                 try {
@@ -265,6 +278,11 @@ Command addRecord(CLI::App& app) {
                     std::cerr << "meshscope: " << e.what() << "\n";
                 }
                 printNextSteps(result.runDir, std::cerr);
+                if (result.lostRecords) {
+                    std::cerr << "meshscope: the recording is incomplete: records were lost to "
+                                 "the disk (said above); what was committed is readable\n";
+                    return incomplete;
+                }
                 return result.exitCode;
             }};
 }

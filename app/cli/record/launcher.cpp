@@ -6,10 +6,12 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cerrno>
@@ -21,6 +23,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -28,8 +31,10 @@
 #include "core/model/settings.h"
 #include "core/policy/policy.h"
 #include "core/store/manifest.h"
+#include "core/store/regular_file.h"
 #include "core/store/run_directory.h"
 #include "core/store/schema.h"
+#include "core/store/store_error.h"
 
 extern char** environ;
 
@@ -275,14 +280,25 @@ int waitAll(std::vector<pid_t> pids, int graceSeconds, std::ostream& log,
 // How each rank ended, beside its rank file: the one thing a rank cannot
 // write itself when it is killed.
 void writeEnds(const std::filesystem::path& runDir, const std::vector<pid_t>& pids,
-               const std::vector<std::string>& ends, int stopSignal) {
+               const std::vector<std::string>& ends, int stopSignal,
+               const std::vector<RankStatus>& ranks) {
     nlohmann::json out;
     out["stop_signal"] =
         stopSignal ? nlohmann::json(signalName(stopSignal) ? signalName(stopSignal) : "signal")
                    : nlohmann::json(nullptr);
     for (size_t i = 0; i < pids.size(); ++i)
         out["ranks"].push_back({{"rank", i}, {"pid", pids[i]}, {"ended", ends[i]}});
-    std::ofstream(runDir / "launch.json") << out.dump(1) << "\n";
+    // What each rank said about its recording: its final drop counts reach
+    // readers even where its own file could not take them.
+    out["recording"] = nlohmann::json::array();
+    for (const RankStatus& r : ranks) {
+        nlohmann::json entry = {{"rank", r.rank},       {"pid", r.pid},
+                                {"closed", r.closed},   {"submitted", r.submitted},
+                                {"written", r.written}, {"drops", r.drops}};
+        if (!r.notRecording.empty()) entry["not_recording"] = r.notRecording;
+        out["recording"].push_back(std::move(entry));
+    }
+    writeFileAtomically(runDir / "launch.json", out.dump(1) + "\n");  // throws StoreError
 }
 
 std::string joinPath(const std::vector<std::string>& dirs, const std::string& rest) {
@@ -291,6 +307,175 @@ std::string joinPath(const std::vector<std::string>& dirs, const std::string& re
         out += (out.empty() ? "" : ":") + d;
     if (!rest.empty()) out += (out.empty() ? "" : ":") + rest;
     return out;
+}
+
+// The ranks' status datagrams (capture/agent/interop/launcher_status.h),
+// on an abstract Unix socket: no file, so a full disk or a deleted run
+// folder does not silence them. Only this user's processes are heard.
+class StatusInbox {
+  public:
+    StatusInbox() {
+        std::random_device random;
+        m_name = fmt::format("meshscope-status-{}-{:08x}", getpid(), random());
+        m_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int on = 1;
+        sockaddr_un address{};
+        address.sun_family = AF_UNIX;
+        std::memcpy(address.sun_path + 1, m_name.data(), m_name.size());
+        if (m_fd < 0 || setsockopt(m_fd, SOL_SOCKET, SO_PASSCRED, &on, sizeof on) != 0 ||
+            bind(m_fd, reinterpret_cast<sockaddr*>(&address),
+                 socklen_t(offsetof(sockaddr_un, sun_path) + 1 + m_name.size())) != 0) {
+            if (m_fd >= 0) close(m_fd);
+            m_fd = -1;
+            m_name.clear();  // the ranks then say nothing; the run files still tell
+        }
+    }
+    ~StatusInbox() {
+        if (m_fd >= 0) close(m_fd);
+    }
+    StatusInbox(const StatusInbox&) = delete;
+    StatusInbox& operator=(const StatusInbox&) = delete;
+    const std::string& name() const { return m_name; }
+
+    void drain() {
+        if (m_fd < 0) return;
+        for (;;) {
+            char text[65536];
+            alignas(cmsghdr) char control[CMSG_SPACE(sizeof(ucred))];
+            iovec io{text, sizeof text};
+            msghdr message{};
+            message.msg_iov = &io;
+            message.msg_iovlen = 1;
+            message.msg_control = control;
+            message.msg_controllen = sizeof control;
+            ssize_t n = recvmsg(m_fd, &message, MSG_DONTWAIT);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) return;
+            cmsghdr* c = CMSG_FIRSTHDR(&message);
+            if (!c || c->cmsg_type != SCM_CREDENTIALS) continue;
+            ucred sender{};
+            std::memcpy(&sender, CMSG_DATA(c), sizeof sender);
+            if (sender.uid != getuid()) continue;
+            take(nlohmann::json::parse(text, text + n, nullptr, false), sender.pid);
+        }
+    }
+    std::vector<RankStatus> ranks() const {
+        std::vector<RankStatus> out;
+        for (const auto& [pid, status] : m_byPid)
+            out.push_back(status);
+        std::sort(out.begin(), out.end(),
+                  [](const RankStatus& a, const RankStatus& b) { return a.rank < b.rank; });
+        return out;
+    }
+
+  private:
+    void take(const nlohmann::json& m, pid_t sender) {
+        if (!m.is_object() || !m.contains("event") || !m.contains("rank")) return;
+        try {
+            RankStatus& status = m_byPid[sender];
+            status.pid = sender;
+            status.rank = m.at("rank").get<int>();
+            std::string event = m.at("event").get<std::string>();
+            if (event == "attached" || event == "not_recording") {
+                status.file = m.value("file", "");
+                status.notRecording = m.value("why", "");
+            } else if (event == "closed") {
+                status.closed = true;
+                status.submitted = m.value("submitted", uint64_t(0));
+                status.written = m.value("written", uint64_t(0));
+                const nlohmann::json drops = m.value("drops", nlohmann::json::object());
+                for (const auto& [reason, count] : drops.items())
+                    if (count.is_number_unsigned()) status.drops[reason] = count.get<uint64_t>();
+            }
+        } catch (const nlohmann::json::exception&) {
+            // a malformed datagram is not the job's trouble
+        }
+    }
+
+    int m_fd = -1;
+    std::string m_name;
+    std::map<pid_t, RankStatus> m_byPid;
+};
+
+// Records lost to the disk (not by choice, as a file cap or a full queue).
+constexpr std::string_view kDiskLosses[] = {"disk_full", "io_error", "write_error",
+                                            "not_recording"};
+
+// What the ranks said about their recording, one line for each that lost
+// records; true when any did.
+bool sayLosses(const std::vector<RankStatus>& ranks, std::ostream& log) {
+    bool lost = false;
+    for (const RankStatus& r : ranks) {
+        if (!r.notRecording.empty()) {
+            log << fmt::format(
+                "meshscope: rank {} recorded nothing: {}; its policy ran as on the other ranks\n",
+                r.rank, r.notRecording);
+            lost = true;
+            continue;
+        }
+        uint64_t n = 0;
+        std::string reasons;
+        for (std::string_view reason : kDiskLosses)
+            if (auto it = r.drops.find(std::string(reason)); it != r.drops.end() && it->second) {
+                n += it->second;
+                reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ", it->second, reason);
+            }
+        if (n == 0) continue;
+        lost = true;
+        log << fmt::format(
+            "meshscope: rank {} lost {} of {} record(s) to its disk ({}); {} were written: {} "
+            "holds what was committed\n",
+            r.rank, n, r.submitted, reasons, r.written, r.file.empty() ? "its file" : r.file);
+    }
+    return lost;
+}
+
+// Makes result.runDir this job's: created (0750) and claimed for `job`
+// (core/store/manifest.h), so a second job never records into it. A taken
+// default folder (two jobs started in the same second) gives way to
+// NAME-2, NAME-3, ...; a folder given with -o that holds a run or another
+// job's claim is refused. Throws std::runtime_error.
+void claimRunDir(RecordResult& result, bool defaultName, const std::string& job,
+                 std::ostream& log) {
+    std::filesystem::path base = result.runDir;
+    for (int attempt = 1;; ++attempt) {
+        if (attempt > 1) result.runDir = base.string() + "-" + std::to_string(attempt);
+        std::string taken;
+        try {
+            refuseExistingRun(result.runDir);
+        } catch (const std::runtime_error& e) {
+            if (!defaultName || attempt >= 100) throw;
+            taken = result.runDir.string() + " holds another run";
+        }
+        std::error_code ec;
+        if (taken.empty()) {
+            result.createdDir = !std::filesystem::exists(result.runDir, ec);
+            try {
+                createRunDirectories(result.runDir);
+            } catch (const StoreError& e) {
+                throw std::runtime_error(e.what());
+            }
+            if (access(result.runDir.c_str(), W_OK | X_OK) != 0) {
+                std::string why = std::strerror(errno);
+                if (result.createdDir) std::filesystem::remove(result.runDir, ec);
+                throw std::runtime_error(fmt::format("cannot write into run directory {}: {}",
+                                                     result.runDir.string(), why));
+            }
+            std::string holder;
+            bool claimed = false;
+            try {
+                claimed = claimRunDirectory(result.runDir, job, &holder);
+            } catch (const StoreError& e) {
+                throw std::runtime_error(e.what());
+            }
+            if (claimed) return;
+            taken = fmt::format("{} is being recorded into by another job ({})",
+                                result.runDir.string(), holder);
+            if (!defaultName)
+                throw std::runtime_error(taken + "; record into a new directory (-o)");
+        }
+        log << fmt::format("meshscope: {}; trying {}-{}\n", taken, base.string(), attempt + 1);
+    }
 }
 
 }  // namespace
@@ -337,25 +522,16 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
         throw CommandNotFound(fmt::format(
             "cannot start '{}': command not found{}", options.command.front(),
             options.command.front().find('/') == std::string::npos ? " (not on PATH)" : ""));
-    refuseExistingRun(result.runDir);
-    std::error_code ec;
-    result.createdDir = !std::filesystem::exists(result.runDir, ec);
-    std::filesystem::create_directories(result.runDir, ec);
-    if (ec)
-        throw std::runtime_error(fmt::format("cannot create run directory {}: {}",
-                                             result.runDir.string(), ec.message()));
-    if (access(result.runDir.c_str(), W_OK | X_OK) != 0) {
-        std::string why = std::strerror(errno);
-        if (result.createdDir) std::filesystem::remove(result.runDir, ec);
-        throw std::runtime_error(
-            fmt::format("cannot write into run directory {}: {}", result.runDir.string(), why));
-    }
+    std::string runId = options.runId.empty() ? newRunId() : options.runId;
+    claimRunDir(result, options.runDir.empty(), "run " + runId, log);
 
     Env env = currentEnvironment();
     env["PYTHONPATH"] = joinPath(options.pythonPath, env["PYTHONPATH"]);
     auto var = [](std::string_view key) { return std::string(key); };
     env[var(setting("run_dir").env)] = result.runDir.string();
-    env[var(setting("run_id").env)] = options.runId.empty() ? newRunId() : options.runId;
+    env[var(setting("run_id").env)] = runId;
+    StatusInbox inbox;
+    env[var(setting("status_socket").env)] = inbox.name();
     std::vector<std::string> shown;  // the manifest's command: as typed, torchrun included
     for (const std::string& argument : options.command)
         shown.push_back(shownText(argument));
@@ -399,6 +575,7 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
     ReplicaWatch drifts(result.runDir);
     bool watching = true;
     auto watch = [&] {
+        inbox.drain();
         if (!watching) return;
         try {
             for (const ReplicaDrift& d : drifts.poll())
@@ -416,11 +593,30 @@ RecordResult record(const RecordOptions& options, std::ostream& log) {
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     int stop = g_stopSignal.load();
-    if (stop || result.exitCode != 0)
+    inbox.drain();
+    result.ranks = inbox.ranks();
+    std::error_code ec;
+    result.dirDeleted = !std::filesystem::is_directory(result.runDir, ec);
+    bool endsWritten = false;
+    if (result.dirDeleted) {
+        log << fmt::format(
+            "meshscope: the run directory {} was deleted while the job ran; {} rank(s) had "
+            "recorded into it, and what they recorded is gone\n",
+            result.runDir.string(), result.ranks.size());
+    } else {
+        try {
+            writeEnds(result.runDir, pids, ends, stop, result.ranks);
+            endsWritten = true;
+        } catch (const StoreError& e) {
+            log << "meshscope: " << e.what() << ": how each process of the job ended is only "
+                << "in this log\n";
+        }
+    }
+    if (stop || result.exitCode != 0 || !endsWritten)
         for (size_t i = 0; i < ends.size(); ++i)
             log << fmt::format("meshscope: rank {} {}\n", i, ends[i]);
-    writeEnds(result.runDir, pids, ends, stop);
-    result.rankFiles = countRankFiles(result.runDir);
+    result.lostRecords = sayLosses(result.ranks, log);
+    result.rankFiles = result.dirDeleted ? 0 : countRankFiles(result.runDir);
     return result;
 }
 

@@ -7,7 +7,9 @@
 // LOCAL_RANK, MASTER_ADDR/PORT), like a minimal torchrun; otherwise it runs
 // the command once (torchrun, or a single python process). No Qt, no torch.
 
+#include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <stdexcept>
@@ -33,12 +35,32 @@ struct RecordOptions {
     std::string runId;
 };
 
+// What one rank process told record about its recording (the agent's
+// status datagrams, capture/agent/interop/launcher_status.h).
+struct RankStatus {
+    int rank = -1;
+    int64_t pid = 0;
+    std::string file;          // its rank file; empty when it has none
+    std::string notRecording;  // why it has none
+    bool closed = false;       // it said how its recording ended
+    uint64_t submitted = 0, written = 0;
+    std::map<std::string, uint64_t> drops;  // reason -> records
+};
+
 struct RecordResult {
     int exitCode = 0;  // the job's: first failing rank's code, 128+signal if killed
     std::filesystem::path runDir;
-    int rankFiles = 0;        // rank files the job left in runDir
-    bool createdDir = false;  // runDir did not exist before
+    int rankFiles = 0;              // rank files the job left in runDir
+    bool createdDir = false;        // runDir did not exist before
+    std::vector<RankStatus> ranks;  // by rank, those that said anything
+    bool dirDeleted = false;        // runDir was gone when the job ended
+    // Records lost to the disk (full, I/O errors, no file): the warnings
+    // were printed, and record exits kExitIncompleteRecording when the job
+    // itself succeeded.
+    bool lostRecords = false;
 };
+// `record`'s exit when the job succeeded but its recording is incomplete.
+inline constexpr int kExitIncompleteRecording = 3;
 
 // The command to record cannot be found (not on PATH, or not executable):
 // nothing was started and no run directory made. Shells exit 127 for it.

@@ -15,6 +15,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import signal
 import sys
 import sysconfig
@@ -41,16 +42,56 @@ MixedTensorError.__module__ = "meshscope"  # as tracebacks name it: meshscope.Mi
 def _job_command() -> list[str]:
     """The job's command line as typed: `meshscope record` passes it (with
     torchrun and the interpreter); otherwise this process's own, the
-    interpreter and its options included."""
+    interpreter and its options included. Values that look like secrets are
+    redacted (_redacted): run folders are shared and copied."""
     given = os.environ.get(_env_name("command"))
     if given:
         try:
             command = json.loads(given)
             if isinstance(command, list) and all(isinstance(a, str) for a in command):
-                return command
+                return _redacted(command)
         except ValueError:
             pass
-    return list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    return _redacted(list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv]))
+
+
+_SECRET_WORDS = {"token", "key", "secret", "password", "passwd", "pwd", "credential",
+                 "credentials", "apikey", "auth", "cookie"}
+_REDACTED = "<redacted>"
+
+
+def _secret_name(name: str) -> bool:
+    """`--hf-token`, `api_key`, `WANDB_API_KEY`, `--password`: an option or
+    variable whose value is a secret by its name."""
+    lowered = name.lower()
+    parts = [p for p in re.split(r"[-_.]", lowered) if p]
+    return any(p in _SECRET_WORDS for p in parts) or lowered.endswith(
+        ("token", "secret", "password", "apikey"))
+
+
+def _redacted(argv: list[str]) -> list[str]:
+    """`argv` with the values of secret-looking options (`--token=V`,
+    `--token V`) and assignments (`HF_TOKEN=V`) replaced by <redacted>."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(_REDACTED)
+            hide_next = False
+            continue
+        option = re.fullmatch(r"(-{1,2})([A-Za-z][A-Za-z0-9_.-]*)(?:=(.*))?", arg, re.S)
+        assignment = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", arg, re.S)
+        if option and _secret_name(option.group(2)):
+            if option.group(3) is None:
+                hide_next = True
+                out.append(arg)
+            else:
+                out.append(f"{option.group(1)}{option.group(2)}={_REDACTED}")
+        elif assignment and _secret_name(assignment.group(1)):
+            out.append(f"{assignment.group(1)}={_REDACTED}")
+        else:
+            out.append(arg)
+    return out
 
 
 class _MeshscopeMode(TorchDispatchMode):
@@ -69,7 +110,7 @@ class Session:
     """What attach() set up."""
 
     run_dir: str
-    rank_file: str
+    rank_file: str | None  # None: the rank could not create it (it runs unrecorded)
     policy: str
     level: str
     rank: int
@@ -89,9 +130,13 @@ def _env_int(name: str, default: int) -> int:
     if value is None or value == "":
         return default
     try:
-        return int(value)
+        number = int(value)
     except ValueError:
         raise ValueError(f"meshscope: environment variable {name}={value!r} is not an integer")
+    if not -2**63 <= number < 2**63:
+        raise ValueError(f"meshscope: environment variable {name}={value!r} is out of range "
+                         f"(at most {2**63 - 1})")
+    return number
 
 
 # The settings the environment carries, with their defaults: one table in
@@ -165,6 +210,32 @@ def _unused_run_dir(run_dir: str, rank: int) -> str:
         fresh = f"{run_dir}-{time.strftime('%H%M%S')}-pid{os.getpid()}"
     print(f"meshscope: {run_dir} holds rank {rank}'s file of an earlier run; recording into "
           f"{fresh}", file=sys.stderr)
+    return fresh
+
+
+def _job_key(world: int, run_id: str | None) -> str:
+    """What the ranks of this job share and no other job running now does:
+    the run folder is claimed for it (a second job into the same folder
+    records elsewhere). `meshscope record` gives every rank its run id."""
+    if run_id:
+        return f"run {run_id}"
+    if world > 1:
+        elastic = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+        if elastic != "none":
+            return f"torchelastic {elastic}"
+        return (f"master {os.environ.get('MASTER_ADDR', 'localhost')}:"
+                f"{os.environ.get('MASTER_PORT', '0')}")
+    import socket
+    return f"process {socket.gethostname()}:{os.getpid()}"
+
+
+def _taken_run_dir(run_dir: str, holder: str) -> str:
+    """A fresh folder beside `run_dir`, which another job records into; the
+    ranks of this job share a parent process and pick the same one."""
+    fresh = f"{run_dir}-job{os.getppid()}"
+    if os.path.exists(fresh):
+        fresh = f"{run_dir}-{time.strftime('%H%M%S')}-pid{os.getpid()}"
+    print(f"meshscope: {holder}; recording into {fresh}", file=sys.stderr)
     return fresh
 
 
@@ -324,18 +395,28 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
         watchdog_s = _watchdog_seconds(watchdog)
         nccl_profiler = _nccl.point_nccl_at_plugin()
         attached_at = _shown(_caller_site())
-        info = _capture.attach({
+        run_id = run_id or _setting("run_id")
+        config = {
             **limits,
             "device_timing_every": device_timing, "watchdog_s": watchdog_s,
             "run_dir": os.fsencode(run_dir), "policy": os.fsencode(policy), "level": level,
             "rank": rank,
             "world_size": world, "local_rank": local_rank,
-            "run_id": run_id or _setting("run_id"),
+            "run_id": run_id, "job": _job_key(world, run_id),
             "backend": backend, "device_type": device, "torch_version": torch.__version__,
             "command": [_shown(a) for a in _job_command()], "internal_prefixes": _internal_prefixes(),
             "attached_at": attached_at,
             "own_prefixes": _prefixes({os.path.dirname(__file__)}),
-        })
+        }
+        try:
+            info = _capture.attach(config)
+        except FileExistsError as taken:  # another job's run folder
+            run_dir = _taken_run_dir(run_dir, str(taken))
+            info = _capture.attach({**config, "run_dir": os.fsencode(run_dir)})
+        if info["not_recording"]:
+            print(f"meshscope: rank {rank} is not recording ({info['not_recording']}); its "
+                  "policy still runs, and what it would record is counted as dropped",
+                  file=sys.stderr)
         try:
             _capture.set_strict_error_type(MixedTensorError)
             _capture.record_meta("nccl_profiler", nccl_profiler)
@@ -359,7 +440,7 @@ def attach(run_dir: str | os.PathLike[str] | None = None, policy: str | os.PathL
             except Exception as error:  # noqa: BLE001 - the agent's trouble stays its own
                 print(f"meshscope: cannot list the tensors older than attach(): {error}",
                       file=sys.stderr)
-        _session = Session(run_dir, info["rank_file"], policy, level, rank, world)
+        _session = Session(run_dir, info["rank_file"] or None, policy, level, rank, world)
         if not _atexit_registered:
             atexit.register(detach)
             _install_sigterm_flush()
@@ -554,13 +635,17 @@ def attach_from_environment() -> Session | None:
     """Used by the loader that `meshscope record` puts on PYTHONPATH."""
     if not _setting("run_dir"):
         return None
+    owner = _setting("attached_pid")
+    if owner and owner != str(os.getpid()):
+        return None  # a spawned child (DataLoader worker) of a recording rank
+    # The job's own processes (torchrun, the ranks) die with the launcher;
+    # what a rank starts does not: the signal follows the thread that
+    # started a process, and a rank's short-lived thread would take its
+    # subprocess with it.
     _die_with_launcher()
     mode = _setting("attach")
     if mode == "rank-env" and "RANK" not in os.environ:
         return None  # the torchrun launcher itself, not a worker
-    owner = _setting("attached_pid")
-    if owner and owner != str(os.getpid()):
-        return None  # a spawned child (DataLoader worker) of a recording rank
     session = attach(policy=_setting("policy"), level=_setting("level"))
     os.environ[_env_name("attached_pid")] = str(os.getpid())
     return session

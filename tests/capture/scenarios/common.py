@@ -121,7 +121,7 @@ def train(rank: int, steps: int, rows: int, dim: int, step_fn: Any, prepare: Any
         x, y = batch(step, rank, rows, dim)
         if prepare is not None:
             x, y = prepare(x, y)
-        losses.append(scalar(step_fn(x, y)))
+        losses.append(_after_step(rank, step, scalar(step_fn(x, y))))
     finish(rank, losses)
 
 
@@ -168,3 +168,14 @@ def _use_device() -> str:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
         torch.set_default_device("cuda")
     return device
+
+
+def _after_step(rank: int, step: int, loss: float) -> float:
+    """SCENARIO_DELETE_RUN_AT_STEP=N: rank 0 deletes the run folder after
+    step N, as a user cleaning up by mistake would (test_store_faults.py)."""
+    at = os.environ.get("SCENARIO_DELETE_RUN_AT_STEP")
+    if at is not None and rank == 0 and step == int(at) and os.environ.get("MESHSCOPE_RUN_DIR"):
+        import shutil
+
+        shutil.rmtree(os.environ["MESHSCOPE_RUN_DIR"])
+    return loss
