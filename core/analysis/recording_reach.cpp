@@ -1,13 +1,9 @@
 #include "core/analysis/recording_reach.h"
 
 #include <fmt/format.h>
-#include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <climits>
 
 #include "core/store/schema.h"
+#include "core/store/writer_process.h"
 
 namespace meshscope {
 namespace {
@@ -15,15 +11,6 @@ namespace {
 std::string metaValue(const RankInfo& info, std::string_view key) {
     auto it = info.meta.find(std::string(key));
     return it == info.meta.end() ? std::string() : it->second;
-}
-
-// Whether the process that writes `info`'s file still runs (on this host).
-bool writerRuns(const RankInfo& info) {
-    char host[HOST_NAME_MAX + 1] = {};
-    if (info.pid <= 0 || info.pid > INT_MAX || gethostname(host, sizeof host) != 0 ||
-        info.hostname != host)
-        return false;
-    return ::kill(pid_t(info.pid), 0) == 0 || errno == EPERM;
 }
 
 uint64_t lostRecords(const RankSummary& summary) {
@@ -80,7 +67,7 @@ std::vector<RecordingReach> recordingReach(const RunReader& run) {
                 "rank {}: {} without closing its file; its recording reaches into step {} and "
                 "its last ~200 ms may be missing, so it is compared only as far as it goes",
                 r.rank, launched, step);
-        } else if (writerRuns(info)) {
+        } else if (writerProcessRuns(info)) {
             r.end = RecordingReach::End::Live;
             r.how = "still recording";
             r.truncated = true;

@@ -153,10 +153,7 @@ std::optional<DiskFault> parseDiskFault(std::string_view text, std::string* erro
 
 void installDiskFault(const DiskFault& fault) {
     static std::once_flag built;
-    std::call_once(built, [] {
-        buildVfs();
-        sqlite3_vfs_register(&g_vfs, 1);
-    });
+    std::call_once(built, buildVfs);
     g_state.fault = fault;
     g_state.written = 0;
     g_state.failures = 0;

@@ -1,11 +1,6 @@
 #include "core/store/run_merge.h"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <climits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -16,18 +11,10 @@
 #include "core/store/run_reader.h"
 #include "core/store/schema.h"
 #include "core/store/store_error.h"
+#include "core/store/writer_process.h"
 
 namespace meshscope {
 namespace {
-
-// Whether the process that writes `info`'s file, unclosed, still runs here.
-bool stillWriting(const RankInfo& info) {
-    char host[256] = {};
-    if (info.endedNs || info.pid <= 0 || info.pid > INT_MAX ||
-        gethostname(host, sizeof host - 1) != 0 || info.hostname != host)
-        return false;
-    return ::kill(pid_t(info.pid), 0) == 0 || errno == EPERM;
-}
 
 // The entries of `input`'s launch.json for `ranks`; none when it has no
 // readable one (launch.json is advisory).
@@ -93,7 +80,7 @@ MergeResult mergeRuns(const std::vector<std::filesystem::path>& inputs,
             worldSize = std::max({worldSize, rank.info().worldSize, r + 1});  // r < INT32_MAX
             auto [it, fresh] = sources.try_emplace(r, Source{rank.path(), input});
             ranksOf[input].insert(r);
-            if (stillWriting(rank.info()))
+            if (!rank.info().endedNs && writerProcessRuns(rank.info()))
                 live.push_back("rank " + std::to_string(r) + " of " + input.string() + " (pid " +
                                std::to_string(rank.info().pid) + " on this host)");
             if (!fresh)
