@@ -137,7 +137,6 @@ class RankReader {
     template <typename Fn>
     auto guarded(Fn&& fn) const;
     void validate();
-    void checkSchema();
     class PrivateCopy;
     void loadStrings() const;
     int64_t metaNumber(std::string_view key) const;
