@@ -60,9 +60,10 @@ bool writeOutput(const std::string& path, const std::function<void(std::ostream&
 bool outputOntoRun(const std::string& path, const RunReader& run);
 
 // Analysis options with a progress line on stderr when it is a terminal.
-AnalysisOptions analysisOptions(bool compareOps = true);
+AnalysisOptions analysisOptions(bool compareOps = true, bool timeBreakdown = true);
 // Analyses a run, with progress; the progress line is cleared afterwards.
-RunAnalysis analyzeWithProgress(const RunReader& run, bool compareOps = true);
+RunAnalysis analyzeWithProgress(const RunReader& run, bool compareOps = true,
+                                bool timeBreakdown = true);
 
 Command addSummary(CLI::App& app);
 Command addInfo(CLI::App& app);

@@ -29,8 +29,8 @@ Command addDiff(CLI::App& app) {
                 if (!a) return kExitUnreadable;
                 auto b = openVerifiedRun(o->b, o->partial, RankReader::VerifyDepth::Everything);
                 if (!b) return kExitUnreadable;
-                RunDiff diff = diffRuns(*a, analyzeWithProgress(*a, false), *b,
-                                        analyzeWithProgress(*b, false), !o->noOps);
+                RunDiff diff = diffRuns(*a, analyzeWithProgress(*a, false, false), *b,
+                                        analyzeWithProgress(*b, false, false), !o->noOps);
                 if (o->json)
                     std::cout << diffToJson(diff).dump(2, ' ', false,
                                                        nlohmann::json::error_handler_t::replace)

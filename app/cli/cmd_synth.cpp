@@ -13,6 +13,7 @@ Command addSynth(CLI::App& app) {
     struct Options {
         std::string out;
         SyntheticRunSpec spec;
+        int64_t stragglerMs = 20;
     };
     auto o = std::make_shared<Options>();
     auto* sub = app.add_subcommand("synth", "Write a synthetic run (demo, benchmarks)");
@@ -27,10 +28,18 @@ Command addSynth(CLI::App& app) {
     sub->add_flag("--failures", o->spec.failures,
                   "End as a broken job: no sharding strategy, a DTensor error, a hang in "
                   "mismatched collectives, ranks left unclosed");
+    sub->add_option("--straggler", o->spec.straggler,
+                    "A rank whose input is slower every step; the others wait for it in the "
+                    "gradient all-reduce")
+        ->check(CLI::Range(0, 4095));
+    sub->add_option("--straggler-ms", o->stragglerMs, "How much slower, in ms")
+        ->check(CLI::Range(0, 3600000))
+        ->capture_default_str();
     sub->add_flag("--drift", o->spec.drift,
                   "Record the replica check's fingerprints, with one layer's norm drifting "
                   "apart across ranks (an unreduced gradient)");
     return {sub, [o] {
+                o->spec.stragglerNs = o->stragglerMs * 1'000'000;
                 if (std::filesystem::exists(o->out) && !std::filesystem::is_empty(o->out)) {
                     std::cerr << "meshscope: " << o->out << ": already exists and is not empty\n";
                     return kExitUsage;

@@ -162,9 +162,10 @@ bool progressWanted() {
     return isatty(STDERR_FILENO) == 1;
 }
 
-AnalysisOptions analysisOptions(bool compareOps) {
+AnalysisOptions analysisOptions(bool compareOps, bool timeBreakdown) {
     AnalysisOptions options;
     options.compareOps = compareOps;
+    options.timeBreakdown = timeBreakdown;
     if (progressWanted()) {
         auto last = std::make_shared<std::chrono::steady_clock::time_point>();
         options.progress = [last](std::string_view stage, int64_t done, int64_t total) {
@@ -178,8 +179,8 @@ AnalysisOptions analysisOptions(bool compareOps) {
     return options;
 }
 
-RunAnalysis analyzeWithProgress(const RunReader& run, bool compareOps) {
-    RunAnalysis analysis = analyze(run, analysisOptions(compareOps));
+RunAnalysis analyzeWithProgress(const RunReader& run, bool compareOps, bool timeBreakdown) {
+    RunAnalysis analysis = analyze(run, analysisOptions(compareOps, timeBreakdown));
     if (progressWanted()) std::cerr << "\r\x1b[K" << std::flush;
     return analysis;
 }

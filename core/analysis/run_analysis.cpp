@@ -772,6 +772,14 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     judgePromotions(promotions, a);
     compareIncidents(run, a);
     if (options.compareOps) compareOps(run, options, a);
+    if (options.timeBreakdown) {
+        TimeBreakdownOptions timing;
+        if (options.progress)
+            timing.progress = [&](int64_t done, int64_t total) {
+                options.progress("timing ops and steps", done, total);
+            };
+        a.time = computeTimeBreakdown(run, a.incidents, timing);
+    }
     orderGroups(a);
     findStops(run, a);
     a.replicas = checkReplicas(run);

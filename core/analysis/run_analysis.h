@@ -18,6 +18,7 @@
 #include "core/analysis/recording_reach.h"
 #include "core/analysis/replica_drift.h"
 #include "core/analysis/run_summary.h"
+#include "core/analysis/time_breakdown.h"
 #include "core/store/run_reader.h"
 
 namespace meshscope {
@@ -210,6 +211,9 @@ struct RunAnalysis {
     // Replicated training state compared across ranks (replica_drift.h).
     ReplicaCheck replicas;
     std::vector<Finding> findings;
+    // Where the time goes: op statistics, steps per rank, the slowest rank
+    // of each step (time_breakdown.h); `computed` false when not asked for.
+    TimeBreakdown time;
     int64_t opsCompared = 0;
     bool opsComparedFully = false;
 };
@@ -217,6 +221,9 @@ struct RunAnalysis {
 struct AnalysisOptions {
     // Compare op sequences across ranks (reads every op of every rank).
     bool compareOps = true;
+    // Op statistics and the per-step breakdown (reads every op of every rank
+    // with its operands).
+    bool timeBreakdown = true;
     // Called now and then while reading: stage, done, total (total 0 = unknown).
     std::function<void(std::string_view, int64_t, int64_t)> progress;
 };

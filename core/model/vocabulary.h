@@ -277,6 +277,7 @@ enum class FindingKind : uint8_t {
     Reconciled,
     Drift,
     PartialRead,
+    Straggler,
     End,
 };
 
@@ -362,6 +363,10 @@ inline constexpr std::array kFindingKinds = std::to_array<FindingKindInfo>({
      "Call full_tensor() on every rank (a collective) before reading the value, or "
      "redistribute it to Replicate() first",
      "warning"},
+    {FindingKind::Straggler, "straggler",
+     "a rank that is the slowest in most steps while the others wait for it in collectives "
+     "(only when asked for: --fail-on straggler)",
+     3, "", "", "", "", "", false},
 });
 
 static_assert(kindTableIsComplete(kFindingKinds, FindingKind::End),

@@ -47,6 +47,7 @@ code,pre{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px}
 .grid{display:grid;grid-template-columns:minmax(360px,1fr) minmax(420px,1.2fr);gap:16px}.muted{color:#69707d}.explain{margin:6px 0 10px;font-weight:500}
 svg text{font-family:system-ui,sans-serif}.legend span{margin-right:14px}
 details.stacks>summary{cursor:pointer;color:#69707d;margin:6px 0}details.stacks pre{max-height:420px;overflow:auto}
+h3{font-size:15px;margin:18px 0 6px}.finding.straggler{border-color:#ef6c00;background:#fff8f0}
 td pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:0}pre.fix{white-space:pre-wrap;overflow-wrap:anywhere}div.mesh{overflow-x:auto;max-width:100%}
 )css";
 
@@ -705,6 +706,7 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
     writeStops(a, out);
     out << "<h2>Timeline</h2>\n";
     writeTimeline(run, a, out, options.timelineWidth);
+    writeTimeSection(a.time, out);
     writeGroups(a, out, options.maxGroupsInDetail);
     writeDivergences(a, out);
     writeInvalidPromotions(a, out);

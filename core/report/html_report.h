@@ -36,6 +36,10 @@ std::string jsonForScript(const std::string& json);  // <, >, & as \u escapes
 // ellipsis when text is left over. For labels inside SVG boxes.
 std::vector<std::string> wrapLabel(std::string_view text, size_t width, size_t maxLines);
 
+// "Where the time goes" (html_time.cpp): heat maps of ranks by steps, each
+// rank's steps, the slowest rank of each step, stragglers, ops by time.
+void writeTimeSection(const TimeBreakdown& time, std::ostream& out);
+
 // The SVG drawing of an incident's operands on its device mesh (the layout
 // of core/analysis/mesh_picture.h, which the GUI's inspector draws too).
 void writeMeshDrawing(const IncidentDetail& incident, std::ostream& out);

@@ -176,6 +176,59 @@ nlohmann::json incidentDetailToJson(const IncidentDetail& d, const IncidentExpla
             {"explanation", explanationToJson(e)}};
 }
 
+// Where the time goes (time_breakdown.h): op statistics, each rank's
+// steps in overview order (cells by column), the slowest rank of each step
+// and the stragglers `check --fail-on straggler` would report.
+nlohmann::json timeToJson(const TimeBreakdown& t) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const OpStat& o : t.ops)
+        ops.push_back({{"name", o.name},
+                       {"collective", o.collective},
+                       {"count", o.count},
+                       {"total_ns", o.totalNs},
+                       {"mean_ns", o.meanNs()},
+                       {"max_ns", o.maxNs},
+                       {"bytes", o.bytes},
+                       {"ranks", o.ranks},
+                       {"placements", o.placements},
+                       {"more_placements", o.morePlacements}});
+    nlohmann::json columns = nlohmann::json::array();
+    for (const StepColumn& c : t.columns)
+        columns.push_back({c.firstStep, c.lastStep});
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const RankSteps& r : t.ranks) {
+        nlohmann::json cells = nlohmann::json::array();
+        for (const StepCell& c : r.cells)
+            cells.push_back({c.steps, c.wallNs, c.collectiveNs, c.incidents, c.slowest});
+        ranks.push_back({{"rank", r.rank},
+                         {"steps", r.steps},
+                         {"median_step_ns", r.medianStepNs},
+                         {"median_outside_collectives_ns", r.medianOutsideNs},
+                         {"median_collective_ns", r.medianCollectiveNs},
+                         {"slowest_in", r.slowestIn},
+                         {"incidents", r.incidents},
+                         {"deviation", r.deviation},
+                         {"cells", cells}});
+    }
+    nlohmann::json slowest = nlohmann::json::array();
+    for (const SlowestRank& s : t.slowest)
+        slowest.push_back({{"step", s.step},
+                           {"rank", s.rank},
+                           {"outside_collectives_ns", s.outsideNs},
+                           {"others_mean_ns", s.meanOthersNs},
+                           {"ranks", s.ranks}});
+    nlohmann::json stragglers = nlohmann::json::array();
+    for (const Finding& f : stragglerFindings(t))
+        stragglers.push_back({{"rank", f.rank}, {"message", f.message}});
+    return {{"ops", ops},
+            {"steps_per_column", t.stepsPerColumn},
+            {"columns", columns},
+            {"cell_fields", {"steps", "wall_ns", "collective_ns", "incidents", "slowest"}},
+            {"ranks", ranks},
+            {"slowest", slowest},
+            {"stragglers", stragglers}};
+}
+
 nlohmann::json reportToJson(const RunAnalysis& a, const ReportOptions& options) {
     nlohmann::json findings = nlohmann::json::array();
     for (const Finding& f : a.findings)
@@ -227,6 +280,7 @@ nlohmann::json reportToJson(const RunAnalysis& a, const ReportOptions& options) 
                              {"comparison_notes", notes},
                              {"missing_ranks", a.missingRanks},
                              {"ops_compared", a.opsCompared}};
+    if (a.time.computed) report["time"] = timeToJson(a.time);
     // only where replicas were compared (golden reports stay as they are)
     if (a.replicas.tensorsCompared > 0) report["replicas"] = replicasToJson(a.replicas);
     // only when the list above is cut short (golden reports stay as they are)

@@ -166,6 +166,68 @@ void writeStops(const RunAnalysis& a, std::ostream& out) {
         out << fmt::format("| {} | {} |\n", s.rank, md(s.state()));
 }
 
+// Where the time goes: ops by time, each rank's steps (outliers first), the
+// slowest rank of each step and the stragglers among them.
+void writeTime(const TimeBreakdown& t, std::ostream& out) {
+    if (!t.computed || (t.ops.empty() && t.ranks.empty())) return;
+    constexpr size_t kOpsListed = 25, kRanksListed = 32, kStepsListed = 20;
+    out << "\n## Where the time goes\n\n";
+    if (!t.ops.empty()) {
+        out << "Host time of each op (including the ops it called) and of each collective "
+               "(issue to completion), all ranks together:\n\n"
+               "| op | calls | total | mean | max | ranks | placements of its inputs |\n"
+               "|---|---:|---:|---:|---:|---:|---|\n";
+        for (size_t i = 0; i < t.ops.size() && i < kOpsListed; ++i) {
+            const OpStat& o = t.ops[i];
+            std::string placements;
+            for (const std::string& p : o.placements)
+                placements += (placements.empty() ? "" : "; ") + mdCode(p);
+            if (o.morePlacements > 0) placements += fmt::format("; {} more", o.morePlacements);
+            if (o.collective) placements = fmt::format("collective, {} bytes", o.bytes);
+            out << fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", mdCode(o.name), o.count,
+                               formatDuration(o.totalNs), formatDuration(o.meanNs()),
+                               formatDuration(o.maxNs), o.ranks, placements);
+        }
+        if (t.ops.size() > kOpsListed)
+            out << fmt::format("\n{} more op(s) are in the JSON report.\n",
+                               t.ops.size() - kOpsListed);
+    }
+    bool steps = false;
+    for (const RankSteps& r : t.ranks)
+        steps = steps || r.steps > 0;
+    if (!steps) {
+        out << "\nNo optimizer step was recorded: there are no steps to break down.\n";
+        return;
+    }
+    out << "\nEach rank's steps, medians over its steps; a step ends with its optimizer.step(). "
+           "Ranks furthest from the median rank's time outside collectives come first:\n\n"
+           "| rank | steps | step | outside collectives | collective in flight | slowest in | "
+           "incidents |\n|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (size_t i = 0; i < t.ranks.size() && i < kRanksListed; ++i) {
+        const RankSteps& r = t.ranks[i];
+        out << fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", r.rank, r.steps,
+                           formatDuration(r.medianStepNs), formatDuration(r.medianOutsideNs),
+                           formatDuration(r.medianCollectiveNs), r.slowestIn, r.incidents);
+    }
+    if (t.ranks.size() > kRanksListed)
+        out << fmt::format("\n{} more rank(s), closer to the median, are in the JSON report.\n",
+                           t.ranks.size() - kRanksListed);
+    if (t.slowest.empty()) return;
+    std::vector<const SlowestRank*> worst = stepsFurthestAhead(t, kStepsListed);
+    out << fmt::format(
+        "\nThe slowest rank of a step (the longest time outside collectives: the "
+        "others wait for it), for the {} step(s) where it was furthest ahead of "
+        "the others, of {}:\n\n| step | slowest rank | outside collectives | "
+        "other ranks' mean | ratio |\n|---:|---:|---:|---:|---:|\n",
+        worst.size(), t.slowest.size());
+    for (const SlowestRank* s : worst)
+        out << fmt::format("| {} | {} | {} | {} | {:.2f}x |\n", s->step, s->rank,
+                           formatDuration(s->outsideNs), formatDuration(s->meanOthersNs),
+                           s->ratio());
+    for (const Finding& f : stragglerFindings(t))
+        out << fmt::format("\n**Straggler:** {}\n", md(f.message));
+}
+
 }  // namespace
 
 void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOptions& options) {
@@ -217,6 +279,7 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
                                d.actual.empty() ? "(ended)" : md(d.actual),
                                d.expected.empty() ? "(ended)" : md(d.expected));
     }
+    writeTime(a.time, out);
 }
 
 }  // namespace meshscope

@@ -56,6 +56,8 @@ nlohmann::json incidentDetailToJson(const IncidentDetail& detail,
 nlohmann::json explanationToJson(const IncidentExplanation& explanation);
 // A fix as JSON: summary, code and place (how, file and line; or why not).
 nlohmann::json fixToJson(const FixSuggestion& fix);
+// Where the time goes: the JSON report's "time" object.
+nlohmann::json timeToJson(const TimeBreakdown& time);
 nlohmann::json sarifLog(const RunAnalysis& analysis, const ReportOptions& options = {});
 void writeMarkdownReport(const RunAnalysis& analysis, std::ostream& out,
                          const ReportOptions& options = {});

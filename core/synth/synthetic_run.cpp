@@ -163,6 +163,8 @@ class RankGenerator {
         return t.id;
     }
 
+    bool straggling() const { return m_rank == m_spec.straggler; }
+
     int64_t advance(int64_t ns) {
         m_now += ns + int64_t(m_rng() % 200);
         return m_now;
@@ -190,7 +192,8 @@ class RankGenerator {
         m_step = s;
         m_stack = m_w.internStack(std::array{Frame{m_trainFile, 100, m_trainStep}});
         int64_t t = advance(2000);
-        op("aten::stack", Phase::Data, 0, 0, t, advance(5000));
+        op("aten::stack", Phase::Data, 0, 0, t,
+           advance(5000 + (straggling() ? m_spec.stragglerNs : 0)));
         forward(s);
         t = advance(500);
         op("aten::sub.Tensor", Phase::Forward, 0, 0, t, advance(800));
@@ -272,7 +275,9 @@ class RankGenerator {
         c.group = m_w.intern("default_pg");
         c.bytes = int64_t(m_spec.layers) * 256 * 256 * 4 / std::max(1, m_spec.ranks);
         c.startNs = advance(100);
-        c.endNs = advance(40000 + int64_t(m_rng() % 10000));
+        // the others wait here for the straggler's late arrival
+        bool waits = m_spec.straggler >= 0 && !straggling();
+        c.endNs = advance(40000 + int64_t(m_rng() % 10000) + (waits ? m_spec.stragglerNs : 0));
         c.thread = 1;
         c.step = m_step;
         m_w.submit(std::move(c));

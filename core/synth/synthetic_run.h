@@ -31,6 +31,11 @@ struct SyntheticRunSpec {
     // its gradient differs from step 1 on (never reduced across the ranks),
     // its weight and state from step 2 on.
     bool drift = false;
+    // A straggler: this rank's input takes `stragglerNs` longer every step
+    // (its aten::stack), and the other ranks spend that time waiting in the
+    // step's gradient all-reduce. -1: none.
+    int straggler = -1;
+    int64_t stragglerNs = 20'000'000;
 };
 
 struct SyntheticRankTotals {

@@ -69,6 +69,19 @@ class Normalizer:
         return value
 
 
+def time_structure(time: dict) -> dict:
+    """The JSON report's "time" less what a clock measured: which ops ran
+    how often on how many ranks with which placements, and how many steps
+    each rank recorded. Who was slowest is a race on two CPU ranks."""
+    ops = [{k: o[k] for k in ("name", "collective", "count", "bytes", "ranks", "placements",
+                               "more_placements")} for o in time["ops"]]
+    ranks = sorted(({"rank": r["rank"], "steps": r["steps"], "incidents": r["incidents"],
+                     "cells": len(r["cells"])} for r in time["ranks"]), key=lambda r: r["rank"])
+    return {"ops": sorted(ops, key=lambda o: (o["collective"], o["name"])),
+            "columns": time["columns"], "steps_per_column": time["steps_per_column"],
+            "ranks": ranks, "steps_compared": len(time["slowest"])}
+
+
 def report(run_dir: Path, fmt: str, out: Path) -> str:
     proc = subprocess.run([cli(), "report", str(run_dir), "--format", fmt, "-o", str(out)],
                           capture_output=True, text=True, timeout=300)
@@ -95,9 +108,13 @@ def test_reports_match_reviewed_output(tmp_path, scenario, policy):
     assert rec.run_dir.exists(), rec.stderr[-3000:]
     n = Normalizer()
     data = json.loads(report(rec.run_dir, "json", tmp_path / "report.json"))
+    data["time"] = time_structure(data["time"])
     compare(f"{scenario}-{policy}.json", json.dumps(n.json(data), indent=1, sort_keys=True) + "\n")
     md = report(rec.run_dir, "md", tmp_path / "report.md")
     md = re.sub(r"run ` [0-9a-f-]+ `", "run ` <run-id> `", md)
+    # where the time goes: measured times, compared by structure in the JSON
+    md, timed = md.split("\n## Where the time goes\n")
+    assert "| op | calls | total | mean | max | ranks |" in timed
     compare(f"{scenario}-{policy}.md", n.text(md))
 
     # One explanation per incident: the JSON report's group examples, the

@@ -26,6 +26,7 @@
 
 #include "ui/app/export_job.h"
 #include "ui/app/shortcuts_dialog.h"
+#include "ui/app/time_dock.h"
 #include "ui/inspector/inspector_widget.h"
 #include "ui/inspector/op_detail.h"
 #include "ui/models/incident_filter_bar.h"
@@ -219,6 +220,7 @@ void MainWindow::buildDocks() {
 
     buildStopsDock();
     buildReplicasDock();
+    buildTimeDock();
 
     connect(m_canvas, &TimelineCanvas::selectionChanged, this,
             [this](const TimelineSelection& item) { select(item, false); });
@@ -254,6 +256,23 @@ void MainWindow::buildReplicasDock() {
         tabifyDockWidget(incidents, dock);
         incidents->raise();  // the incidents first, unless something drifts
     }
+}
+
+// Where the time goes, tabbed with the incidents: the ranks overview, op
+// statistics and the slowest rank of each step. A cell or row shows that
+// rank's lanes at those steps in the timeline.
+void MainWindow::buildTimeDock() {
+    m_time = new TimeDock(this);
+    auto* dock = new QDockWidget("Where the time goes", this);
+    dock->setObjectName("timeDock");
+    dock->setWidget(m_time);
+    addDockWidget(Qt::BottomDockWidgetArea, dock);
+    if (auto* incidents = findChild<QDockWidget*>("incidentsDock")) {
+        tabifyDockWidget(incidents, dock);
+        incidents->raise();
+    }
+    connect(m_time, &TimeDock::rankActivated, this,
+            [this](int rank, qint64 first, qint64 last) { m_canvas->showRank(rank, first, last); });
 }
 
 void MainWindow::onStopActivated(const QModelIndex& index) {
@@ -350,6 +369,8 @@ void MainWindow::openRun(const QString& path) {
     m_model->setAnalysis(nullptr);
     m_stops->setAnalysis(nullptr);
     m_groups->setAnalysis(nullptr);
+    m_replicas->setAnalysis(nullptr);
+    m_time->setAnalysis(nullptr);
     m_inspector->clear();
     setWindowTitle(QStringLiteral("meshscope - %1").arg(QFileInfo(path).fileName()));
     m_progress = new QProgressDialog(QStringLiteral("Opening %1").arg(path), "Cancel", 0, 0, this);
@@ -409,6 +430,16 @@ void MainWindow::onAnalysisReady() {
     m_stopsTable->resizeRowsToContents();
     m_replicas->setAnalysis(m_session->analysis());
     m_replicasTable->resizeColumnsToContents();
+    m_time->setAnalysis(m_session->analysis());
+    // A run with nothing wrong opens on where its time goes; a straggler
+    // brings it forward too (after a drift, which matters more).
+    {
+        const RunAnalysis& a = *m_session->analysis();
+        bool drifts = !a.replicas.drifts.empty();
+        bool healthy = a.incidents.empty() && !a.time.columns.empty();
+        if (!drifts && (healthy || !m_time->stragglerText().isEmpty()))
+            if (auto* dock = findChild<QDockWidget*>("timeDock")) dock->raise();
+    }
     if (m_replicas->rowCount() > 0 && m_session->analysis()->replicas.drifts.size() > 0)
         if (auto* dock = findChild<QDockWidget*>("replicasDock")) dock->raise();
     m_canvas->dataChanged();

@@ -34,6 +34,7 @@ class InspectorWidget;
 class RankStopModel;
 class IncidentGroupModel;
 class ReplicaDriftModel;
+class TimeDock;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -57,6 +58,7 @@ class MainWindow : public QMainWindow {
     ReplicaDriftModel& replicasModel() { return *m_replicas; }
     IncidentGroupModel& groupsModel() { return *m_groups; }
     QTabWidget& incidentTabs() { return *m_incidentTabs; }
+    TimeDock& timeDock() { return *m_time; }
     ReplayController& replay() { return *m_replay; }
     QString statusText() const;
     // Shows an item everywhere: timeline, table row and inspector.
@@ -90,6 +92,7 @@ class MainWindow : public QMainWindow {
     void onStopActivated(const QModelIndex& index);
     void buildStopsDock();
     void buildReplicasDock();
+    void buildTimeDock();
     void showInspectorFor(const TimelineSelection& item);
     void updateStatus();
     void chooseRunDirectory();
@@ -120,6 +123,7 @@ class MainWindow : public QMainWindow {
     IncidentGroupModel* m_groups = nullptr;
     QTableView* m_groupsTable = nullptr;
     QTabWidget* m_incidentTabs = nullptr;
+    TimeDock* m_time = nullptr;
     QLabel* m_statusRun = nullptr;
     QLabel* m_statusProblems = nullptr;
     QLabel* m_statusLive = nullptr;

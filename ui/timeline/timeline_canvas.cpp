@@ -56,7 +56,7 @@ void TimelineCanvas::setData(std::shared_ptr<TimelineData> data) {
     m_hover.reset();
     m_scrollY = 0;
     relayout();
-    fitAll();
+    fitFromFirstStep();
 }
 
 void TimelineCanvas::dataChanged() {
@@ -76,6 +76,7 @@ void TimelineCanvas::relayout() {
     m_tracks.clear();
     m_rankEnds.clear();
     m_incidentY.clear();
+    m_rankTop.clear();
     m_laneY.clear();
     m_densityBins = 0;  // the overview is repainted on the next frame
     m_contentHeight = 0;
@@ -83,6 +84,7 @@ void TimelineCanvas::relayout() {
     if (!m_data) return;
     for (const RankTimeline& r : m_data->ranks) {
         auto tracks = makeRankTracks(*m_data, r.rank);
+        m_rankTop[r.rank] = m_contentHeight;
         // makeRankTracks order: header, incidents, [collectives], lanes in laneOrder().
         m_incidentY[r.rank] = m_contentHeight + tracks[0]->height();
         float laneY = m_contentHeight;
@@ -106,6 +108,50 @@ void TimelineCanvas::fitAll() {
     if (!m_data) return;
     auto [lo, hi] = m_data->alignedRange();
     zoomToRange(lo, hi);
+}
+
+void TimelineCanvas::fitFromFirstStep() {
+    if (!m_data) return;
+    auto [lo, hi] = m_data->alignedRange();
+    // the earliest start of a rank's first recorded step
+    std::optional<double> first;
+    for (const RankTimeline& r : m_data->ranks) {
+        if (r.steps.empty()) continue;
+        int64_t start = stepStart(r, r.steps.front().step);
+        double a = r.align.toAligned(start);
+        first = first ? std::min(*first, a) : a;
+    }
+    if (first && *first > lo && *first < hi)
+        zoomToRange(*first, hi);
+    else
+        zoomToRange(lo, hi);
+}
+
+void TimelineCanvas::showRank(int rank, int64_t firstStep, int64_t lastStep) {
+    if (!m_data) return;
+    const RankTimeline* r = nullptr;
+    for (const RankTimeline& candidate : m_data->ranks)
+        if (candidate.rank == rank) r = &candidate;
+    if (!r || r->empty()) return;
+    int64_t begin = r->firstNs, end = r->lastNs;
+    if (firstStep >= 0) {
+        // to the end of the last step's optimizer.step()
+        begin = stepStart(*r, firstStep);
+        for (const StepBand& b : r->steps)
+            if (b.step == lastStep) end = b.end;
+    }
+    if (end > begin) zoomToRange(r->align.toAligned(begin), r->align.toAligned(end));
+    if (auto top = m_rankTop.find(rank); top != m_rankTop.end()) {
+        m_scrollY = 0;
+        scrollBy(top->second);
+    }
+    update();
+}
+
+std::optional<float> TimelineCanvas::rankTop(int rank) const {
+    auto it = m_rankTop.find(rank);
+    if (it == m_rankTop.end()) return std::nullopt;
+    return it->second;
 }
 
 void TimelineCanvas::zoomToRange(double start, double end) {

@@ -32,7 +32,16 @@ class TimelineCanvas : public ImGuiCanvas {
 
     TimelineView& view() { return m_view; }
     void fitAll();
+    // The view a run opens with: from the start of its first recorded step
+    // (the set-up before it is one Home key away) to its end.
+    void fitFromFirstStep();
     void zoomToRange(double start, double end);  // aligned ns, with a margin
+    // Scrolls `rank`'s lanes to the top and shows steps [firstStep,
+    // lastStep] of it (the whole rank when firstStep is negative).
+    void showRank(int rank, int64_t firstStep, int64_t lastStep);
+    // Content y of a rank's first track (tests).
+    std::optional<float> rankTop(int rank) const;
+    float scrollY() const { return m_scrollY; }
 
     TimelineSelection selection() const { return m_selection; }
     // Selects an item (from the table or the replay); centres it when asked.
@@ -88,6 +97,7 @@ class TimelineCanvas : public ImGuiCanvas {
     std::set<size_t> m_rankEnds;  // indices of the last track of each rank
     // Content y (before scrolling) of each rank's incident track and op lanes.
     std::map<int, float> m_incidentY;
+    std::map<int, float> m_rankTop;
     std::map<std::pair<int, size_t>, float> m_laneY;
     TimelineView m_view;
     TimelineSelection m_selection;

@@ -76,6 +76,13 @@ void TimelineData::realign(AlignMode mode) {
     }
 }
 
+int64_t stepStart(const RankTimeline& rank, int64_t step) {
+    for (const StepBand& b : rank.steps)
+        if (b.step == step - 1) return b.end;
+    auto it = rank.stepStarts.find(step);
+    return it != rank.stepStarts.end() ? it->second : rank.firstNs;
+}
+
 std::pair<double, double> TimelineData::alignedRange() const {
     double lo = 0, hi = 0;
     bool any = false;

@@ -98,6 +98,11 @@ struct RankTimeline {
     std::map<uint32_t, std::string> threadNames;
     std::vector<Lane> lanes;  // in order of first appearance; see laneOrder()
     std::vector<StepBand> steps;
+    // Where each step's training started (its first data, forward or
+    // backward op; rank-local ns): the first step runs from there, the
+    // others from the end of the previous optimizer.step(), to the end of
+    // their own.
+    std::map<int64_t, int64_t> stepStarts;
     std::vector<CollectiveSpan> collectives;  // sorted by start
     int64_t maxCollectiveDuration = 0;
     std::vector<IncidentMark> incidents;  // sorted by time
@@ -132,6 +137,10 @@ struct RankTimeline {
     std::vector<size_t> laneOrder() const;        // lane indices by (thread, depth)
     std::string threadName(uint32_t thread) const;
 };
+
+// Where `step` of `rank` starts: the end of the previous optimizer.step(),
+// else its first data, forward or backward op, else the rank's first record.
+int64_t stepStart(const RankTimeline& rank, int64_t step);
 
 enum class AlignMode : uint8_t { WallClock, Step };
 

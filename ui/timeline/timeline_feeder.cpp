@@ -66,6 +66,14 @@ class OpAppender {
         m_track.firstNs = std::min(m_track.firstNs, s.start);
         m_track.lastNs = std::max(m_track.lastNs, s.end);
         m_track.lastOpSeq = s.seq;  // kept per op: a reader error mid-page loses nothing
+        // ops come in seq order: a step's first data, forward or backward op
+        // starts its training (the set-up before it is not the step's)
+        if (op.step != m_step && (op.phase == Phase::Data || op.phase == Phase::Forward ||
+                                  op.phase == Phase::Backward)) {
+            m_step = op.step;
+            auto [it, fresh] = m_track.stepStarts.try_emplace(op.step, s.start);
+            if (!fresh) it->second = std::min(it->second, s.start);
+        }
         ++m_track.opCount;
     }
 
@@ -73,11 +81,12 @@ class OpAppender {
     RankTimeline& m_track;
     std::vector<bool> m_unsorted;
     Lane* m_last = nullptr;
+    int64_t m_step = std::numeric_limits<int64_t>::min();
 };
 
 OpRow opRow(const OpRecord& op) {
-    return {op.seq.value(), op.startNs, op.endNs, op.thread,
-            op.depth,       op.name,    op.phase, bool(op.incident)};
+    return {op.seq.value(), op.startNs, op.endNs,          op.thread, op.depth,
+            op.name,        op.phase,   bool(op.incident), op.step};
 }
 
 void addIncident(RankTimeline& track, const IncidentRecord& inc, uint32_t op) {

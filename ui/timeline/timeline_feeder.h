@@ -52,6 +52,7 @@ struct OpRow {  // what the timeline keeps of an op
     StringId name;
     Phase phase = Phase::Other;
     bool incident = false;
+    int64_t step = -1;
 };
 struct RankRows {
     int rank = 0;

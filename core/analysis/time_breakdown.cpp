@@ -1,0 +1,408 @@
+#include "core/analysis/time_breakdown.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "core/analysis/run_analysis.h"
+#include "core/model/run_clock.h"
+
+namespace meshscope {
+namespace {
+
+constexpr int64_t kOpPage = 65536;
+constexpr int64_t kCollectivePage = 16384;
+
+// The lower median: of two ranks, the faster one is the typical one.
+int64_t median(std::vector<int64_t> values) {
+    if (values.empty()) return 0;
+    auto mid = values.begin() + std::ptrdiff_t((values.size() - 1) / 2);
+    std::nth_element(values.begin(), mid, values.end());
+    return *mid;
+}
+
+// Time covered by intervals, each clipped to [lo, hi).
+int64_t coveredNs(std::vector<std::pair<int64_t, int64_t>>& spans, int64_t lo, int64_t hi) {
+    std::sort(spans.begin(), spans.end());
+    int64_t covered = 0, reach = lo;
+    for (auto [a, b] : spans) {
+        a = std::max(a, reach);
+        b = std::min(b, hi);
+        if (b <= a) continue;
+        covered = saturatingAdd(covered, b - a);
+        reach = b;
+    }
+    return covered;
+}
+
+// One op name's statistics across ranks, keyed by its text.
+struct OpAccumulator {
+    OpStat stat;
+    std::map<std::string, int64_t> placements;  // signature -> calls
+    int lastRank = -1;
+};
+
+// What one rank reads into the run-wide tables.
+class RankPass {
+  public:
+    RankPass(const RankReader& reader, std::map<std::pair<bool, std::string>, OpAccumulator>& ops)
+        : m_reader(reader), m_ops(ops) {}
+
+    // Reads the rank's ops (statistics, step bounds) and collectives.
+    int64_t read(const std::function<void(int64_t)>& progress) {
+        int64_t read = 0;
+        for (OpSeq after{};;) {
+            int64_t count = 0;
+            after = m_reader.scanOps(
+                after, kOpPage,
+                [&](const OpRecord& op) {
+                    ++count;
+                    addOp(op);
+                },
+                true);
+            read += count;
+            if (progress) progress(read);
+            if (count < kOpPage) break;
+        }
+        for (CollectiveSeq after{};;) {
+            std::vector<CollectiveRecord> page = m_reader.collectivesAfter(after, kCollectivePage);
+            for (const CollectiveRecord& c : page)
+                addCollective(c);
+            if (int64_t(page.size()) < kCollectivePage) break;
+            after = page.back().seq;
+        }
+        flushOps();
+        return read;
+    }
+
+    // The rank's steps: [begin, end) and the time with a collective in flight.
+    struct Step {
+        int64_t step = 0;
+        int64_t wallNs = 0;
+        int64_t collectiveNs = 0;
+    };
+    std::vector<Step> steps() {
+        std::vector<Step> out;
+        std::vector<OptimizerStepRecord> optimizer = m_reader.optimizerSteps();
+        std::map<int64_t, int64_t> endOf;  // step -> end of its last optimizer.step()
+        for (const OptimizerStepRecord& o : optimizer)
+            if (o.step >= 0) endOf[o.step] = std::max(endOf[o.step], o.endNs);
+        for (const auto& [step, end] : endOf) {
+            auto previous = endOf.find(step - 1);
+            int64_t begin = 0;
+            if (previous != endOf.end()) {
+                begin = previous->second;
+            } else {
+                // the first step starts with its training (its first data,
+                // forward or backward op), not with the set-up before it
+                std::optional<int64_t> first;
+                if (auto t = m_trainingFrom.find(step); t != m_trainingFrom.end())
+                    first = t->second;
+                else if (auto f = m_firstOf.find(step); f != m_firstOf.end())
+                    first = f->second;
+                begin = first ? std::min(*first, end) : end;
+            }
+            auto spans = m_collectives.find(step);
+            int64_t inFlight = 0;
+            if (spans != m_collectives.end()) inFlight = coveredNs(spans->second, begin, end);
+            out.push_back({step, std::max<int64_t>(0, saturatingSub(end, begin)), inFlight});
+        }
+        return out;
+    }
+
+  private:
+    struct NameEntry {
+        OpAccumulator* acc = nullptr;
+        int64_t count = 0, totalNs = 0, maxNs = 0, bytes = 0;
+        std::unordered_map<uint64_t, std::pair<std::string, int64_t>> signatures;
+    };
+
+    static void earliest(std::map<int64_t, int64_t>& first, int64_t step, int64_t t) {
+        auto [it, fresh] = first.try_emplace(step, t);
+        if (!fresh) it->second = std::min(it->second, t);
+    }
+
+    static void count(NameEntry& e, int64_t startNs, int64_t endNs) {
+        int64_t ns = std::max<int64_t>(0, saturatingSub(endNs, startNs));
+        ++e.count;
+        e.totalNs = saturatingAdd(e.totalNs, ns);
+        e.maxNs = std::max(e.maxNs, ns);
+    }
+
+    void addOp(const OpRecord& op) {
+        // ops come in seq order, a step's together: its first op (and its
+        // first training op) is met when the step changes
+        if (op.step >= 0 && op.step != m_opStep) {
+            m_opStep = op.step;
+            earliest(m_firstOf, op.step, op.startNs);
+        }
+        bool training =
+            op.phase == Phase::Data || op.phase == Phase::Forward || op.phase == Phase::Backward;
+        if (op.step >= 0 && training && op.step != m_trainingStep) {
+            m_trainingStep = op.step;
+            earliest(m_trainingFrom, op.step, op.startNs);
+        }
+        NameEntry& e = m_opNames[op.name.value()];
+        count(e, op.startNs, op.endNs);
+        // the placements of its tensor inputs, by their interned ids
+        uint64_t key = 1469598103934665603ull;
+        bool any = false;
+        for (const OperandRecord& o : op.operands) {
+            if (o.role != OperandRole::Input || o.kind != OperandKind::Tensor) continue;
+            key = (key ^ uint64_t(o.placements.value() + 1)) * 1099511628211ull;
+            any = true;
+        }
+        if (!any) return;
+        auto [sig, fresh] = e.signatures.try_emplace(key);
+        if (fresh) sig->second.first = signature(op);
+        ++sig->second.second;
+    }
+
+    std::string signature(const OpRecord& op) const {
+        std::string text;
+        for (const OperandRecord& o : op.operands) {
+            if (o.role != OperandRole::Input || o.kind != OperandKind::Tensor) continue;
+            if (!text.empty()) text += " x ";
+            text += o.placements ? m_reader.string(o.placements) : "plain";
+        }
+        return text;
+    }
+
+    void addCollective(const CollectiveRecord& c) {
+        if (c.step >= 0 && c.endNs > c.startNs) {
+            m_collectives[c.step].emplace_back(c.startNs, c.endNs);
+            earliest(m_firstOf, c.step, c.startNs);
+        }
+        NameEntry& e = m_collectiveKinds[c.kind.value()];
+        count(e, c.startNs, c.endNs);
+        e.bytes = saturatingAdd(e.bytes, c.bytes);
+    }
+
+    // Merges this rank's counts into the run-wide table by name.
+    void flushOps() {
+        int rank = m_reader.info().rank;
+        auto merge = [&](auto& names, bool collective) {
+            for (auto& [id, e] : names) {
+                OpAccumulator& acc = m_ops[{collective, m_reader.string(StringId{id})}];
+                acc.stat.collective = collective;
+                acc.stat.count += e.count;
+                acc.stat.totalNs = saturatingAdd(acc.stat.totalNs, e.totalNs);
+                acc.stat.maxNs = std::max(acc.stat.maxNs, e.maxNs);
+                acc.stat.bytes = saturatingAdd(acc.stat.bytes, e.bytes);
+                if (acc.lastRank != rank) ++acc.stat.ranks, acc.lastRank = rank;
+                for (auto& [key, sig] : e.signatures)
+                    acc.placements[sig.first] += sig.second;
+            }
+        };
+        merge(m_opNames, false);
+        merge(m_collectiveKinds, true);
+        m_opNames.clear();
+        m_collectiveKinds.clear();
+    }
+
+    const RankReader& m_reader;
+    std::map<std::pair<bool, std::string>, OpAccumulator>& m_ops;
+    std::unordered_map<int64_t, NameEntry> m_opNames, m_collectiveKinds;
+    std::map<int64_t, int64_t> m_firstOf;        // step -> its first record's start
+    std::map<int64_t, int64_t> m_trainingFrom;   // step -> its first data/forward/backward op
+    int64_t m_opStep = -1, m_trainingStep = -1;  // the steps last seen
+    std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> m_collectives;
+};
+
+// Per step across ranks: who was the slowest, and the sum to compare with.
+struct StepAcross {
+    int64_t maxOutside = -1;
+    int rank = -1;
+    int64_t sumOutside = 0;
+    int ranks = 0;
+};
+
+}  // namespace
+
+TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<IncidentRef>& incidents,
+                                   const TimeBreakdownOptions& options) {
+    TimeBreakdown out;
+    out.computed = true;
+    // The step range across ranks decides the columns (steps are numbers a
+    // file declares: nothing here is sized by them).
+    int64_t firstStep = INT64_MAX, lastStep = -1;
+    int64_t totalOps = 0;
+    for (const RankReader& r : run.ranks()) {
+        for (const OptimizerStepRecord& o : r.optimizerSteps()) {
+            if (o.step < 0) continue;
+            firstStep = std::min(firstStep, o.step);
+            lastStep = std::max(lastStep, o.step);
+        }
+        totalOps = saturatingAdd(totalOps, r.summary().ops);
+    }
+    if (lastStep >= 0) {
+        // in unsigned arithmetic: a damaged file may span the whole int64 range
+        uint64_t span = uint64_t(lastStep) - uint64_t(firstStep) + 1;
+        out.stepsPerColumn =
+            int64_t(std::max<uint64_t>(1, (span + kMaxStepColumns - 1) / kMaxStepColumns));
+        for (uint64_t s = 0; s < span; s += uint64_t(out.stepsPerColumn))
+            out.columns.push_back(
+                {firstStep + int64_t(s),
+                 firstStep + int64_t(std::min(span - 1, s + uint64_t(out.stepsPerColumn) - 1))});
+    }
+    auto inRange = [&](int64_t step) { return step >= firstStep && step <= lastStep; };
+    auto columnOf = [&](int64_t step) {
+        return size_t((uint64_t(step) - uint64_t(firstStep)) / uint64_t(out.stepsPerColumn));
+    };
+
+    std::map<int, std::map<int64_t, int64_t>> incidentsAt;  // rank -> step -> incidents
+    for (const IncidentRef& ref : incidents)
+        ++incidentsAt[ref.rank][ref.step];
+
+    std::map<std::pair<bool, std::string>, OpAccumulator> ops;
+    std::map<int64_t, StepAcross> across;
+    int64_t readBefore = 0;
+    for (const RankReader& reader : run.ranks()) {
+        RankPass pass(reader, ops);
+        std::function<void(int64_t)> progress;
+        if (options.progress)
+            progress = [&](int64_t n) { options.progress(readBefore + n, totalOps); };
+        readBefore += pass.read(progress);
+        RankSteps row;
+        row.rank = reader.info().rank;
+        row.cells.resize(out.columns.size());
+        std::vector<int64_t> wall, outside, inFlight;
+        for (const auto& s : pass.steps()) {
+            if (!inRange(s.step)) continue;
+            StepCell& cell = row.cells[columnOf(s.step)];
+            ++cell.steps;
+            cell.wallNs = saturatingAdd(cell.wallNs, s.wallNs);
+            cell.collectiveNs = saturatingAdd(cell.collectiveNs, s.collectiveNs);
+            int64_t own = s.wallNs - s.collectiveNs;
+            wall.push_back(s.wallNs);
+            outside.push_back(own);
+            inFlight.push_back(s.collectiveNs);
+            StepAcross& a = across[s.step];
+            if (own > a.maxOutside) a.maxOutside = own, a.rank = row.rank;
+            a.sumOutside = saturatingAdd(a.sumOutside, own);
+            ++a.ranks;
+        }
+        for (const auto& [step, n] : incidentsAt[row.rank]) {
+            row.incidents += n;
+            if (inRange(step)) row.cells[columnOf(step)].incidents += n;
+        }
+        row.steps = int64_t(wall.size());
+        row.medianStepNs = median(wall);
+        row.medianOutsideNs = median(outside);
+        row.medianCollectiveNs = median(inFlight);
+        out.ranks.push_back(std::move(row));
+    }
+    out.opsRead = readBefore;
+
+    // The slowest rank of each step that two ranks or more recorded.
+    std::map<int, size_t> rowOf;
+    for (size_t i = 0; i < out.ranks.size(); ++i)
+        rowOf[out.ranks[i].rank] = i;
+    for (const auto& [step, a] : across) {
+        if (a.ranks < 2) continue;
+        int64_t others = (a.sumOutside - a.maxOutside) / (a.ranks - 1);
+        out.slowest.push_back({step, a.rank, a.maxOutside, others, a.ranks});
+        RankSteps& row = out.ranks[rowOf[a.rank]];
+        ++row.slowestIn;
+        ++row.cells[columnOf(step)].slowest;
+    }
+
+    // Outliers first: the furthest from the median rank's time outside
+    // collectives, then the most incidents.
+    std::vector<int64_t> medians;
+    for (const RankSteps& r : out.ranks)
+        if (r.steps > 0) medians.push_back(r.medianOutsideNs);
+    int64_t typical = median(medians);
+    for (RankSteps& r : out.ranks)
+        r.deviation = typical > 0 && r.steps > 0
+                          ? (double(r.medianOutsideNs) - double(typical)) / double(typical)
+                          : 0.0;
+    std::stable_sort(out.ranks.begin(), out.ranks.end(),
+                     [](const RankSteps& a, const RankSteps& b) {
+                         double da = std::abs(a.deviation), db = std::abs(b.deviation);
+                         if (da != db) return da > db;
+                         if (a.incidents != b.incidents) return a.incidents > b.incidents;
+                         return a.rank < b.rank;
+                     });
+
+    for (auto& [key, acc] : ops) {
+        OpStat stat = std::move(acc.stat);
+        stat.name = key.second;
+        std::vector<std::pair<int64_t, std::string>> byCalls;
+        for (auto& [text, n] : acc.placements)
+            byCalls.emplace_back(-n, text);
+        std::sort(byCalls.begin(), byCalls.end());
+        for (auto& [n, text] : byCalls) {
+            if (stat.placements.size() < kPlacementsListed)
+                stat.placements.push_back(std::move(text));
+            else
+                ++stat.morePlacements;
+        }
+        out.ops.push_back(std::move(stat));
+    }
+    std::sort(out.ops.begin(), out.ops.end(), [](const OpStat& a, const OpStat& b) {
+        if (a.totalNs != b.totalNs) return a.totalNs > b.totalNs;
+        return std::tie(a.collective, a.name) < std::tie(b.collective, b.name);
+    });
+    return out;
+}
+
+std::vector<Finding> stragglerFindings(const TimeBreakdown& time) {
+    std::vector<Finding> out;
+    if (time.ranks.size() < 2) return out;
+    int64_t compared = int64_t(time.slowest.size());
+    for (const RankSteps& r : time.ranks) {
+        if (r.slowestIn < kStragglerMinSteps || 2 * r.slowestIn < compared) continue;
+        // against the median of the other ranks
+        std::vector<int64_t> medians;
+        for (const RankSteps& o : time.ranks)
+            if (o.rank != r.rank && o.steps > 0) medians.push_back(o.medianOutsideNs);
+        int64_t typical = median(medians);
+        if (double(r.medianOutsideNs) < kStragglerRatio * double(typical) ||
+            r.medianOutsideNs - typical < kStragglerMinNs)
+            continue;
+        // what the others spend waiting: the median rank's time in collectives
+        std::vector<int64_t> waits;
+        for (const RankSteps& o : time.ranks)
+            if (o.rank != r.rank && o.steps > 0) waits.push_back(o.medianCollectiveNs);
+        out.push_back(
+            {FindingKind::Straggler,
+             fmt::format("rank {} is the slowest rank in {} of {} steps: {} a step outside "
+                         "collectives, against {} for the other ranks (median; {:.2f}x); they "
+                         "wait for it in their collectives ({} a step with a collective in flight, "
+                         "against its {})",
+                         r.rank, r.slowestIn, compared, formatDuration(r.medianOutsideNs),
+                         formatDuration(typical),
+                         typical > 0 ? double(r.medianOutsideNs) / double(typical) : 0.0,
+                         formatDuration(median(waits)), formatDuration(r.medianCollectiveNs)),
+             -1, r.rank});
+    }
+    std::sort(out.begin(), out.end(),
+              [](const Finding& a, const Finding& b) { return a.rank < b.rank; });
+    return out;
+}
+
+std::vector<const SlowestRank*> stepsFurthestAhead(const TimeBreakdown& time, size_t limit) {
+    std::vector<const SlowestRank*> out;
+    for (const SlowestRank& s : time.slowest)
+        out.push_back(&s);
+    std::stable_sort(out.begin(), out.end(), [](const SlowestRank* a, const SlowestRank* b) {
+        return a->ratio() > b->ratio();
+    });
+    if (out.size() > limit) out.resize(limit);
+    return out;
+}
+
+std::string formatDuration(int64_t ns) {
+    double v = double(ns);
+    if (std::abs(v) < 1e3) return fmt::format("{} ns", ns);
+    if (std::abs(v) < 1e6) return fmt::format("{:.0f} us", v / 1e3);
+    if (std::abs(v) < 1e9) return fmt::format("{:.{}f} ms", v / 1e6, std::abs(v) < 1e7 ? 2 : 1);
+    return fmt::format("{:.2f} s", v / 1e9);
+}
+
+}  // namespace meshscope
