@@ -52,6 +52,7 @@ void screenshotWhenReady(meshscope::ui::MainWindow& window, const QString& file)
 }  // namespace
 
 int main(int argc, char** argv) {
+    meshscope::prepareForManyReaders();  // before any SQLite call
     CLI::App cli{"meshscope-gui: replay the multi-rank timeline of a meshscope run"};
     std::string run, screenshot;
     cli.add_option("run", run, "Run directory or rank file (.msdb) to open");

@@ -14,6 +14,7 @@
 
 int main(int argc, char** argv) {
     namespace cli = meshscope::cli;
+    meshscope::prepareForManyReaders();  // before any SQLite call
     CLI::App app{"meshscope: find and fix mixed torch.Tensor/DTensor incidents"};
     app.require_subcommand(1);
     app.set_version_flag("--version", meshscope::kNameAndVersion);

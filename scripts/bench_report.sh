@@ -28,6 +28,8 @@ printf '%-34s %9s %12s\n' command wall "peak RSS"
 measure "summary" "$cli" summary "$run"
 measure "check (incidents only)" "$cli" check "$run" --no-op-compare
 measure "check (with op comparison)" "$cli" check "$run"
+# the same plus where the time goes (ops, steps, slowest ranks): its cost
+measure "check --fail-on any,straggler" "$cli" check "$run" --fail-on any,straggler
 for format in html md json csv sarif; do
   measure "report --format $format" "$cli" report "$run" --format "$format" -o "$out/report.$format"
 done

@@ -54,13 +54,13 @@ Command addReport(CLI::App& app) {
             auto opened = openVerifiedRun(o->path, o->partial, RankReader::VerifyDepth::Everything);
             if (!opened) return kExitUnreadable;
             if (outputOntoRun(o->out, *opened)) return kExitUsage;
-            RunAnalysis analysis = analyzeWithProgress(*opened, !o->noOps);
+            const ReportFormatInfo& format =
+                formatOption->count() == 0 && byFile ? *byFile : *reportFormatFromString(o->format);
+            RunAnalysis analysis = analyzeWithProgress(*opened, !o->noOps, format.showsTime);
             ReportOptions options;
             options.sourceRoot = o->sourceRoot.empty()
                                      ? std::filesystem::current_path().string()
                                      : std::filesystem::absolute(o->sourceRoot).string();
-            const ReportFormatInfo& format =
-                formatOption->count() == 0 && byFile ? *byFile : *reportFormatFromString(o->format);
             // SARIF has its own base URI; every other format shows recorded
             // paths under an explicit --source-root relative to it.
             std::string strip;

@@ -39,6 +39,7 @@ bool verifyRanks(RunReader& run, RankReader::VerifyDepth depth, bool partial) {
     for (size_t i = 0; i < run.ranks().size();) {
         try {
             run.ranks()[i].verify(depth);
+            run.ranks()[i].releaseMemory();  // 4,096 ranks: one at a time
             ++i;
         } catch (const StoreError& e) {
             std::cerr << "meshscope: " << terminalSafe(e.what()) << (partial ? " (skipped)" : "")

@@ -1,5 +1,7 @@
 #include "core/analysis/sequence_compare.h"
 
+#include "core/store/op_chunk.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,7 +12,11 @@ namespace meshscope {
 namespace {
 
 constexpr int64_t kEnd = -1;
+// Ops read from each rank per round, and what a round may hold in all: the
+// comparers queue every op read until all ranks have theirs, so the page
+// shrinks with the number of ranks (never below a chunk, kMaxOpsPerChunk).
 constexpr int64_t kOpPage = 65536;
+constexpr int64_t kOpsPerRound = int64_t(1) << 21;
 
 int64_t referenceValue(const std::vector<std::pair<int, int64_t>>& values) {
     std::map<int64_t, std::pair<int, int>> tally;  // value -> (count, lowest rank)
@@ -86,7 +92,28 @@ void SequenceComparer::setTruncated(int rank) {
 
 void SequenceComparer::compare(const Describe& describe, std::vector<Divergence>& out,
                                const SiteOf& siteOf, const EntrySite& entrySite) {
+    // The queues of the ranks still compared, for the common case: every
+    // one of them has the same next entry (no allocation, no lookup).
+    std::vector<std::deque<Entry>*> live;
+    auto liveQueues = [&] {
+        live.clear();
+        for (int r : m_ranks)
+            if (!m_diverged.count(r)) live.push_back(&m_queues[r]);
+    };
+    liveQueues();
     for (;;) {
+        if (live.size() >= 2 && !live.front()->empty()) {
+            int64_t next = live.front()->front().value;
+            bool same = std::all_of(live.begin(), live.end(), [&](const std::deque<Entry>* q) {
+                return !q->empty() && q->front().value == next;
+            });
+            if (same) {
+                for (std::deque<Entry>* q : live)
+                    q->pop_front();
+                ++m_index;
+                continue;
+            }
+        }
         std::vector<std::pair<int, int64_t>> values;
         for (int r : m_ranks) {
             if (m_diverged.count(r)) continue;
@@ -139,6 +166,7 @@ void SequenceComparer::compare(const Describe& describe, std::vector<Divergence>
         for (int r : agreeing)
             if (!m_queues[r].empty()) m_queues[r].pop_front();
         ++m_index;
+        liveQueues();  // a rank may have departed or left the comparison
     }
 }
 
@@ -179,6 +207,8 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
         auto level = r.reader->info().meta.find("level");
         dtensorOnly.push_back(level != r.reader->info().meta.end() && level->second == "all");
     }
+    const int64_t page = std::clamp<int64_t>(
+        kOpsPerRound / std::max<int64_t>(1, int64_t(ranks.size())), kMaxOpsPerChunk, kOpPage);
     int64_t read = 0;
     for (bool more = true; more;) {
         more = false;
@@ -186,25 +216,28 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
             if (done[i]) continue;
             int64_t count = 0;
             const RecordingReach* reach = ranks[i].reach;
-            last[i] = ranks[i].reader->scanOps(last[i], kOpPage, [&](const OpRecord& op) {
+            last[i] = ranks[i].reader->scanOps(last[i], page, [&](const OpRecord& op) {
                 ++count;
                 if (dtensorOnly[i] && !op.stack) return;  // an observer op
                 if (reach && !reach->includes(op.startNs, op.step)) return;
                 auto it = comparers.find(op.thread);
-                if (it == comparers.end())
+                if (it == comparers.end()) {
+                    // once per thread: a loop over every rank per op made
+                    // 1,024 ranks quadratic
                     it = comparers
                              .emplace(op.thread,
                                       SequenceComparer(Divergence::Kind::Ops, op.thread, ids))
                              .first;
-                for (const RankStream& r : ranks)
-                    if (r.reach && r.reach->truncated) it->second.setTruncated(r.id);
+                    for (const RankStream& r : ranks)
+                        if (r.reach && r.reach->truncated) it->second.setTruncated(r.id);
+                }
                 StackId& last = lastStack[{i, op.thread}];
                 if (op.stack) last = op.stack;
                 it->second.push(ranks[i].id, {names.id(*ranks[i].reader, int(i), op.name), op.step,
                                               last, !op.stack && last});
             });
             read += count;
-            if (count < kOpPage)
+            if (count < page)
                 done[i] = true;
             else
                 more = true;

@@ -267,6 +267,7 @@ TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<Incid
         if (options.progress)
             progress = [&](int64_t n) { options.progress(readBefore + n, totalOps); };
         readBefore += pass.read(progress);
+        reader.releaseMemory();  // one rank at a time, whatever their number
         RankSteps row;
         row.rank = reader.info().rank;
         row.cells.resize(out.columns.size());

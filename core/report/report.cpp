@@ -44,9 +44,9 @@ bool hasWord(std::string_view words, std::string_view word) {
 
 const std::vector<ReportFormatInfo>& reportFormats() {
     static const std::vector<ReportFormatInfo> formats{
-        {"html", "HTML", "htm", &html},
-        {"md", "Markdown", "markdown", &markdown},
-        {"json", "JSON", "", &writeJsonReport},
+        {"html", "HTML", "htm", &html, true},
+        {"md", "Markdown", "markdown", &markdown, true},
+        {"json", "JSON", "", &writeJsonReport, true},
         {"csv", "CSV", "", &csv},
         {"sarif", "SARIF", "", &writeSarifReport},
     };

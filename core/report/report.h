@@ -35,6 +35,7 @@ struct ReportFormatInfo {
     std::string_view title;    // for file dialogs: "Markdown"
     std::string_view aliases;  // other file extensions, space-separated: "markdown"
     ReportWriter write;
+    bool showsTime = false;  // it has "where the time goes" (RunAnalysis::time)
 };
 
 // In the order the CLI's help and the GUI's file dialog list them.

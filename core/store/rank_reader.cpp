@@ -611,6 +611,10 @@ std::optional<TensorRecord> RankReader::tensor(TensorId id) const {
     });
 }
 
+void RankReader::releaseMemory() const {
+    m_db->releaseMemory();
+}
+
 void RankReader::verify(VerifyDepth depth) const {
     scanOps(
         OpSeq{}, kNoLimit, [](const OpRecord&) {}, true);

@@ -131,6 +131,9 @@ class RankReader {
     // page, so `check` rejects whatever a report or an export would.
     enum class VerifyDepth { Ops, Everything };
     void verify(VerifyDepth depth) const;
+    // Frees what SQLite caches for this file: a pass over one rank of many
+    // calls it when it is done.
+    void releaseMemory() const;
 
   private:
     explicit RankReader(std::filesystem::path path);

@@ -28,6 +28,11 @@ std::string kindOf(mode_t mode) {
     if (error == EACCES || error == EPERM)
         throw StoreError(file.string(), "permission denied (cannot read it)");
     if (error == ELOOP) throw StoreError(file.string(), "too many levels of symbolic links");
+    if (error == EMFILE || error == ENFILE)
+        throw StoreError(file.string(),
+                         std::string("cannot open: ") + std::strerror(error) +
+                             " (each rank holds 3 files open: raise the limit, `ulimit -Hn` and "
+                             "`ulimit -n`, to 3 per rank or more)");
     throw StoreError(file.string(), std::string("cannot open: ") + std::strerror(error));
 }
 

@@ -1,5 +1,7 @@
 #include "core/store/run_reader.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <set>
 
@@ -88,6 +90,18 @@ MissingRanks findMissingRanks(const std::set<int>& present, int worldSize, size_
     }
     if (next < worldSize) gap(worldSize);
     return out;
+}
+
+void prepareForManyReaders() {
+    sql::preferManyConnections();
+    // A reader holds its file open: 4,096 ranks need more than the usual
+    // soft limit of 1,024 descriptors. Up to the hard limit, as a process
+    // may without privileges.
+    rlimit files{};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+        files.rlim_cur = files.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &files);
+    }
 }
 
 RunReader RunReader::open(const std::filesystem::path& path) {

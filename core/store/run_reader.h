@@ -31,6 +31,12 @@ MissingRanks findMissingRanks(const std::set<int>& present, int worldSize, size_
 // the rest are one line with their count.
 inline constexpr size_t kMissingRanksListed = 64;
 
+// For a process that reads many rank files at once (`check` of 4,096 ranks,
+// the GUI): SQLite makes no bulk page-cache allocation per file opened, and
+// the soft limit of open files is raised to the hard one.
+// Call first thing in main(), before threads start; later it does nothing.
+void prepareForManyReaders();
+
 class RunReader {
   public:
     // Throws StoreError only when nothing can be read at all (no such path,

@@ -33,6 +33,13 @@ class Error : public std::exception {
 // private copy.
 enum class OpenMode { ReadOnly, Immutable, ReadWriteCreate };
 
+// For a process that holds many connections (`check` of 4,096 ranks, the
+// GUI): no initial bulk page-cache allocation per connection (20 pages,
+// about 170 KB each; pages are then allocated as read). Call first thing in
+// main(), before any other SQLite call and before threads start; later it
+// changes nothing (SQLite is initialized by then).
+void preferManyConnections();
+
 class Db {
   public:
     Db() = default;
@@ -51,6 +58,8 @@ class Db {
     // Bounds what one value may cost a reader: a hostile file's megabyte
     // values cannot make gigabytes of a query.
     void limitValueBytes(int bytes);
+    // Frees the page cache's unused pages (a reader done with a pass).
+    void releaseMemory();
     sqlite3* handle() const { return m_db; }
     const std::string& path() const { return m_path; }
     // Gives up the handle without closing it: a fork()ed child must never

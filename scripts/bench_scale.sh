@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Analysis at scale: many ranks of a synthetic run with a straggler (kept in
+# build/bench-data between runs). Prints wall time and peak memory of each
+# command. Targets (issue #46): `check` of 1,024 ranks x 10k ops in <= 5 s
+# and <= 300 MB; 4,096 ranks checked.
+#   scripts/bench_scale.sh [--ranks 1024 --ops-per-rank 10000]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+"$root/scripts/build.sh" >/dev/null
+cli="$root/build/dev/app/meshscope"
+args=(--ranks 1024 --ops-per-rank 10000)
+[[ $# -gt 0 ]] && args=("$@")
+run="$root/build/bench-data/scale-$(echo "${args[*]}" | tr ' ' '_' | tr -d -)"
+if [[ ! -f "$run/manifest.json" ]]; then
+  rm -rf "$run"
+  # one rank in 7/10 of the way is 20 ms slower every step (its input)
+  ranks=1024
+  for ((i = 0; i < ${#args[@]}; ++i)); do [[ ${args[i]} == --ranks ]] && ranks=${args[i + 1]}; done
+  "$cli" synth -o "$run" --layers 4 --incidents-per-step 1 --straggler $((ranks * 7 / 10)) "${args[@]}"
+fi
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+"$cli" summary "$run" | head -1
+measure() {  # measure NAME COMMAND...
+  local name=$1
+  shift
+  /usr/bin/time -f "%e %M" -o "$out/time" "$@" >"$out/stdout" 2>"$out/err" || [[ $? -eq 1 ]]
+  read -r secs kb < <(tail -n 1 "$out/time")
+  printf '%-34s %7.2f s %8.0f MiB\n' "$name" "$secs" "$((kb / 1024))"
+}
+printf '%-34s %9s %12s\n' command wall "peak RSS"
+measure "summary" "$cli" summary "$run"
+measure "check (incidents only)" "$cli" check "$run" --no-op-compare
+measure "check" "$cli" check "$run"
+measure "check --fail-on any,straggler" "$cli" check "$run" --fail-on any,straggler
+grep -m1 '^straggler:' "$out/stdout" | cut -c1-120 || true
+measure "report --format html" "$cli" report "$run" --format html -o "$out/report.html"
+measure "report --format json" "$cli" report "$run" --format json -o "$out/report.json"
