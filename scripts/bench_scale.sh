@@ -20,7 +20,7 @@ if [[ ! -f "$run/manifest.json" ]]; then
 fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$cli" summary "$run" | head -1
+"$cli" summary "$run" | sed -n 1p  # reads it all: no SIGPIPE under pipefail
 measure() {  # measure NAME COMMAND...
   local name=$1
   shift
