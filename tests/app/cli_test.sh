@@ -167,7 +167,7 @@ expect merge-two-run-ids-says-how "^meshscope: $dir/node1b: belongs to run .*, b
 # file, -wal and -shm, so 48 ranks need about 150 descriptors; meshscope
 # raises the soft limit to the hard one, and past the hard one says how.
 "$cli" synth -o "$dir/many" --ranks 48 --steps 4 --layers 1 --straggler 7 --straggler-ms 5 >/dev/null
-check many-ranks-low-soft-limit 1 bash -c 'ulimit -Sn 64; ulimit -Hn 4096; "$0" check "$1" --fail-on straggler' "$cli" "$dir/many"
+check many-ranks-low-soft-limit 1 bash -c 'ulimit -Sn 64; "$0" check "$1" --fail-on straggler' "$cli" "$dir/many"
 expect many-ranks-straggler "^straggler: rank 7 is the slowest rank in 4 of 4 steps"
 check many-ranks-low-hard-limit 3 bash -c 'ulimit -Sn 64; ulimit -Hn 64; "$0" check "$1"' "$cli" "$dir/many"
 expect many-ranks-says-the-limit "Too many open files \(each rank holds 3 files open: raise the limit"
