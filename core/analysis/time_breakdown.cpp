@@ -116,7 +116,6 @@ class RankPass {
 
   private:
     struct NameEntry {
-        OpAccumulator* acc = nullptr;
         int64_t count = 0, totalNs = 0, maxNs = 0, bytes = 0;
         std::unordered_map<uint64_t, std::pair<std::string, int64_t>> signatures;
     };
@@ -229,6 +228,8 @@ TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<Incid
     out.computed = true;
     // The step range across ranks decides the columns (steps are numbers a
     // file declares: nothing here is sized by them).
+    // (Each rank's optimizer steps are read again in its pass: holding them
+    // for every rank would size memory by ranks x steps.)
     int64_t firstStep = INT64_MAX, lastStep = -1;
     int64_t totalOps = 0;
     for (const RankReader& r : run.ranks()) {
@@ -297,7 +298,6 @@ TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<Incid
         row.medianCollectiveNs = median(inFlight);
         out.ranks.push_back(std::move(row));
     }
-    out.opsRead = readBefore;
 
     // The slowest rank of each step that two ranks or more recorded.
     std::map<int, size_t> rowOf;

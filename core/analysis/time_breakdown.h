@@ -96,7 +96,6 @@ struct TimeBreakdown {
     std::vector<RankSteps> ranks;      // overview order: outliers first
     std::vector<SlowestRank> slowest;  // by step; steps at least two ranks recorded
     int64_t stepsPerColumn = 1;
-    int64_t opsRead = 0;
 };
 
 inline constexpr size_t kMaxStepColumns = 256;

@@ -28,10 +28,6 @@ constexpr QRgb kNoStep = 0xe3e7ee;
 constexpr int kLabelWidth = 64;
 constexpr int kAxisHeight = 16;  // step numbers above the grid
 
-QString duration(double ns) {
-    return QString::fromStdString(formatDuration(int64_t(ns)));
-}
-
 }  // namespace
 
 RanksHeatMap::RanksHeatMap(QWidget* parent) : QWidget(parent) {
@@ -161,14 +157,14 @@ QString RanksHeatMap::describe(const Cell& cell) const {
                     .arg(steps, s.incidents ? QStringLiteral("; %1 incident(s)").arg(s.incidents)
                                             : QString());
             double n = double(s.steps);
-            QString text =
-                QStringLiteral(
-                    "rank %1, %2: step %3, outside collectives %4, a collective in "
-                    "flight %5; %6 incident(s)")
-                    .arg(cell.rank)
-                    .arg(steps, duration(double(s.wallNs) / n), duration(double(s.outsideNs()) / n),
-                         duration(double(s.collectiveNs) / n))
-                    .arg(s.incidents);
+            QString text = QStringLiteral(
+                               "rank %1, %2: step %3, outside collectives %4, a collective in "
+                               "flight %5; %6 incident(s)")
+                               .arg(cell.rank)
+                               .arg(steps, durationText(int64_t(double(s.wallNs) / n)),
+                                    durationText(int64_t(double(s.outsideNs()) / n)),
+                                    durationText(int64_t(double(s.collectiveNs) / n)))
+                               .arg(s.incidents);
             if (s.slowest > 0)
                 text += QStringLiteral("; the slowest rank in %1 of %2 step(s)")
                             .arg(s.slowest)
@@ -181,8 +177,10 @@ QString RanksHeatMap::describe(const Cell& cell) const {
 
 QString RanksHeatMap::legend() const {
     if (m_image.isNull() || m_lo > m_hi) return QStringLiteral("no steps recorded");
-    QString lo = m_metric == Metric::Incidents ? QString::number(m_lo) : duration(m_lo);
-    QString hi = m_metric == Metric::Incidents ? QString::number(m_hi) : duration(m_hi);
+    QString lo =
+        m_metric == Metric::Incidents ? QString::number(m_lo) : durationText(int64_t(m_lo));
+    QString hi =
+        m_metric == Metric::Incidents ? QString::number(m_hi) : durationText(int64_t(m_hi));
     QString text = QStringLiteral("light %1 to dark %2; grey: no step").arg(lo, hi);
     if (m_scaleFrom > 0) text += QStringLiteral("; the first column (set-up) is not in the scale");
     if (m_analysis->time.stepsPerColumn > 1)

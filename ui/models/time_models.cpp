@@ -1,13 +1,9 @@
 #include "ui/models/time_models.h"
 
 namespace meshscope::ui {
-namespace {
-
-QString duration(int64_t ns) {
-    return QString::fromStdString(formatDuration(ns));
+QString durationText(int64_t ns) {
+    return QString::fromStdString(meshscope::formatDuration(ns));
 }
-
-}  // namespace
 
 void TimeTableModel::setAnalysis(std::shared_ptr<const RunAnalysis> analysis) {
     beginResetModel();
@@ -69,11 +65,11 @@ QVariant OpStatsModel::text(const TimeBreakdown& time, int row, int column) cons
         case Op:
             return QString::fromStdString(o.name);
         case Total:
-            return duration(o.totalNs);
+            return durationText(o.totalNs);
         case Mean:
-            return duration(o.meanNs());
+            return durationText(o.meanNs());
         case Max:
-            return duration(o.maxNs);
+            return durationText(o.maxNs);
         case Placements: {
             if (o.collective) return QStringLiteral("collective, %1 bytes").arg(o.bytes);
             QStringList parts;
@@ -138,11 +134,11 @@ QVariant RankStepsModel::text(const TimeBreakdown& time, int row, int column) co
     const RankSteps& r = time.ranks[size_t(row)];
     switch (column) {
         case Step:
-            return duration(r.medianStepNs);
+            return durationText(r.medianStepNs);
         case Outside:
-            return duration(r.medianOutsideNs);
+            return durationText(r.medianOutsideNs);
         case InFlight:
-            return duration(r.medianCollectiveNs);
+            return durationText(r.medianCollectiveNs);
         default:
             return value(time, row, column);
     }
@@ -193,9 +189,9 @@ QVariant SlowestStepModel::text(const TimeBreakdown& time, int row, int column) 
     const SlowestRank& s = time.slowest[size_t(row)];
     switch (column) {
         case Outside:
-            return duration(s.outsideNs);
+            return durationText(s.outsideNs);
         case Others:
-            return duration(s.meanOthersNs);
+            return durationText(s.meanOthersNs);
         case Ratio:
             return QStringLiteral("%1x").arg(s.ratio(), 0, 'f', 2);
         default:

@@ -18,6 +18,10 @@
 
 namespace meshscope::ui {
 
+// "12.3 ms": a duration as the reports write it (meshscope::formatDuration;
+// the timeline's own formatDuration writes fixed digits).
+QString durationText(int64_t ns);
+
 class TimeTableModel : public QAbstractTableModel {
     Q_OBJECT
   public:
