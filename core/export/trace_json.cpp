@@ -17,6 +17,7 @@ namespace meshscope {
 namespace {
 
 constexpr int64_t kOpPage = 65536;
+constexpr int64_t kIncidentPage = 4096;  // an incident record is large (its texts)
 constexpr int kStepsTid = 999;
 constexpr int kCollectiveTidBase = 1000;
 constexpr int kCollectiveTrackStride = 100;  // overlapping collectives of a thread
@@ -35,10 +36,20 @@ std::string micros(int64_t ns) {
     return fmt::format("{}{}.{:03}", ns < 0 ? "-" : "", magnitude / 1000, magnitude % 1000);
 }
 
+// What an X event of an op or an optimizer step is written from: the
+// fields of its record the event shows, not the record (its operands).
 struct Span {
     int64_t start = 0, end = 0;
     uint16_t depth = 0;
-    OpRecord op;  // for ops; unused for collectives
+    struct Fields {
+        StringId name;
+        OpSeq seq;
+        int64_t step = -1;
+        StackId stack;
+        IncidentSeq incident;
+        uint32_t thread = 0;
+        Phase phase = Phase::Other;
+    } op;
 };
 
 class Writer {
@@ -92,7 +103,10 @@ class RankExporter {
                     ++m_stats.ops;
                     m_threads.insert(op.thread);
                     widenIteration(op.step, op.startNs, std::max(op.startNs, op.endNs), op.thread);
-                    Span s{op.startNs, std::max(op.startNs, op.endNs), op.depth, op};
+                    Span s{op.startNs,
+                           std::max(op.startNs, op.endNs),
+                           op.depth,
+                           {op.name, op.seq, op.step, op.stack, op.incident, op.thread, op.phase}};
                     std::vector<Span>& buffer = buffers[op.thread];
                     // A depth-0 op closes its tree when children precede it
                     // (recorded at their end); otherwise it opens the next one.
@@ -117,49 +131,33 @@ class RankExporter {
     }
 
     void collectivesAndSteps() {
-        std::map<uint32_t, std::vector<Span>> perThread;
         std::map<int64_t, std::pair<int64_t, int64_t>> bytesPerStep;  // step -> (first ts, bytes)
-        for (const CollectiveRecord& c : m_rank.collectivesInTimeRange(INT64_MIN, INT64_MAX)) {
-            if (!m_window.hasStep(c.step)) continue;
-            OpRecord carrier;
-            carrier.name = c.kind;
-            carrier.seq = OpSeq{c.seq.value()};
-            carrier.step = c.step;
-            carrier.thread = c.thread;
-            perThread[c.thread].push_back({c.startNs, std::max(c.startNs, c.endNs), 0, carrier});
-            m_collectives[c.seq.value()] = c;
-            widenIteration(c.step, c.startNs, std::max(c.startNs, c.endNs), c.thread);
+        // Collectives overlap (async ones, a hang while others complete):
+        // each goes on the first track of its thread it does not overlap.
+        // Read in start order, so each is placed and written as it comes:
+        // what is held is the end of each track, not the collectives.
+        std::map<uint32_t, std::vector<int64_t>> trackEnds;  // thread -> end of each track
+        m_rank.scanCollectives([&](const CollectiveRecord& c) {
+            if (!m_window.hasStep(c.step)) return;
+            int64_t end = std::max(c.startNs, c.endNs);
+            std::vector<int64_t>& ends = trackEnds[c.thread];
+            size_t k = 0;
+            while (k < ends.size() && ends[k] > c.startNs)
+                ++k;
+            if (k == ends.size()) ends.push_back(0);
+            ends[k] = end;
+            int tid = int(kCollectiveTidBase + c.thread + k * kCollectiveTrackStride);
+            if (!m_collectiveTids.contains(tid))
+                m_collectiveTids[tid] =
+                    k ? fmt::format("collectives (thread {}, overlapping {})", c.thread, k)
+                      : fmt::format("collectives (thread {})", c.thread);
+            collective(tid, c, end);
+            widenIteration(c.step, c.startNs, end, c.thread);
             auto [it, fresh] = bytesPerStep.try_emplace(c.step, c.startNs, 0);
             it->second.first = std::min(it->second.first, c.startNs);
             it->second.second = saturatingAdd(it->second.second, c.bytes);
             ++m_stats.collectives;
-        }
-        // Collectives overlap (async ones, a hang while others complete):
-        // each goes on the first track of its thread it does not overlap.
-        for (auto& [thread, spans] : perThread) {
-            std::stable_sort(spans.begin(), spans.end(),
-                             [](const Span& a, const Span& b) { return a.start < b.start; });
-            std::vector<std::vector<Span>> tracks;
-            std::vector<int64_t> trackEnds;
-            for (Span& span : spans) {
-                size_t k = 0;
-                while (k < tracks.size() && trackEnds[k] > span.start)
-                    ++k;
-                if (k == tracks.size()) {
-                    tracks.emplace_back();
-                    trackEnds.push_back(0);
-                }
-                trackEnds[k] = span.end;
-                tracks[k].push_back(std::move(span));
-            }
-            for (size_t k = 0; k < tracks.size(); ++k) {
-                int tid = int(kCollectiveTidBase + thread + k * kCollectiveTrackStride);
-                m_collectiveTids[tid] =
-                    k ? fmt::format("collectives (thread {}, overlapping {})", thread, k)
-                      : fmt::format("collectives (thread {})", thread);
-                emitNested(tid, tracks[k], true);
-            }
-        }
+        });
         for (const auto& [step, tb] : bytesPerStep)
             m_w.event(fmt::format(
                 R"({{"ph":"C","pid":{},"tid":0,"ts":{},"name":"collective bytes","args":{{"bytes":{}}}}})",
@@ -171,20 +169,20 @@ class RankExporter {
         std::vector<Span> steps;
         for (const OptimizerStepRecord& s : m_rank.optimizerSteps()) {
             if (!m_window.hasStep(s.step)) continue;
-            OpRecord carrier;
-            carrier.name = s.optimizer;
-            carrier.step = s.step;
-            steps.push_back({s.startNs, std::max(s.startNs, s.endNs), 0, carrier});
+            Span::Fields step;
+            step.name = s.optimizer;
+            step.step = s.step;
+            steps.push_back({s.startNs, std::max(s.startNs, s.endNs), 0, step});
         }
         if (!steps.empty()) {
             m_hasSteps = true;
-            emitNested(kStepsTid, steps, false, true);
+            emitNested(kStepsTid, steps, true);
         }
     }
 
     void incidents() {
         for (IncidentSeq after;;) {
-            std::vector<IncidentRecord> page = m_rank.incidentsAfter(after, 20000, false);
+            std::vector<IncidentRecord> page = m_rank.incidentsAfter(after, kIncidentPage, false);
             for (const IncidentRecord& inc : page) {
                 if (!m_window.hasStep(inc.step)) continue;
                 m_threads.insert(inc.thread);
@@ -220,7 +218,7 @@ class RankExporter {
                     flowId(inc.seq)));
                 ++m_stats.flows;
             }
-            if (page.size() < 20000) break;
+            if (int64_t(page.size()) < kIncidentPage) break;
             after = page.back().seq;
         }
     }
@@ -321,13 +319,13 @@ class RankExporter {
 
     void flush(uint32_t thread, std::vector<Span>& buffer) {
         if (buffer.empty()) return;
-        emitNested(int(thread), buffer, false);
+        emitNested(int(thread), buffer);
         buffer.clear();
     }
 
     // Sorted by start (parents before children at equal starts) and clamped
     // into the enclosing span, so the track nests properly.
-    void emitNested(int tid, std::vector<Span>& spans, bool collective, bool steps = false) {
+    void emitNested(int tid, std::vector<Span>& spans, bool steps = false) {
         std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
             return a.start != b.start ? a.start < b.start : a.depth < b.depth;
         });
@@ -343,20 +341,6 @@ class RankExporter {
             std::string args;
             if (steps) {
                 args = fmt::format(R"({{"step":{}}})", s.op.step);
-            } else if (collective) {
-                const CollectiveRecord& c = m_collectives[s.op.seq.value()];
-                nlohmann::json a = {{"bytes", c.bytes},
-                                    {"Collective name", m_rank.string(c.kind)},
-                                    {"Process Group Description", m_rank.string(c.group)},
-                                    {"group", m_rank.string(c.group)},
-                                    {"src_placements", m_rank.string(c.srcPlacements)},
-                                    {"dst_placements", m_rank.string(c.dstPlacements)},
-                                    {"step", c.step},
-                                    {"op_seq", c.op.value()},
-                                    {"collective", c.seq.value() - 1},
-                                    {"state", toString(c.state)}};
-                if (c.error) a["error"] = m_rank.string(c.error);
-                args = a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
             } else {
                 if (s.op.incident) m_reconciledBy[s.op.incident.value()] = {s.start, s.op.thread};
                 args = fmt::format(R"({{{}"seq":{},"step":{},"phase":"{}","frame":{}}})",
@@ -374,10 +358,31 @@ class RankExporter {
                       : name(s.op.name),
                 steps                          ? "step"
                 : m_flavor == Flavor::Profiler ? "cpu_op"
-                : collective                   ? "collective"
                                                : toString(s.op.phase),
                 args));
         }
+    }
+
+    // One collective on its track (tracks never overlap within: nothing to
+    // nest or clamp).
+    void collective(int tid, const CollectiveRecord& c, int64_t end) {
+        nlohmann::json a = {{"bytes", c.bytes},
+                            {"Collective name", m_rank.string(c.kind)},
+                            {"Process Group Description", m_rank.string(c.group)},
+                            {"group", m_rank.string(c.group)},
+                            {"src_placements", m_rank.string(c.srcPlacements)},
+                            {"dst_placements", m_rank.string(c.dstPlacements)},
+                            {"step", c.step},
+                            {"op_seq", c.op.value()},
+                            {"collective", c.seq.value() - 1},
+                            {"state", toString(c.state)}};
+        if (c.error) a["error"] = m_rank.string(c.error);
+        m_w.event(fmt::format(
+            R"({{"ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"name":{},"cat":"{}","args":{}}})",
+            m_pid, tid, micros(saturatingAdd(m_offset, c.startNs)),
+            micros(saturatingSub(end, c.startNs)), name(c.kind),
+            m_flavor == Flavor::Profiler ? "cpu_op" : "collective",
+            a.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
     }
 
     struct Reconciling {
@@ -398,7 +403,6 @@ class RankExporter {
     std::map<int64_t, Iteration> m_iterations;   // step -> its records' span (profiler flavor)
     std::map<int, std::vector<int64_t>> m_open;  // tid -> ends of the open spans
     std::unordered_map<int64_t, std::string> m_names, m_frames;
-    std::unordered_map<int64_t, CollectiveRecord> m_collectives;
     std::unordered_map<int64_t, Reconciling> m_reconciledBy;  // incident seq -> op
 };
 

@@ -5,8 +5,11 @@
 // recorded thread, properly nested X events for ops, collectives and
 // optimizer steps on their own tracks, instant events for incidents, flow
 // arrows from each incident to the op that reconciled it, and a counter of
-// collective bytes per step. Streams: a run of millions of ops is written
-// page by page. Ranks are aligned by wall clock.
+// collective bytes per step. Streams: ops and incidents are read page by
+// page and collectives one at a time in start order, each written as it is
+// read; what is held grows with a rank's steps (its optimizer steps, bytes
+// and iteration spans per step) and its open spans, not with its ops or
+// collectives. Ranks are aligned by wall clock.
 
 #include <cstdint>
 #include <filesystem>

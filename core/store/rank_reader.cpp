@@ -486,6 +486,15 @@ std::vector<CollectiveRecord> RankReader::collectivesInTimeRange(int64_t t0, int
     });
 }
 
+void RankReader::scanCollectives(const std::function<void(const CollectiveRecord&)>& visit) const {
+    guarded([&] {
+        sql::Stmt s(*m_db, selectSql(kCollectives) + "ORDER BY start_ns, seq");
+        while (s.step())
+            visit(collectiveFrom(s));
+        return 0;
+    });
+}
+
 std::vector<CollectiveRecord> RankReader::collectivesAfter(CollectiveSeq after,
                                                            int64_t limit) const {
     return guarded([&] {

@@ -100,6 +100,9 @@ class RankReader {
     std::vector<OperandRecord> incidentOperands(IncidentSeq seq) const;
     std::vector<IncidentRecord> incidentsInStepRange(int64_t s0, int64_t s1) const;
     std::vector<CollectiveRecord> collectivesInTimeRange(int64_t t0, int64_t t1) const;
+    // Every collective in start order (then issue order), one at a time: a
+    // pass over a run of any length that holds none of them.
+    void scanCollectives(const std::function<void(const CollectiveRecord&)>& visit) const;
     // The rank's last collective (in issue order), if it recorded any; with
     // `state`, the last in that state.
     std::optional<CollectiveRecord> lastCollective(

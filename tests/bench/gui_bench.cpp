@@ -6,6 +6,7 @@
 //    rendered back to back (draw lists + GL + glFinish), median and p90.
 //   ui_bench RUN [--spans 1000000] [--frames 60]
 
+#include <sys/resource.h>
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QStandardPaths>
@@ -137,5 +138,9 @@ int main(int argc, char** argv) {
     print("  same, opaque layer off", without);
     canvas.view().zoomAt(canvas.view().width() / 2, 1000);
     print("zoomed in (labels, few spans)", measureFrames(canvas, frames));
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    std::printf("\npeak RSS (loaded, analysed, frames drawn): %.0f MiB\n",
+                double(usage.ru_maxrss) / 1024.0);
     return 0;
 }

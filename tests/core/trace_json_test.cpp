@@ -196,6 +196,52 @@ TEST(ChromeTrace, SyntheticRunFollowsTheFormat) {
     validate(out.str());
 }
 
+// Collectives that overlap on one thread (async ones, one left pending
+// while others complete) go on the first of its collective tracks they do
+// not overlap, placed in start order whatever order they were recorded in.
+TEST(ChromeTrace, OverlappingCollectivesGoOnTracksOfTheirOwn) {
+    test::TempDir dir;
+    Manifest initial;
+    initial.runId = "overlap-run";
+    initial.worldSize = 1;
+    auto w = createRankWriter(dir.path(), initial, 0);
+    auto collective = [&](const char* kind, int64_t start, int64_t end) {
+        CollectiveRecord c;
+        c.kind = w->intern(kind);
+        c.startNs = start;
+        c.endNs = end;
+        c.step = 0;
+        w->submit(std::move(c));
+    };
+    // Recorded when their lives end: the long one after those inside it.
+    collective("broadcast", 200, 300);
+    collective("all_gather", 400, 500);
+    collective("all_reduce", 100, 1000);
+    collective("reduce_scatter", 1100, 1200);
+    collective("barrier", 250, 450);  // overlaps the long one and both inside it
+    w->close();
+    RunReader run = RunReader::open(dir.path());
+    std::ostringstream out;
+    TraceExportStats stats = writeChromeTrace(run, out);
+    EXPECT_EQ(stats.collectives, 5);
+    nlohmann::json events = validate(out.str());
+    std::map<std::string, int> tid;
+    std::map<int, std::string> trackName;
+    for (const auto& e : events) {
+        if (e["ph"] == "X" && e["cat"] == "collective") tid[e["name"]] = e["tid"].get<int>();
+        if (e["ph"] == "M" && e["name"] == "thread_name")
+            trackName[e["tid"].get<int>()] = e["args"]["name"];
+    }
+    EXPECT_EQ(tid["all_reduce"], 1000);
+    EXPECT_EQ(tid["reduce_scatter"], 1000);
+    EXPECT_EQ(tid["broadcast"], 1100);
+    EXPECT_EQ(tid["all_gather"], 1100);
+    EXPECT_EQ(tid["barrier"], 1200);
+    EXPECT_EQ(trackName[1000], "collectives (thread 0)");
+    EXPECT_EQ(trackName[1100], "collectives (thread 0, overlapping 1)");
+    EXPECT_EQ(trackName[1200], "collectives (thread 0, overlapping 2)");
+}
+
 // One rank's file in torch.profiler's shape, as HTA reads it: the rank on
 // the header line in the pattern HTA searches ("rank":\s+N), times after a
 // baseTimeNanoseconds shared by the ranks, ops as cpu_op with an External id,

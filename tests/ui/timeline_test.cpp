@@ -36,6 +36,41 @@ Lane laneOf(std::vector<std::pair<int64_t, int64_t>> spans) {
     return lane;
 }
 
+// A span is 24 bytes: exact to 2^30 ns, longer durations rounded up (a
+// parent still covers its children), times near the int64 limit saturate,
+// and the name, phase and reconciliation flag survive the packing.
+TEST(TimelineSpan, PacksWithoutLosingWhatTheTimelineShows) {
+    EXPECT_EQ(sizeof(Span), 24u);
+    Span exact(1000, 1000 + (int64_t(1) << 30) - 1, 7, 42, Phase::Backward, true);
+    EXPECT_EQ(exact.end(), 1000 + (int64_t(1) << 30) - 1);
+    EXPECT_EQ(exact.seq, 7);
+    EXPECT_EQ(exact.name(), 42u);
+    EXPECT_EQ(exact.phase(), Phase::Backward);
+    EXPECT_TRUE(exact.reconciles());
+    // 3.5 s and a bit: microseconds, rounded up
+    Span longer(0, 3'500'000'001, 1, 1, Phase::Forward, false);
+    EXPECT_EQ(longer.end(), 3'500'001'000);
+    EXPECT_FALSE(longer.reconciles());
+    // two hours: milliseconds; a day and more: still covered
+    Span hang(5, 5 + 7'200'000'000'123, 2, 1, Phase::Other, false);
+    EXPECT_GE(hang.end(), 5 + 7'200'000'000'123);
+    EXPECT_LE(hang.end(), 5 + 7'200'000'000'123 + 1'000'000);
+    Span days(0, int64_t(3) * 86'400'000'000'000 + 1, 3, 1, Phase::Other, false);
+    EXPECT_GE(days.end(), int64_t(3) * 86'400'000'000'000 + 1);
+    // hostile times: an end before its start is a zero span; near the limit it saturates
+    EXPECT_EQ(Span(100, 50, 4, 1, Phase::Other, false).end(), 100);
+    Span edge(INT64_MAX - 10, INT64_MAX, 5, 1, Phase::Other, false);
+    EXPECT_EQ(edge.end(), INT64_MAX);
+    Span wide(INT64_MIN, INT64_MAX, 6, 1, Phase::Other, false);
+    EXPECT_EQ(wide.start, INT64_MIN);
+    // past 34 years (only a damaged file): the longest a span holds, never wrapped
+    EXPECT_EQ(wide.duration(), ((int64_t(1) << 30) - 1) * 1'000'000'000);
+    EXPECT_GT(wide.end(), wide.start);
+    // a name index past 2^24 shows as none rather than as another name
+    EXPECT_EQ(Span(0, 1, 1, Span::kMaxName + 1, Phase::Data, false).name(), 0u);
+    EXPECT_EQ(Span(0, 1, 1, Span::kMaxName, Phase::Data, false).phase(), Phase::Data);
+}
+
 TEST(AlignMap, OffsetRoundTrips) {
     AlignMap m = AlignMap::offset(1000);
     EXPECT_DOUBLE_EQ(m.toAligned(5), 1005);
@@ -193,7 +228,7 @@ TEST_F(FeederTest, LoadsEveryRowIntoSortedLanes) {
             EXPECT_TRUE(
                 std::is_sorted(lane.spans.begin(), lane.spans.end(),
                                [](const Span& a, const Span& b) { return a.start < b.start; }));
-        EXPECT_FALSE(r.string(r.lanes.front().spans.front().name).empty());
+        EXPECT_FALSE(r.string(r.lanes.front().spans.front().name()).empty());
     }
 }
 
@@ -235,8 +270,8 @@ TEST_F(FeederTest, ReadingThenApplyingGivesTheSameTimelineAsFeeding) {
         ASSERT_EQ(fed.lanes[i].spans.size(), applied.lanes[i].spans.size());
         for (size_t k = 0; k < fed.lanes[i].spans.size(); ++k) {
             EXPECT_EQ(fed.lanes[i].spans[k].seq, applied.lanes[i].spans[k].seq);
-            EXPECT_EQ(fed.string(fed.lanes[i].spans[k].name),
-                      applied.string(applied.lanes[i].spans[k].name));
+            EXPECT_EQ(fed.string(fed.lanes[i].spans[k].name()),
+                      applied.string(applied.lanes[i].spans[k].name()));
         }
     }
     ASSERT_EQ(fed.incidents.size(), applied.incidents.size());

@@ -257,7 +257,7 @@ int64_t TimelineCanvas::spansInView() const {
         int64_t t0 = r.align.toRaw(m_view.start()), t1 = r.align.toRaw(m_view.end());
         for (const Lane& lane : r.lanes) {
             auto lo = std::lower_bound(lane.spans.begin(), lane.spans.end(), t0,
-                                       [](const Span& s, int64_t v) { return s.end < v; });
+                                       [](const Span& s, int64_t v) { return s.end() < v; });
             auto hi = std::lower_bound(lo, lane.spans.end(), t1,
                                        [](const Span& s, int64_t v) { return s.start < v; });
             n += hi - lo;

@@ -9,6 +9,22 @@
 
 namespace meshscope::ui {
 
+uint32_t Span::encodeDuration(uint64_t ns) {
+    constexpr uint64_t kCount = (uint64_t(1) << 30) - 1;
+    uint64_t unit = 1;
+    for (uint32_t code = 0; code < 3; ++code, unit *= 1000) {
+        uint64_t count = ns / unit + (ns % unit != 0);  // rounded up
+        if (count <= kCount) return code << 30 | uint32_t(count);
+    }
+    uint64_t seconds = ns / unit + (ns % unit != 0);
+    return 3u << 30 | uint32_t(std::min(seconds, kCount));
+}
+
+int64_t Span::decodeDuration(uint32_t code) {
+    static constexpr int64_t kUnit[] = {1, 1000, 1000000, 1000000000};
+    return int64_t(code & ((1u << 30) - 1)) * kUnit[code >> 30];
+}
+
 IncidentState markKind(const IncidentMark& mark) {
     return incidentState(mark.outcome, mark.verdict);
 }
@@ -179,7 +195,7 @@ namespace {
 size_t firstCandidate(const Lane& lane, int64_t t) {
     if (lane.endsSorted) {
         auto it = std::lower_bound(lane.spans.begin(), lane.spans.end(), t,
-                                   [](const Span& s, int64_t v) { return s.end < v; });
+                                   [](const Span& s, int64_t v) { return s.end() < v; });
         return size_t(it - lane.spans.begin());
     }
     int64_t from = t > std::numeric_limits<int64_t>::min() + lane.maxDuration
@@ -208,15 +224,15 @@ void visibleItems(const Lane& lane, const Projection& p, double widthPx, double 
     const size_t n = lane.spans.size();
     while (i < n && lane.spans[i].start < t1) {
         const Span& s = lane.spans[i];
-        double x0 = p.toPx(s.start), x1 = p.toPx(s.end);
+        double x0 = p.toPx(s.start), x1 = p.toPx(s.end());
         if (x1 - x0 >= minPx || i + 1 == n) {
-            out.push_back({s.start, s.end, uint32_t(i), 1});
+            out.push_back({s.start, s.end(), uint32_t(i), 1});
             ++i;
             continue;
         }
         // Fold every span starting before x0 + minPx into one item.
         size_t j = std::max(i + 1, firstStartingAt(lane, i + 1, p.toRaw(x0 + minPx)));
-        int64_t end = std::max(s.end, lane.spans[j - 1].end);
+        int64_t end = std::max(s.end(), lane.spans[j - 1].end());
         out.push_back({s.start, end, uint32_t(i), uint32_t(j - i)});
         i = j;
     }
@@ -225,7 +241,7 @@ void visibleItems(const Lane& lane, const Projection& p, double widthPx, double 
 int64_t spanAt(const Lane& lane, int64_t t) {
     size_t i = firstCandidate(lane, t);
     for (; i < lane.spans.size() && lane.spans[i].start <= t; ++i)
-        if (lane.spans[i].end >= t) return int64_t(i);
+        if (lane.spans[i].end() >= t) return int64_t(i);
     return -1;
 }
 

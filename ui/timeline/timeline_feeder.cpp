@@ -36,7 +36,7 @@ void repairLanes(RankTimeline& track, const std::vector<bool>& unsorted) {
                          [](const Span& a, const Span& b) { return a.start < b.start; });
         lane.endsSorted =
             std::is_sorted(lane.spans.begin(), lane.spans.end(),
-                           [](const Span& a, const Span& b) { return a.end < b.end; });
+                           [](const Span& a, const Span& b) { return a.end() < b.end(); });
     }
 }
 
@@ -59,12 +59,12 @@ class OpAppender {
         if (!m_last->spans.empty()) {
             const Span& prev = m_last->spans.back();
             if (s.start < prev.start) m_unsorted[size_t(m_last - m_track.lanes.data())] = true;
-            if (s.end < prev.end) m_last->endsSorted = false;
+            if (s.end() < prev.end()) m_last->endsSorted = false;
         }
-        m_last->maxDuration = std::max(m_last->maxDuration, saturatingSub(s.end, s.start));
+        m_last->maxDuration = std::max(m_last->maxDuration, s.duration());
         m_last->spans.push_back(s);
         m_track.firstNs = std::min(m_track.firstNs, s.start);
-        m_track.lastNs = std::max(m_track.lastNs, s.end);
+        m_track.lastNs = std::max(m_track.lastNs, s.end());
         m_track.lastOpSeq = s.seq;  // kept per op: a reader error mid-page loses nothing
         // ops come in seq order: a step's first data, forward or backward op
         // starts its training (the set-up before it is not the step's)
