@@ -355,12 +355,15 @@ def _mount_tmpfs(path: Path, size: str) -> bool:
 
 def test_a_real_full_disk_where_the_test_may_mount_one(tmp_path, baseline):
     # the case: a 1.2 MB tmpfs; `record` used to exit 0 with a
-    # 0-byte launch.json and every rank read as "truncated"
+    # 0-byte launch.json and every rank read as "truncated". A whole run now
+    # fits in 1.2 MB (460 KB, op chunks), so the disk is filled after step 1
+    # (both ranks recording), as another program writing there would.
     disk = tmp_path / "small"
     if not _mount_tmpfs(disk, "1200k"):
         pytest.skip("this machine does not let the test mount a tmpfs")
     try:
-        proc, run_dir, out = record(tmp_path, "tmpfs", level="all", run_dir=disk / "run")
+        proc, run_dir, out = record(tmp_path, "tmpfs", level="all", run_dir=disk / "run",
+                                    extra_env={"SCENARIO_FILL_DISK_AT_STEP": "1"})
         assert losses(out) == baseline
         assert proc.returncode == 3, proc.stderr[-3000:]
         lost = lost_lines(proc.stderr)

@@ -172,10 +172,24 @@ def _use_device() -> str:
 
 def _after_step(rank: int, step: int, loss: float) -> float:
     """SCENARIO_DELETE_RUN_AT_STEP=N: rank 0 deletes the run folder after
-    step N, as a user cleaning up by mistake would (test_store_faults.py)."""
+    step N, as a user cleaning up by mistake would; SCENARIO_FILL_DISK_AT_STEP=N:
+    rank 0 fills the disk the run folder is on after step N, as another
+    program writing there would (a ballast file beside the folder)
+    (test_store_faults.py)."""
+    run_dir = os.environ.get("MESHSCOPE_RUN_DIR")
     at = os.environ.get("SCENARIO_DELETE_RUN_AT_STEP")
-    if at is not None and rank == 0 and step == int(at) and os.environ.get("MESHSCOPE_RUN_DIR"):
+    if at is not None and rank == 0 and step == int(at) and run_dir:
         import shutil
 
-        shutil.rmtree(os.environ["MESHSCOPE_RUN_DIR"])
+        shutil.rmtree(run_dir)
+    at = os.environ.get("SCENARIO_FILL_DISK_AT_STEP")
+    if at is not None and rank == 0 and step == int(at) and run_dir:
+        chunk = b"\0" * 4096
+        ballast = os.path.join(os.path.dirname(os.path.abspath(run_dir)), "ballast")
+        with open(ballast, "wb", buffering=0) as f:
+            try:
+                while f.write(chunk):
+                    pass
+            except OSError:  # ENOSPC: the disk is full
+                pass
     return loss
