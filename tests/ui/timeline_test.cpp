@@ -36,14 +36,14 @@ Lane laneOf(std::vector<std::pair<int64_t, int64_t>> spans) {
     return lane;
 }
 
-// A span is 24 bytes: exact to 2^30 ns, longer durations rounded up (a
+// A span is 20 bytes: exact to 2^30 ns, longer durations rounded up (a
 // parent still covers its children), times near the int64 limit saturate,
-// and the name, phase and reconciliation flag survive the packing.
+// and the seq, name, phase and reconciliation flag survive the packing.
 TEST(TimelineSpan, PacksWithoutLosingWhatTheTimelineShows) {
-    EXPECT_EQ(sizeof(Span), 24u);
+    EXPECT_EQ(sizeof(Span), 20u);
     Span exact(1000, 1000 + (int64_t(1) << 30) - 1, 7, 42, Phase::Backward, true);
     EXPECT_EQ(exact.end(), 1000 + (int64_t(1) << 30) - 1);
-    EXPECT_EQ(exact.seq, 7);
+    EXPECT_EQ(exact.seq(), 7);
     EXPECT_EQ(exact.name(), 42u);
     EXPECT_EQ(exact.phase(), Phase::Backward);
     EXPECT_TRUE(exact.reconciles());
@@ -69,6 +69,16 @@ TEST(TimelineSpan, PacksWithoutLosingWhatTheTimelineShows) {
     // a name index past 2^24 shows as none rather than as another name
     EXPECT_EQ(Span(0, 1, 1, Span::kMaxName + 1, Phase::Data, false).name(), 0u);
     EXPECT_EQ(Span(0, 1, 1, Span::kMaxName, Phase::Data, false).phase(), Phase::Data);
+    // seqs up to 2^36 - 1 exactly; a damaged file's beyond are clamped, each
+    // field keeping to its own bits
+    Span big(0, 1, Span::kMaxSeq, Span::kMaxName, Phase::Optimizer, true);
+    EXPECT_EQ(big.seq(), Span::kMaxSeq);
+    EXPECT_EQ(big.name(), Span::kMaxName);
+    EXPECT_EQ(big.phase(), Phase::Optimizer);
+    EXPECT_TRUE(big.reconciles());
+    EXPECT_EQ(Span(0, 1, INT64_MAX, 3, Phase::Other, false).seq(), Span::kMaxSeq);
+    EXPECT_EQ(Span(0, 1, -5, 3, Phase::Other, false).seq(), 0);
+    EXPECT_EQ(Span(0, 1, 9, 3, Phase(200), false).phase(), Phase::Other);
 }
 
 TEST(AlignMap, OffsetRoundTrips) {
@@ -242,7 +252,7 @@ TEST_F(FeederTest, FeedingInSmallPiecesGivesTheSameTimeline) {
     for (size_t i = 0; i < whole.lanes.size(); ++i) {
         ASSERT_EQ(whole.lanes[i].spans.size(), pieces.lanes[i].spans.size());
         for (size_t k = 0; k < whole.lanes[i].spans.size(); ++k)
-            EXPECT_EQ(whole.lanes[i].spans[k].seq, pieces.lanes[i].spans[k].seq);
+            EXPECT_EQ(whole.lanes[i].spans[k].seq(), pieces.lanes[i].spans[k].seq());
     }
 }
 
@@ -269,7 +279,7 @@ TEST_F(FeederTest, ReadingThenApplyingGivesTheSameTimelineAsFeeding) {
     for (size_t i = 0; i < fed.lanes.size(); ++i) {
         ASSERT_EQ(fed.lanes[i].spans.size(), applied.lanes[i].spans.size());
         for (size_t k = 0; k < fed.lanes[i].spans.size(); ++k) {
-            EXPECT_EQ(fed.lanes[i].spans[k].seq, applied.lanes[i].spans[k].seq);
+            EXPECT_EQ(fed.lanes[i].spans[k].seq(), applied.lanes[i].spans[k].seq());
             EXPECT_EQ(fed.string(fed.lanes[i].spans[k].name()),
                       applied.string(applied.lanes[i].spans[k].name()));
         }

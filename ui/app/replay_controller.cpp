@@ -68,7 +68,7 @@ std::optional<ReplayStop> nextOp(const TimelineData& data, const ReplayStop& fro
                 lane.spans, r.align, from, direction,
                 [&](const Span& s) {
                     return ReplayStop{r.align.toAligned(s.start),
-                                      {TimelineSelection::Kind::Op, r.rank, s.seq}};
+                                      {TimelineSelection::Kind::Op, r.rank, s.seq()}};
                 },
                 best);
     return best;

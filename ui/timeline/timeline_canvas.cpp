@@ -215,8 +215,8 @@ std::optional<double> TimelineCanvas::timeOf(const TimelineSelection& item) cons
             for (const Lane& lane : rank->lanes) {
                 // Spans of a lane are in seq order as well as start order.
                 auto it = std::lower_bound(lane.spans.begin(), lane.spans.end(), item.seq,
-                                           [](const Span& s, int64_t v) { return s.seq < v; });
-                if (it != lane.spans.end() && it->seq == item.seq)
+                                           [](const Span& s, int64_t v) { return s.seq() < v; });
+                if (it != lane.spans.end() && it->seq() == item.seq)
                     return rank->align.toAligned(it->start);
             }
             break;
@@ -242,8 +242,8 @@ std::optional<QPointF> TimelineCanvas::positionOf(const TimelineSelection& item)
         for (size_t i = 0; i < r.lanes.size(); ++i) {
             const auto& spans = r.lanes[i].spans;
             auto s = std::lower_bound(spans.begin(), spans.end(), item.seq,
-                                      [](const Span& a, int64_t v) { return a.seq < v; });
-            if (s != spans.end() && s->seq == item.seq)
+                                      [](const Span& a, int64_t v) { return a.seq() < v; });
+            if (s != spans.end() && s->seq() == item.seq)
                 return QPointF(x, top + m_laneY.at({r.rank, i}) + 8);
         }
     }

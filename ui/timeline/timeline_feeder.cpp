@@ -65,7 +65,7 @@ class OpAppender {
         m_last->spans.push_back(s);
         m_track.firstNs = std::min(m_track.firstNs, s.start);
         m_track.lastNs = std::max(m_track.lastNs, s.end());
-        m_track.lastOpSeq = s.seq;  // kept per op: a reader error mid-page loses nothing
+        m_track.lastOpSeq = op.seq;  // kept per op: a reader error mid-page loses nothing
         // ops come in seq order: a step's first data, forward or backward op
         // starts its training (the set-up before it is not the step's)
         if (op.step != m_step && (op.phase == Phase::Data || op.phase == Phase::Forward ||
@@ -99,6 +99,8 @@ void addIncident(RankTimeline& track, const IncidentRecord& inc, uint32_t op) {
     track.firstNs = std::min(track.firstNs, inc.timeNs);
     track.lastNs = std::max(track.lastNs, inc.timeNs);
 }
+
+constexpr int64_t kIncidentPage = 4096;
 
 // A seq missing this far below the newest is taken as lost, not late.
 constexpr int64_t kCollectiveLookback = 4096;
@@ -160,10 +162,14 @@ FeedResult feedRank(const RankReader& reader, RankTimeline& track, int64_t maxOp
                 ++r.ops;
             });
         }
-        auto incidents = reader.incidentsAfter(IncidentSeq{track.lastIncidentSeq}, kNoLimit, false);
-        for (const IncidentRecord& inc : incidents)
-            addIncident(track, inc, resolveString(track, inc.op, text));
-        r.incidents = int64_t(incidents.size());
+        for (;;) {  // in pages: an incident record is large (its texts)
+            auto page =
+                reader.incidentsAfter(IncidentSeq{track.lastIncidentSeq}, kIncidentPage, false);
+            for (const IncidentRecord& inc : page)
+                addIncident(track, inc, resolveString(track, inc.op, text));
+            r.incidents += int64_t(page.size());
+            if (int64_t(page.size()) < kIncidentPage) break;
+        }
         for (const CollectiveRecord& c :
              reader.collectivesAfter(CollectiveSeq{track.lastCollectiveSeq}))
             r.collectives += addCollective(track, c, text);

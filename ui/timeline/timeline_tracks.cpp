@@ -300,8 +300,8 @@ void OpLaneTrack::draw(DrawContext& ctx, float y) {
             run = piece;
         }
         const Span& span = lane.spans[item.first];
-        bool selected =
-            ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, rank().rank, span.seq};
+        bool selected = ctx.selection ==
+                        TimelineSelection{TimelineSelection::Kind::Op, rank().rank, span.seq()};
         if (item.count == 1 && (span.reconciles() || selected || piece.x1 - piece.x0 >= 14))
             overlays.emplace_back(&item, piece);
     }
@@ -334,10 +334,10 @@ OpLaneTrack::Piece OpLaneTrack::place(DrawContext& ctx, const Lane& lane, const 
             fmt::format("{} on rank {}, {}",
                         formatDuration(double(first.end()) - double(first.start)), rank().rank,
                         rank().threadName(lane.thread)),
-            fmt::format("{} phase, op #{}", toString(first.phase()), first.seq)};
+            fmt::format("{} phase, op #{}", toString(first.phase()), first.seq())};
         if (first.reconciles())
             lines.push_back("promoted op: it reconciled a mixed-tensor incident");
-        ctx.hover = Hover{{TimelineSelection::Kind::Op, rank().rank, first.seq},
+        ctx.hover = Hover{{TimelineSelection::Kind::Op, rank().rank, first.seq()},
                           lines,
                           rank().align.toAligned(first.start),
                           rank().align.toAligned(first.end())};
@@ -351,7 +351,7 @@ void OpLaneTrack::drawOverlay(DrawContext& ctx, const Span& span, const Piece& p
     if (span.reconciles())
         dl->AddRect(ImVec2(x0, y + 1), ImVec2(x1, y + kLaneHeight - 1),
                     markColor(IncidentState::Promoted), 0, 0, 2.0f);
-    if (ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, rank().rank, span.seq})
+    if (ctx.selection == TimelineSelection{TimelineSelection::Kind::Op, rank().rank, span.seq()})
         dl->AddRect(ImVec2(x0, y), ImVec2(x1, y + kLaneHeight), kSelected, 0, 0, 2.5f);
     clippedText(dl, x0 + 2, x1 - 1, y + 1, IM_COL32(255, 255, 255, 255),
                 shortOpName(rank().string(span.name())));
