@@ -4,18 +4,23 @@
 //  - frame time with about N spans in view (default 1 million): the view is
 //    narrowed by bisection until that many spans overlap it, then frames are
 //    rendered back to back (draw lists + GL + glFinish), median and p90.
-//   ui_bench RUN [--spans 1000000] [--frames 60]
+//  - with --follow 1, a run still being written: from the first frame until
+//    the session stops following it (every writer closed), the ops then
+//    shown and the longest stall of the GUI thread (a 16 ms timer's lateness).
+//   ui_bench RUN [--spans 1000000] [--frames 60] [--follow 1]
 
 #include <sys/resource.h>
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QStandardPaths>
 #include <QSurfaceFormat>
+#include <QTimer>
 #include <algorithm>
 #include <cstdio>
 #include <utility>
 #include <vector>
 
+#include "core/store/run_reader.h"
 #include "ui/app/main_window.h"
 #include "ui/timeline/timeline_canvas.h"
 
@@ -97,9 +102,11 @@ int main(int argc, char** argv) {
     }
     int64_t spans = 1'000'000;
     int frames = 60;
+    bool follow = false;
     for (int i = 2; i + 1 < args.size(); i += 2) {
         if (args[i] == "--spans") spans = args[i + 1].toLongLong();
         if (args[i] == "--frames") frames = args[i + 1].toInt();
+        if (args[i] == "--follow") follow = args[i + 1] == "1";
     }
     MainWindow w;
     w.resize(1600, 1000);
@@ -121,6 +128,40 @@ int main(int argc, char** argv) {
     while (firstFrameMs < 0 || analysisMs < 0)
         QApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
     TimelineCanvas& canvas = w.canvas();
+    if (follow) {  // a run being written: follow it to its end, timing the GUI thread's stalls
+        int64_t opsAtOpen = canvas.data()->totalOps();
+        QTimer tick;  // the event loop's heartbeat: a late tick is a stalled GUI thread
+        tick.start(16);
+        QElapsedTimer sinceTick;
+        double longestStallMs = 0;
+        sinceTick.start();
+        QObject::connect(&tick, &QTimer::timeout, [&] {
+            longestStallMs = std::max(longestStallMs, sinceTick.nsecsElapsed() / 1e6 - 16);
+            sinceTick.restart();
+        });
+        while (w.session().live())
+            QApplication::processEvents(QEventLoop::WaitForMoreEvents, 16);
+        double followedS = clock.elapsed() / 1e3;
+        int64_t inFiles = -1;
+        try {
+            meshscope::RunReader files = meshscope::RunReader::open(args[1].toStdString());
+            inFiles = 0;
+            for (const meshscope::RankReader& r : files.ranks())
+                inFiles += r.summary().ops;
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "ui_bench: %s\n", e.what());
+        }
+        std::printf(
+            "followed live: %lld ops at the first frame, %lld when the run ended (the files hold "
+            "%lld), %.1f s after open; %lld polls; the GUI thread's longest stall %.0f ms\n",
+            (long long)opsAtOpen, (long long)canvas.data()->totalOps(), (long long)inFiles,
+            followedS, (long long)w.session().livePolls(), longestStallMs);
+        for (const RankTimeline& r : canvas.data()->ranks)
+            std::printf("  rank %d: %lld ops, %s\n", r.rank, (long long)r.opCount,
+                        r.state == RankState::Finished ? "finished"
+                        : r.state == RankState::Live   ? "live"
+                                                       : "stopped");
+    }
     std::printf("run: %s\n%lld ops, %zu ranks, canvas %dx%d px\n", qPrintable(args[1]),
                 (long long)canvas.data()->totalOps(), canvas.data()->ranks.size(), canvas.width(),
                 canvas.height());

@@ -33,6 +33,17 @@ void addOp(meshscope::RankWriter& writer, const char* name) {
     writer.flushNow();
 }
 
+// `n` ops of one name, submitted together (committed when the writer closes).
+void addOps(meshscope::RankWriter& writer, int n) {
+    for (int i = 0; i < n; ++i) {
+        meshscope::OpRecord op;
+        op.startNs = writer.nowNs();
+        op.endNs = op.startNs + 1000;
+        op.name = writer.intern("aten::add.Tensor");
+        writer.submit(std::move(op));
+    }
+}
+
 // Opens the run at `dir` in `w`, polling every 100 ms; false when it did not load.
 bool openPolled(MainWindow& w, const fs::path& dir) {
     w.resize(1000, 600);
@@ -163,6 +174,65 @@ class LiveFollowTest : public QObject {
         QCOMPARE(data->totalOps(), int64_t(1));  // nothing else arrived
         QVERIFY(w.canvas().renderFrameNow() > 0);
         writer->close();
+        fs::remove_all(dir);
+    }
+
+    // A writer that closes its file with more rows than one poll reads: the
+    // session reads on over the next polls and stops following only once
+    // every row is in (it used to stop at the first poll that saw the file
+    // closed, leaving the rest unread: 12.0M of 16.1M ops of a run written
+    // while the GUI followed it).
+    void aRankThatEndsWithMoreThanAPollReadsIsReadToItsEnd() {
+        fs::path dir = fs::temp_directory_path() / ("meshscope-rest-" + std::to_string(getpid()));
+        fs::remove_all(dir);
+        meshscope::Manifest manifest;
+        manifest.runId = "rest-after-close";
+        manifest.worldSize = 1;
+        std::unique_ptr<meshscope::RankWriter> writer =
+            meshscope::createRankWriter(dir, manifest, 0);
+        addOp(*writer, "aten::mm");
+
+        MainWindow w;
+        w.session().setLiveChunk(100);
+        QVERIFY(openPolled(w, dir));
+        QVERIFY(w.session().live());
+        addOps(*writer, 1000);
+        writer->close();  // commits all 1,000 and marks the file closed
+        QTRY_VERIFY_WITH_TIMEOUT(!w.session().live(), kWaitMs);
+        auto data = w.session().timeline();
+        QCOMPARE(data->totalOps(), int64_t(1001));
+        QCOMPARE(data->ranks.at(0).state, RankState::Finished);
+        QVERIFY(w.session().livePolls() >= 10);  // 100 ops a poll
+        fs::remove_all(dir);
+    }
+
+    // A rank that joins already closed, with more rows than a poll reads, and
+    // an analysis that finishes meanwhile (the joined rank starts one): both
+    // ranks are read to their end before the session stops following.
+    void aRankThatJoinsClosedIsReadToItsEnd() {
+        fs::path dir = fs::temp_directory_path() / ("meshscope-joined-" + std::to_string(getpid()));
+        fs::remove_all(dir);
+        meshscope::Manifest manifest;
+        manifest.runId = "joins-closed";
+        manifest.worldSize = 2;
+        std::unique_ptr<meshscope::RankWriter> one = meshscope::createRankWriter(dir, manifest, 1);
+        addOp(*one, "aten::mm");
+
+        MainWindow w;
+        w.session().setLiveChunk(100);
+        QVERIFY(openPolled(w, dir));
+        QVERIFY(w.session().live());
+        std::unique_ptr<meshscope::RankWriter> zero = meshscope::createRankWriter(dir, manifest, 0);
+        addOps(*zero, 1000);
+        zero->close();
+        one->close();
+        QTRY_VERIFY_WITH_TIMEOUT(!w.session().live(), kWaitMs);
+        auto data = w.session().timeline();
+        QCOMPARE(data->ranks.size(), size_t(2));
+        QCOMPARE(data->ranks[0].opCount, int64_t(1000));
+        QCOMPARE(data->ranks[1].opCount, int64_t(1));
+        QCOMPARE(data->ranks[0].state, RankState::Finished);
+        QCOMPARE(data->ranks[1].state, RankState::Finished);
         fs::remove_all(dir);
     }
 

@@ -81,6 +81,27 @@ TEST(TimelineSpan, PacksWithoutLosingWhatTheTimelineShows) {
     EXPECT_EQ(Span(0, 1, 9, 3, Phase(200), false).phase(), Phase::Other);
 }
 
+// The analysis says how each rank's recording ended; a rank the GUI still
+// follows stays live when its file is closed (the live poll that reads its
+// last rows finishes it), while a killed one is stopped at once.
+TEST(TimelineReach, ALiveRankIsFinishedByItsLastPollNotByTheAnalysis) {
+    TimelineData data;
+    data.ranks.resize(3);
+    for (int i = 0; i < 3; ++i)
+        data.ranks[size_t(i)].rank = i;
+    data.ranks[0].state = RankState::Live;
+    data.ranks[1].state = RankState::Live;
+    data.ranks[2].state = RankState::Stopped;
+    RecordingReach closed{0, RecordingReach::End::Closed, "ended"};
+    RecordingReach killed{1, RecordingReach::End::Killed, "killed by SIGKILL"};
+    RecordingReach closedLater{2, RecordingReach::End::Closed, "ended"};
+    data.applyReach({closed, killed, closedLater});
+    EXPECT_EQ(data.ranks[0].state, RankState::Live);
+    EXPECT_EQ(data.ranks[1].state, RankState::Stopped);
+    EXPECT_EQ(data.ranks[1].endLabel, "killed by SIGKILL");
+    EXPECT_EQ(data.ranks[2].state, RankState::Finished);
+}
+
 TEST(AlignMap, OffsetRoundTrips) {
     AlignMap m = AlignMap::offset(1000);
     EXPECT_DOUBLE_EQ(m.toAligned(5), 1005);

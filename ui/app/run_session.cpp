@@ -21,7 +21,6 @@ namespace meshscope::ui {
 namespace {
 
 constexpr int64_t kLoadChunk = 1 << 20;  // ops per feed call while loading
-constexpr int64_t kLiveChunk = 200000;   // ops per rank per poll: keeps the GUI responsive
 constexpr int kDefaultPollMs = 400;
 
 struct Cancelled {};
@@ -278,12 +277,21 @@ std::shared_ptr<RunSession::LivePoll> RunSession::LiveReader::poll(std::vector<F
             auto found = readers.find(cursor.rank);
             if (found == readers.end()) continue;
             RankReader& reader = *found->second;
-            RankRows rows = readRows(reader, cursor, maxOps);
+            // Ended only when its writer had closed before this read and the
+            // read took the rest: a rank that ended with more than a poll's
+            // ops unread is read on over the next polls.
+            bool closed = false;
             try {
                 reader.refreshInfo();
-                rows.ended = reader.info().endedNs.has_value();
-                if (!rows.ops.empty()) rows.meta = reader.info().meta;
+                closed = reader.info().endedNs.has_value();
             } catch (const std::exception&) {  // mid-write: asked again next poll
+            }
+            RankRows rows = readRows(reader, cursor, maxOps);
+            rows.ended = closed && int64_t(rows.ops.size()) < maxOps && rows.error.empty();
+            try {
+                reader.refreshInfo();
+                if (!rows.ops.empty()) rows.meta = reader.info().meta;
+            } catch (const std::exception&) {
             }
             out->rows.push_back(std::move(rows));
         }
@@ -343,8 +351,9 @@ void RunSession::poll() {
     uint64_t generation = m_generation;
     QPointer<RunSession> self(this);
     std::shared_ptr<LiveReader> live = m_live;
-    (void)QtConcurrent::run([self, generation, live, cursors] {
-        std::shared_ptr<LivePoll> polled = live->poll(cursors, kLiveChunk);
+    int64_t chunk = m_liveChunk;
+    (void)QtConcurrent::run([self, generation, live, cursors, chunk] {
+        std::shared_ptr<LivePoll> polled = live->poll(cursors, chunk);
         QMetaObject::invokeMethod(self, [self, generation, polled] {
             if (!self) return;
             self->m_pollInFlight = false;
@@ -361,6 +370,11 @@ void RunSession::applyPoll(LivePoll& polled) {
         if (m_timeline->findRank(info.rank)) continue;
         RankTimeline track;
         initRank(info, track);
+        // Live until a poll has read it to its end, even when its writer has
+        // closed it already: a rank that joins finished is read over several
+        // polls (it used to be left at what the polls had read when the
+        // other ranks finished).
+        track.state = RankState::Live;
         // Keep ranks (and the GUI's readers) ascending by rank.
         auto& ranks = m_timeline->ranks;
         auto at = std::lower_bound(ranks.begin(), ranks.end(), info.rank,

@@ -17,6 +17,7 @@
 #include <QString>
 #include <QStringList>
 #include <QTimer>
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -55,6 +56,9 @@ class RunSession : public QObject {
     // Rank states are re-evaluated on every poll; a rank that added nothing
     // for this long and whose writer process is gone is marked stopped.
     void setStopAfterMs(int ms) { m_stopAfterMs = ms; }
+    // Ops read per rank and poll (default 200,000: keeps the GUI responsive);
+    // a run that outgrew it is read over several polls.
+    void setLiveChunk(int64_t ops) { m_liveChunk = std::max<int64_t>(ops, 1); }
     // Live polls the worker finished, and how many of them ran on the GUI
     // thread (none should: tests).
     int64_t livePolls() const;
@@ -99,6 +103,7 @@ class RunSession : public QObject {
     std::shared_ptr<LiveReader> m_live;  // the worker's reader of a live run
     bool m_pollInFlight = false;
     int m_stopAfterMs = 3000;
+    int64_t m_liveChunk = 200000;
 };
 
 }  // namespace meshscope::ui

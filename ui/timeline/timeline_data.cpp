@@ -134,6 +134,11 @@ void TimelineData::applyReach(const std::vector<RecordingReach>& reaches) {
         RankTimeline* r = findRank(reach.rank);
         if (!r || reach.end == RecordingReach::End::Live) continue;
         bool closed = reach.end == RecordingReach::End::Closed;
+        // A closed file of a rank still followed live may hold rows the
+        // timeline has not read yet: the live poll that reads its last rows
+        // marks it finished (an analysis finished meanwhile used to, and the
+        // rest of the rank was never read).
+        if (closed && r->state == RankState::Live) continue;
         r->state = closed ? RankState::Finished : RankState::Stopped;
         // a closed file of a rank that was killed or died says so too
         bool clean = reach.how == "ended" || reach.how == "exited with 0";
