@@ -3,6 +3,8 @@
 
 #include <ext/stdio_filebuf.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -10,6 +12,9 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -35,21 +40,37 @@ std::optional<RunReader> openRun(const std::string& path, bool partial) {
 }
 
 bool verifyRanks(RunReader& run, RankReader::VerifyDepth depth, bool partial) {
-    bool clean = true;
-    for (size_t i = 0; i < run.ranks().size();) {
-        try {
-            run.ranks()[i].verify(depth);
-            run.ranks()[i].releaseMemory();  // 4,096 ranks: one at a time
-            ++i;
-        } catch (const StoreError& e) {
-            std::cerr << "meshscope: " << terminalSafe(e.what()) << (partial ? " (skipped)" : "")
-                      << "\n";
-            clean = false;
-            if (partial)
-                run.dropRank(i, e);
-            else
-                ++i;
+    // Ranks are verified side by side, one reader per thread at a time (each
+    // has its own connection); what each found is said in rank order after.
+    std::vector<RankReader>& ranks = run.ranks();
+    std::vector<std::optional<StoreError>> found(ranks.size());
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+        for (size_t i; (i = next++) < ranks.size();) {
+            try {
+                ranks[i].verify(depth);
+                ranks[i].releaseMemory();  // 4,096 ranks: only those in hand hold a cache
+            } catch (const StoreError& e) {
+                found[i] = e;
+            }
         }
+    };
+    size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1,
+                                        std::max<size_t>(ranks.size(), 1));
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t)
+        pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool)
+        t.join();
+    bool clean = true;
+    size_t dropped = 0;
+    for (size_t i = 0; i < found.size(); ++i) {
+        if (!found[i]) continue;
+        std::cerr << "meshscope: " << terminalSafe(found[i]->what())
+                  << (partial ? " (skipped)" : "") << "\n";
+        clean = false;
+        if (partial) run.dropRank(i - dropped++, *found[i]);
     }
     return partial ? !run.ranks().empty() : clean;
 }

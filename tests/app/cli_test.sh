@@ -172,4 +172,20 @@ expect many-ranks-straggler "^straggler: rank 7 is the slowest rank in 4 of 4 st
 check many-ranks-low-hard-limit 3 bash -c 'ulimit -Sn 64; ulimit -Hn 64; "$0" check "$1"' "$cli" "$dir/many"
 expect many-ranks-says-the-limit "Too many open files \(each rank holds 3 files open: raise the limit"
 
+# Ranks verified side by side: two of four damaged past their headers are
+# named in rank order, and --partial reads the other two.
+"$cli" synth -o "$dir/verify" --ranks 4 --steps 3 --layers 2 --incidents-per-step 1 >/dev/null
+python3 -c 'import sqlite3, sys
+for r in (1, 3):
+    db = sqlite3.connect(f"{sys.argv[1]}/rank-0000{r}.msdb")
+    db.execute("UPDATE op_chunks SET data = x'"'"'00ff00ff'"'"'")
+    db.commit()' "$dir/verify"
+check verify-damaged 3 "$cli" check "$dir/verify"
+check verify-damaged-in-rank-order 0 bash -c '"$1" check "$2" 2>&1 | grep -o "rank-0000[0-9].msdb: corrupt" | tr "\n" " "' _ "$cli" "$dir/verify"
+expect verify-damaged-named-in-rank-order "^rank-00001.msdb: corrupt rank-00003.msdb: corrupt $"
+check verify-damaged-partial 1 "$cli" check --partial "$dir/verify"
+expect verify-damaged-partial-skips-rank-1 "rank-00001.msdb: corrupt op chunk .* \(skipped\)"
+expect verify-damaged-partial-skips-rank-3 "rank-00003.msdb: corrupt op chunk .* \(skipped\)"
+check verify-damaged-partial-summary 0 "$cli" summary --partial "$dir/verify"
+
 finish
