@@ -3,8 +3,6 @@
 
 #include <ext/stdio_filebuf.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -13,7 +11,6 @@
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,6 +18,7 @@
 #include "app/cli/cli.h"
 #include "core/store/manifest.h"
 #include "core/store/schema.h"
+#include "core/util/parallel.h"
 #include "core/util/terminal_text.h"
 
 namespace meshscope::cli {
@@ -44,25 +42,14 @@ bool verifyRanks(RunReader& run, RankReader::VerifyDepth depth, bool partial) {
     // has its own connection); what each found is said in rank order after.
     std::vector<RankReader>& ranks = run.ranks();
     std::vector<std::optional<StoreError>> found(ranks.size());
-    std::atomic<size_t> next{0};
-    auto worker = [&] {
-        for (size_t i; (i = next++) < ranks.size();) {
-            try {
-                ranks[i].verify(depth);
-                ranks[i].releaseMemory();  // 4,096 ranks: only those in hand hold a cache
-            } catch (const StoreError& e) {
-                found[i] = e;
-            }
+    forEachInParallel(ranks.size(), [&](size_t i) {
+        try {
+            ranks[i].verify(depth);
+            ranks[i].releaseMemory();  // 4,096 ranks: only those in hand hold a cache
+        } catch (const StoreError& e) {
+            found[i] = e;
         }
-    };
-    size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1,
-                                        std::max<size_t>(ranks.size(), 1));
-    std::vector<std::thread> pool;
-    for (size_t t = 1; t < threads; ++t)
-        pool.emplace_back(worker);
-    worker();
-    for (std::thread& t : pool)
-        t.join();
+    });
     bool clean = true;
     size_t dropped = 0;
     for (size_t i = 0; i < found.size(); ++i) {

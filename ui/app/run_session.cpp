@@ -11,9 +11,9 @@
 #include <cerrno>
 #include <mutex>
 #include <set>
-#include <thread>
 #include <unordered_map>
 
+#include "core/util/parallel.h"
 #include "ui/timeline/timeline_feeder.h"
 
 namespace meshscope::ui {
@@ -108,34 +108,23 @@ void RunSession::open(const QString& path) {
             for (const RankReader& r : ranks)
                 total += r.summary().ops;
             std::atomic<int64_t> done{0};
-            std::atomic<size_t> next{0};
             std::mutex errors;
             // One rank per thread at a time: each RankReader is used by one thread.
-            auto worker = [&] {
-                for (size_t i; (i = next++) < ranks.size();) {
-                    RankTimeline& track = result->timeline->ranks[i];
-                    initRank(ranks[i], track);
-                    for (;;) {
-                        if (cancelFlag->load()) return;
-                        FeedResult fed = feedRank(ranks[i], track, kLoadChunk);
-                        done += fed.ops;
-                        report("Reading ops", done.load(), total);
-                        if (!fed.error.empty()) {
-                            std::lock_guard lock(errors);
-                            result->problems << QString::fromStdString(fed.error);
-                        }
-                        if (fed.ops < kLoadChunk || !fed.error.empty()) break;
+            forEachInParallel(ranks.size(), [&](size_t i) {
+                RankTimeline& track = result->timeline->ranks[i];
+                initRank(ranks[i], track);
+                for (;;) {
+                    if (cancelFlag->load()) return;
+                    FeedResult fed = feedRank(ranks[i], track, kLoadChunk);
+                    done += fed.ops;
+                    report("Reading ops", done.load(), total);
+                    if (!fed.error.empty()) {
+                        std::lock_guard lock(errors);
+                        result->problems << QString::fromStdString(fed.error);
                     }
+                    if (fed.ops < kLoadChunk || !fed.error.empty()) break;
                 }
-            };
-            size_t threads = std::clamp<size_t>(std::thread::hardware_concurrency(), 1,
-                                                std::max<size_t>(ranks.size(), 1));
-            std::vector<std::thread> pool;
-            for (size_t t = 1; t < threads; ++t)
-                pool.emplace_back(worker);
-            worker();
-            for (auto& t : pool)
-                t.join();
+            });
             // how each rank's recording ended: a killed or dead rank is not live
             result->timeline->applyReach(recordingReach(*result->reader));
             result->cancelled = cancelFlag->load();
