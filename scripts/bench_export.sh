@@ -17,17 +17,15 @@ if [[ ! -f "$run/manifest.json" ]]; then
 fi
 out=$(mktemp -d "${TMPDIR:-/tmp}/meshscope-export-XXXXXX")
 trap 'rm -rf "$out"' EXIT
-measure() {  # measure NAME COMMAND...
-  local name=$1
-  shift
-  /usr/bin/time -f "%e %M" -o "$out/time" "$@" >"$out/stdout" 2>"$out/err"
-  read -r secs kb < <(tail -n 1 "$out/time")
-  printf '%-34s %7.2f s %8.0f MiB %8.0f MiB written\n' "$name" "$secs" "$((kb / 1024))" \
-    "$(($(du -sk "$out/written" | cut -f1) / 1024))"
+source "$root/scripts/bench_lib.sh"
+written() {  # what the export wrote, and its own last line
+  printf '  %.0f MiB written\n' "$(($(du -sk "$out/written" | cut -f1) / 1024))"
   tail -n 1 "$out/err" | sed 's/^/  /'
   rm -rf "$out/written"
 }
 printf '%-34s %9s %12s\n' command wall "peak RSS"
 measure "export --format chrome-trace" "$cli" export "$run" -o "$out/written"
+written
 measure "export --format torch-profiler ${gzip[*]}" "$cli" export "$run" --format torch-profiler \
   "${gzip[@]}" -o "$out/written"
+written

@@ -21,13 +21,7 @@ fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 "$cli" summary "$run" | sed -n 1p  # reads it all: no SIGPIPE under pipefail
-measure() {  # measure NAME COMMAND...
-  local name=$1
-  shift
-  /usr/bin/time -f "%e %M" -o "$out/time" "$@" >"$out/stdout" 2>"$out/err" || [[ $? -eq 1 ]]
-  read -r secs kb < <(tail -n 1 "$out/time")
-  printf '%-34s %7.2f s %8.0f MiB\n' "$name" "$secs" "$((kb / 1024))"
-}
+source "$root/scripts/bench_lib.sh"
 printf '%-34s %9s %12s\n' command wall "peak RSS"
 measure "summary" "$cli" summary "$run"
 measure "check (incidents only)" "$cli" check "$run" --no-op-compare

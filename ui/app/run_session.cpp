@@ -277,10 +277,12 @@ std::shared_ptr<RunSession::LivePoll> RunSession::LiveReader::poll(std::vector<F
             }
             RankRows rows = readRows(reader, cursor, maxOps);
             rows.ended = closed && int64_t(rows.ops.size()) < maxOps && rows.error.empty();
-            try {
-                reader.refreshInfo();
-                if (!rows.ops.empty()) rows.meta = reader.info().meta;
-            } catch (const std::exception&) {
+            if (!rows.ops.empty()) {  // thread names written with the ops just read
+                try {
+                    reader.refreshInfo();
+                    rows.meta = reader.info().meta;
+                } catch (const std::exception&) {
+                }
             }
             out->rows.push_back(std::move(rows));
         }
