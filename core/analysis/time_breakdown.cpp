@@ -398,6 +398,30 @@ std::vector<const SlowestRank*> stepsFurthestAhead(const TimeBreakdown& time, si
     return out;
 }
 
+std::optional<int64_t> firstStepStart(const RankReader& rank, const OptimizerStepRecord& first) {
+    constexpr int64_t kPage = 1024;
+    std::optional<int64_t> training, any;
+    bool past = false;  // an op after the step's optimizer.step() was met
+    for (OpSeq after{0}; !training && !past;) {
+        int64_t seen = 0;
+        after = rank.scanOps(after, kPage, [&](const OpRecord& op) {
+            ++seen;
+            if (training || past) return;
+            if (op.step > first.step || op.startNs > first.endNs) {
+                past = true;
+            } else if (op.step == first.step) {
+                if (op.phase == Phase::Data || op.phase == Phase::Forward ||
+                    op.phase == Phase::Backward)
+                    training = op.startNs;
+                else if (!any)
+                    any = op.startNs;
+            }
+        });
+        if (seen < kPage) break;  // the last page
+    }
+    return training ? training : any;
+}
+
 std::string formatDuration(int64_t ns) {
     double v = double(ns);
     if (std::abs(v) < 1e3) return fmt::format("{} ns", ns);

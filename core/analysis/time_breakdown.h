@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -121,6 +122,12 @@ std::vector<Finding> stragglerFindings(const TimeBreakdown& time);
 // The `limit` steps whose slowest rank was furthest ahead of the others
 // (largest ratio first): the steps a report lists.
 std::vector<const SlowestRank*> stepsFurthestAhead(const TimeBreakdown& time, size_t limit);
+
+// Where a rank's first step starts, as the breakdown counts it: the first
+// data, forward or backward op of the step of its first optimizer.step()
+// (`first`), else that step's first op; nullopt when no op of that step was
+// recorded. Reads the rank's ops only up to that step's end.
+std::optional<int64_t> firstStepStart(const RankReader& rank, const OptimizerStepRecord& first);
 
 // "12.3 ms", "850 us", "2.41 s".
 std::string formatDuration(int64_t ns);

@@ -4,6 +4,7 @@
 
 #include "core/analysis/incident_explanation.h"
 #include "core/analysis/mesh_picture.h"
+#include "core/analysis/time_breakdown.h"
 #include "core/model/run_clock.h"
 
 #include <algorithm>
@@ -66,6 +67,10 @@ struct Lane {
     int rank = 0;
 };
 
+// The time before the first step is folded into kFoldShare of the width
+// when it would take more than kFoldAbove of it.
+constexpr double kFoldAbove = 0.1, kFoldShare = 0.08;
+
 void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out, int width) {
     std::vector<Lane> lanes;
     RunClock clock;
@@ -92,22 +97,57 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
         out << "<p class=muted>No timed events recorded.</p>\n";
         return;
     }
+    // Each rank's optimizer steps, and where the earliest first step starts:
+    // the time before it (set-up, the process group starting) is folded
+    // into a narrow band when it would take more than a tenth of the width.
+    std::vector<std::vector<OptimizerStepRecord>> steps(lanes.size());
+    std::vector<int64_t> firstStepAt(lanes.size());  // a rank's own, in its clock
+    std::optional<int64_t> stepsFrom;
+    for (size_t i = 0; i < lanes.size(); ++i) {
+        const RankReader& r = run.ranks()[i];
+        steps[i] = r.optimizerSteps();
+        firstStepAt[i] = a.summary.ranks[i].summary.firstNs;
+        if (steps[i].empty()) continue;
+        if (std::optional<int64_t> start = firstStepStart(r, steps[i].front())) {
+            firstStepAt[i] = *start;
+            int64_t wall = clock.wall(lanes[i].rank, *start);
+            stepsFrom = stepsFrom ? std::min(*stepsFrom, wall) : wall;
+        }
+    }
     const int left = 70, laneHeight = 46, top = 22;
     // in double: recorded times may span the whole int64 range
     const double span = double(t1) - double(t0);
+    const bool fold = stepsFrom && *stepsFrom > t0 && *stepsFrom < t1 &&
+                      (double(*stepsFrom) - double(t0)) > span * kFoldAbove;
+    // the fold's band, the gap after it, and the steps' width
+    const int foldWidth = fold ? std::max(96, int(width * kFoldShare)) : 0;
+    const int foldGap = fold ? 10 : 0;
+    const double from = fold ? double(*stepsFrom) : double(t0);
+    const double stepsSpan = double(t1) - from;
     auto x = [&](int64_t wall) {
-        return left + std::clamp((double(wall) - double(t0)) / span, 0.0, 1.0) * (width - 1);
+        double w = double(wall);
+        if (fold && w < from)
+            return left +
+                   std::clamp((w - double(t0)) / (from - double(t0)), 0.0, 1.0) * (foldWidth - 1);
+        return left + foldWidth + foldGap +
+               std::clamp((w - from) / stepsSpan, 0.0, 1.0) * (width - 1 - foldWidth - foldGap);
     };
     int height = top + laneHeight * int(lanes.size()) + 10;
     out << fmt::format(
         "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' role='img' "
         "aria-label='per-rank timeline'>\n",
         left + width + 10, height);
+    if (fold)
+        out << fmt::format(
+            "<text x='{}' y='14' font-size='11' fill='#69707d'><title>the time before the "
+            "first step (set-up), folded</title>set-up {}</text>\n",
+            left, esc(formatDuration(int64_t(from - double(t0)))));
     out << fmt::format(
-        "<text x='{}' y='14' font-size='11' fill='#69707d'>0 ms</text><text x='{}' y='14' "
+        "<text x='{}' y='14' font-size='11' fill='#69707d'>{}</text><text x='{}' y='14' "
         "font-size='11' fill='#69707d' text-anchor='end'>{:.1f} ms (wall clock, ranks "
         "aligned)</text>\n",
-        left, left + width, span / 1e6);
+        left + foldWidth + foldGap, fold ? "0 ms (first step)" : "0 ms", left + width,
+        stepsSpan / 1e6);
     std::map<int, int> laneOf;
     for (size_t i = 0; i < lanes.size(); ++i)
         laneOf[lanes[i].rank] = int(i);
@@ -118,17 +158,22 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
             "<rect x='{}' y='{}' width='{}' height='{}' fill='#fff' stroke='#dde1e7'/><text "
             "x='8' y='{}' font-size='12'>rank {}</text>\n",
             left, y, width, laneHeight - 6, y + 24, r.info().rank);
+        if (fold)  // the folded set-up: greyed, with a break after it
+            out << fmt::format(
+                "<rect x='{}' y='{}' width='{}' height='{}' fill='#eceff3'/><path d='M{} {}l4 "
+                "{}' stroke='#8a94a6' stroke-width='1.5'/>\n",
+                left, y, foldWidth, laneHeight - 6, left + foldWidth + foldGap / 2 - 2, y,
+                laneHeight - 6);
         // Step bands: alternate shades; when steps are narrower than 2 px,
         // one band per pixel run of steps.
-        std::vector<OptimizerStepRecord> steps = r.optimizerSteps();
-        int64_t previousEnd = r.summary().firstNs;
+        int64_t previousEnd = firstStepAt[i];
         double lastX = -1;
         int shade = 0;
-        for (const OptimizerStepRecord& s : steps) {
+        for (const OptimizerStepRecord& s : steps[i]) {
             double xa = x(clock.wall(lanes[i].rank, previousEnd));
             double xb = x(clock.wall(lanes[i].rank, s.endNs));
             previousEnd = s.endNs;
-            if (xb - lastX < 2 && &s != &steps.back()) continue;
+            if (xb - lastX < 2 && &s != &steps[i].back()) continue;
             double from = std::max(xa, lastX);
             lastX = xb;
             out << fmt::format(
@@ -205,7 +250,9 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
         out << fmt::format("<span>&#9670; <b style='color:{}'>{}</b></span>",
                            report_text::kindColour(kind), incidentKindInfo(kind).tag);
     out << "<span><b style='color:#1e88e5'>|</b> collectives</span><span>shaded bands: "
-           "optimizer steps</span></div>\n";
+           "optimizer steps</span>";
+    if (fold) out << "<span>grey band: the set-up before the first step, folded</span>";
+    out << "</div>\n";
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <limits>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/analysis/run_analysis.h"
@@ -30,6 +31,7 @@ struct Timing {
     std::function<int64_t(int rank, int64_t step)> own;
     int64_t steps = 10;
     int64_t firstStep = 0;
+    int64_t setupNs = 0;  // > 0: an op of the first step before its training (phase other)
 };
 
 void writeTimedRank(const std::filesystem::path& dir, int world, int rank, const Timing& timing) {
@@ -41,6 +43,15 @@ void writeTimedRank(const std::filesystem::path& dir, int world, int rank, const
              replicate = w->intern("[Replicate()]"), allReduce = w->intern("all_reduce"),
              group = w->intern("default_pg"), adam = w->intern("torch.optim.Adam");
     int64_t t = 0;
+    if (timing.setupNs > 0) {  // e.g. the process group starting
+        OpRecord setup;
+        setup.startNs = 0;
+        setup.endNs = timing.setupNs;
+        setup.name = w->intern("aten::empty.memory_format");
+        setup.step = timing.firstStep;
+        w->submit(std::move(setup));
+        t = timing.setupNs;
+    }
     for (int64_t s = timing.firstStep; s < timing.firstStep + timing.steps; ++s) {
         int64_t own = timing.own(rank, s);
         int64_t slowest = 0;
@@ -51,6 +62,7 @@ void writeTimedRank(const std::filesystem::path& dir, int world, int rank, const
         op.endNs = t + own;
         op.name = mm;
         op.step = s;
+        op.phase = Phase::Forward;
         op.operands = {{0, OperandRole::Input, OperandKind::Tensor, TensorId{1}, 0, shard},
                        {1, OperandRole::Input, OperandKind::Tensor, TensorId{2}, 0, replicate},
                        {2, OperandRole::Output, OperandKind::Tensor, TensorId{3}, 0, shard}};
@@ -252,6 +264,57 @@ TEST(TimeBreakdown, ReportsCarryTheBreakdownAndTheStraggler) {
     // rank 1's row comes first in the heat map
     size_t section = page.find("<h2>Where the time goes</h2>");
     EXPECT_LT(page.find("rank 1</text>", section), page.find("rank 0</text>", section));
+}
+
+TEST(TimeBreakdown, TheFirstStepStartsWithItsTraining) {
+    test::TempDir dir;
+    Timing timing{[](int, int64_t) { return 5 * kMs; }};
+    timing.setupNs = 2'000 * kMs;
+    timing.firstStep = 3;
+    writeTimedRank(dir.path(), 1, 0, timing);
+    RunReader run = RunReader::open(dir.path());
+    const RankReader& r = run.ranks().front();
+    std::vector<OptimizerStepRecord> steps = r.optimizerSteps();
+    ASSERT_FALSE(steps.empty());
+    EXPECT_EQ(firstStepStart(r, steps.front()), timing.setupNs);  // not the set-up op's 0
+}
+
+// The HTML timeline folds a long set-up into a narrow band: the steps take
+// the width, the set-up's incidents and records stay in view.
+TEST(TimeBreakdown, TheHtmlTimelineFoldsTheSetUpBeforeTheFirstStep) {
+    auto stepBandX = [](const std::string& page, int64_t step) {
+        size_t title = page.find(fmt::format("<title>step {}</title>", step));
+        size_t rect = page.rfind("<rect x='", title);
+        return std::stod(page.substr(rect + 9));
+    };
+    for (int64_t setup : {int64_t(0), 2'000 * kMs}) {
+        SCOPED_TRACE(setup);
+        test::TempDir dir;
+        Timing timing{[](int rank, int64_t) { return rank == 1 ? 6 * kMs : 5 * kMs; }};
+        timing.setupNs = setup;
+        RunAnalysis a = analyzeTimed(dir, 2, timing);
+        std::ostringstream html;
+        HtmlReportOptions options;
+        writeHtmlReport(RunReader::open(dir.path()), a, html, options);
+        const std::string page = html.str();
+        const int left = 70;
+        if (setup == 0) {
+            EXPECT_EQ(page.find("set-up before the first step"), std::string::npos);
+            EXPECT_EQ(page.find("(first step)"), std::string::npos);
+            EXPECT_LT(stepBandX(page, 0), left + 1);
+            continue;
+        }
+        EXPECT_NE(page.find("set-up 2.00 s</text>"), std::string::npos) << page;
+        EXPECT_NE(page.find("0 ms (first step)"), std::string::npos);
+        EXPECT_NE(page.find("grey band: the set-up before the first step, folded"),
+                  std::string::npos);
+        // step 0 starts after the fold (8 % of the width and its gap), and the
+        // ten steps (about 70 ms against 2 s of set-up) take the rest
+        double width = options.timelineWidth;
+        EXPECT_GE(stepBandX(page, 0), left + width * 0.08);
+        EXPECT_LE(stepBandX(page, 0), left + width * 0.08 + 12);
+        EXPECT_GT(stepBandX(page, 9), left + width * 0.8);
+    }
 }
 
 }  // namespace
