@@ -114,10 +114,23 @@ py::dict attach(const py::dict& c) {
     return out;
 }
 
+// How long detach() lets other threads take the GIL after the agent closed.
+constexpr std::chrono::milliseconds kYieldAfterDetach{10};
+
 void detach() {
     removeObserver();
     Agent::detach();
     setParameterLookup(nullptr);
+    // Closing the agent held the GIL for milliseconds. A c10d backend's
+    // worker (gloo's runLoop) that finished a collective meanwhile waits for
+    // it to release the work's tensors; at interpreter exit, which follows
+    // this detach, such a waiting thread is ended by Python and aborts the
+    // process ("terminate called without an active exception"; plain torch
+    // does it too, about 1 run in 10 here: pytorch/pytorch#190489, #179291).
+    // Letting those threads have the GIL now keeps meshscope from widening
+    // that window.
+    py::gil_scoped_release released;
+    std::this_thread::sleep_for(kYieldAfterDetach);
 }
 
 void tag(py::handle tensor, const std::string& origin, const std::string& evidence,
