@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -98,3 +99,53 @@ def check_findings(run_dir: Path, kind: str) -> list[str]:
 def marker_line(scenario: str) -> int:
     lines = (SCENARIOS / f"{scenario}.py").read_text().splitlines()
     return next(i + 1 for i, line in enumerate(lines) if "# INCIDENT" in line)
+
+
+# ---- the agent in one process (test_agent*.py) ----
+
+@pytest.fixture(scope="module")
+def mesh():
+    """A world of one (gloo) and its mesh. It needs no rendezvous: an
+    in-process store, not a probed TCP port another test running beside this
+    one could take meanwhile."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    os.environ.update(RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield init_device_mesh("cpu", (1,), mesh_dim_names=("model",))
+    dist.destroy_process_group()
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    """The run folder of a test that attaches; detached after it."""
+    import meshscope
+
+    yield tmp_path / "run"
+    meshscope.detach()
+
+
+def incidents(run_dir):
+    import meshscope
+
+    return meshscope.load_run(run_dir)["rank_details"][0]["incidents"]
+
+
+def child_process(code: str, *args: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code), *args],
+                            env={**os.environ, **env}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+CHILD_PRELUDE = """
+    import os, sys, time, torch, torch.distributed as dist
+    import meshscope
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+    os.environ.update(RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    mesh = init_device_mesh("cpu", (1,))
+    meshscope.attach(sys.argv[1], policy="auto")
+    w = distribute_tensor(torch.ones(64, 64), mesh, [Shard(0)])
+"""
