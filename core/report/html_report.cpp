@@ -65,38 +65,79 @@ std::string stateColour(IncidentState state) {
 
 struct Lane {
     int rank = 0;
+    size_t reader = 0;  // its index in run.ranks() and a.summary.ranks
 };
+
+// Lanes drawn at most. A larger job's timeline draws the ranks that need a
+// look (failures and raised incidents first, then the ranks the overview
+// puts first, furthest from the median rank), in rank order; the heat maps
+// of "Where the time goes" show every rank.
+constexpr size_t kMaxTimelineLanes = 64;
+
+std::vector<Lane> timelineLanes(const RunReader& run, const RunAnalysis& a) {
+    const size_t n = run.ranks().size();
+    std::map<int, size_t> readerOf;
+    for (size_t i = 0; i < n; ++i)
+        readerOf.emplace(run.ranks()[i].info().rank, i);
+    std::vector<size_t> picked;
+    std::vector<bool> taken(n, false);
+    auto take = [&](int rank) {
+        auto it = readerOf.find(rank);
+        if (picked.size() == kMaxTimelineLanes || it == readerOf.end() || taken[it->second]) return;
+        taken[it->second] = true;
+        picked.push_back(it->second);
+    };
+    if (n > kMaxTimelineLanes) {
+        for (const IncidentRef& ref : a.incidents)
+            if (ref.kind != IncidentKind::MixedTensor || ref.outcome != Outcome::Reconciled)
+                take(ref.rank);
+        for (const RankSteps& r : a.time.ranks)
+            take(r.rank);
+    }
+    for (size_t i = 0; i < n; ++i)
+        take(run.ranks()[i].info().rank);
+    std::vector<Lane> lanes;
+    for (size_t i : picked)
+        lanes.push_back({run.ranks()[i].info().rank, i});
+    std::sort(lanes.begin(), lanes.end(),
+              [](const Lane& x, const Lane& y) { return x.rank < y.rank; });
+    return lanes;
+}
 
 // The time before the first step is folded into kFoldShare of the width
 // when it would take more than kFoldAbove of it.
 constexpr double kFoldAbove = 0.1, kFoldShare = 0.08;
 
 void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out, int width) {
-    std::vector<Lane> lanes;
+    const std::vector<Lane> lanes = timelineLanes(run, a);
+    std::map<int, int> laneOf;
     RunClock clock;
     int64_t t0 = INT64_MAX, t1 = INT64_MIN;
-    for (size_t i = 0; i < run.ranks().size(); ++i) {
-        const RankReader& r = run.ranks()[i];
-        const RankSummary& s = a.summary.ranks[i].summary;
-        int rank = r.info().rank;
-        clock.addRank(rank, r.info().clockOriginWallNs);
-        lanes.push_back({rank});
+    for (size_t i = 0; i < lanes.size(); ++i) {
+        const RankReader& r = run.ranks()[lanes[i].reader];
+        const RankSummary& s = a.summary.ranks[lanes[i].reader].summary;
+        laneOf[lanes[i].rank] = int(i);
+        clock.addRank(lanes[i].rank, r.info().clockOriginWallNs);
         if (s.ops > 0 || s.incidents > 0) {
-            t0 = std::min(t0, clock.wall(rank, s.firstNs));
-            t1 = std::max(t1, clock.wall(rank, s.lastNs));
+            t0 = std::min(t0, clock.wall(lanes[i].rank, s.firstNs));
+            t1 = std::max(t1, clock.wall(lanes[i].rank, s.lastNs));
         }
     }
-    for (const IncidentRef& ref : a.incidents) {
-        for (const Lane& l : lanes)
-            if (l.rank == ref.rank) {
-                t0 = std::min(t0, clock.wall(l.rank, ref.timeNs));
-                t1 = std::max(t1, clock.wall(l.rank, ref.timeNs));
-            }
-    }
+    for (const IncidentRef& ref : a.incidents)
+        if (laneOf.contains(ref.rank)) {
+            t0 = std::min(t0, clock.wall(ref.rank, ref.timeNs));
+            t1 = std::max(t1, clock.wall(ref.rank, ref.timeNs));
+        }
     if (t0 >= t1 || lanes.empty()) {
         out << "<p class=muted>No timed events recorded.</p>\n";
         return;
     }
+    if (lanes.size() < run.ranks().size())
+        out << fmt::format(
+            "<p class=muted>{} of {} ranks drawn, in rank order: those with a failure or a raised "
+            "incident first, then those furthest from the median rank (the heat maps' order); "
+            "every rank is in the JSON report.</p>\n",
+            lanes.size(), run.ranks().size());
     // Each rank's optimizer steps, and where the earliest first step starts:
     // the time before it (set-up, the process group starting) is folded
     // into a narrow band when it would take more than a tenth of the width.
@@ -104,9 +145,9 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
     std::vector<int64_t> firstStepAt(lanes.size());  // a rank's own, in its clock
     std::optional<int64_t> stepsFrom;
     for (size_t i = 0; i < lanes.size(); ++i) {
-        const RankReader& r = run.ranks()[i];
+        const RankReader& r = run.ranks()[lanes[i].reader];
         steps[i] = r.optimizerSteps();
-        firstStepAt[i] = a.summary.ranks[i].summary.firstNs;
+        firstStepAt[i] = a.summary.ranks[lanes[i].reader].summary.firstNs;
         if (steps[i].empty()) continue;
         if (std::optional<int64_t> start = firstStepStart(r, steps[i].front())) {
             firstStepAt[i] = *start;
@@ -148,11 +189,8 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
         "aligned)</text>\n",
         left + foldWidth + foldGap, fold ? "0 ms (first step)" : "0 ms", left + width,
         stepsSpan / 1e6);
-    std::map<int, int> laneOf;
-    for (size_t i = 0; i < lanes.size(); ++i)
-        laneOf[lanes[i].rank] = int(i);
     for (size_t i = 0; i < lanes.size(); ++i) {
-        const RankReader& r = run.ranks()[i];
+        const RankReader& r = run.ranks()[lanes[i].reader];
         int y = top + int(i) * laneHeight;
         out << fmt::format(
             "<rect x='{}' y='{}' width='{}' height='{}' fill='#fff' stroke='#dde1e7'/><text "
@@ -217,12 +255,13 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
     std::map<std::tuple<int, int, IncidentState>, int64_t> marks;
     std::map<std::tuple<int, int, IncidentKind>, int64_t> failures;
     for (const IncidentRef& ref : a.incidents) {
-        const Lane& l = lanes[size_t(laneOf[ref.rank])];
-        int col = int(x(clock.wall(l.rank, ref.timeNs)));
+        auto lane = laneOf.find(ref.rank);
+        if (lane == laneOf.end()) continue;  // a rank the timeline leaves out
+        int col = int(x(clock.wall(ref.rank, ref.timeNs)));
         if (ref.kind != IncidentKind::MixedTensor)
-            ++failures[{laneOf[ref.rank], col, ref.kind}];
+            ++failures[{lane->second, col, ref.kind}];
         else
-            ++marks[{laneOf[ref.rank], col, incidentState(ref.outcome, ref.verdict)}];
+            ++marks[{lane->second, col, incidentState(ref.outcome, ref.verdict)}];
     }
     std::set<IncidentKind> kindsShown;
     for (const auto& [key, n] : failures) {

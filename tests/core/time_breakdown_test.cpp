@@ -290,9 +290,11 @@ TEST(TimeBreakdown, TheHtmlTimelineFoldsTheSetUpBeforeTheFirstStep) {
     for (int64_t setup : {int64_t(0), 2'000 * kMs}) {
         SCOPED_TRACE(setup);
         test::TempDir dir;
-        Timing timing{[](int rank, int64_t) { return rank == 1 ? 6 * kMs : 5 * kMs; }};
+        // one rank: ranks written one after the other have their wall
+        // clocks apart by the time that takes, which moves the bands
+        Timing timing{[](int, int64_t) { return 5 * kMs; }};
         timing.setupNs = setup;
-        RunAnalysis a = analyzeTimed(dir, 2, timing);
+        RunAnalysis a = analyzeTimed(dir, 1, timing);
         std::ostringstream html;
         HtmlReportOptions options;
         writeHtmlReport(RunReader::open(dir.path()), a, html, options);
@@ -315,6 +317,32 @@ TEST(TimeBreakdown, TheHtmlTimelineFoldsTheSetUpBeforeTheFirstStep) {
         EXPECT_LE(stepBandX(page, 0), left + width * 0.08 + 12);
         EXPECT_GT(stepBandX(page, 9), left + width * 0.8);
     }
+}
+
+// A large job's timeline draws at most 64 lanes: the rank furthest from
+// the median first, then the others in overview order, drawn in rank order.
+TEST(TimeBreakdown, TheHtmlTimelineOfALargeJobDrawsTheRanksThatNeedALook) {
+    test::TempDir dir;
+    constexpr int kRanks = 70;
+    Timing timing{[](int rank, int64_t) { return rank == 68 ? 30 * kMs : 5 * kMs; }};
+    timing.steps = 4;
+    RunAnalysis a = analyzeTimed(dir, kRanks, timing);
+    std::ostringstream html;
+    writeHtmlReport(RunReader::open(dir.path()), a, html);
+    const std::string page = html.str();
+    size_t from = page.find("<h2>Timeline</h2>"), to = page.find("<h2>Where the time goes</h2>");
+    ASSERT_NE(from, std::string::npos);
+    ASSERT_NE(to, std::string::npos);
+    const std::string timeline = page.substr(from, to - from);
+    EXPECT_NE(timeline.find("64 of 70 ranks drawn"), std::string::npos);
+    size_t lanes = 0;
+    for (size_t at = timeline.find("'>rank "); at != std::string::npos;
+         at = timeline.find("'>rank ", at + 1))
+        ++lanes;
+    EXPECT_EQ(lanes, 64u);
+    EXPECT_NE(timeline.find("'>rank 68</text>"), std::string::npos);  // the outlier
+    EXPECT_EQ(timeline.find("'>rank 63</text>"), std::string::npos);  // left to the heat maps
+    EXPECT_LT(timeline.find("'>rank 62</text>"), timeline.find("'>rank 68</text>"));
 }
 
 }  // namespace
