@@ -90,6 +90,7 @@ void print(const char* what, const FrameStats& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    meshscope::prepareForManyReaders();  // as meshscope-gui's main does, before any SQLite call
     QStandardPaths::setTestModeEnabled(true);
     QSurfaceFormat format;
     format.setSwapInterval(0);
