@@ -70,8 +70,8 @@ struct Lane {
 
 // Lanes drawn at most. A larger job's timeline draws the ranks that need a
 // look (failures and raised incidents first, then the ranks the overview
-// puts first, furthest from the median rank), in rank order; the heat maps
-// of "Where the time goes" show every rank.
+// puts first, furthest from the median rank), in rank order; the JSON
+// report has every rank.
 constexpr size_t kMaxTimelineLanes = 64;
 
 std::vector<Lane> timelineLanes(const RunReader& run, const RunAnalysis& a) {
