@@ -17,18 +17,14 @@ namespace {
 constexpr int64_t kIncidentPage = 20000;
 constexpr size_t kEvidenceKept = 5;
 
-std::string joinRanks(const std::vector<int>& ranks) {
-    std::string out;
-    for (int r : ranks)
-        out += (out.empty() ? "" : ",") + std::to_string(r);
-    return out;
-}
+// Items of a rank list a finding spells out; the rest are counted.
+constexpr size_t kRankItemsListed = 16;
 
 std::string joinRanks(const std::map<int, int64_t>& perRank) {
     std::vector<int> ranks;
     for (const auto& [r, n] : perRank)
         ranks.push_back(r);
-    return joinRanks(ranks);
+    return formatRankList(ranks);
 }
 
 // Interned strings of one rank resolved through a per-rank cache of
@@ -90,11 +86,45 @@ void compareOps(const RunReader& run, const AnalysisOptions& options, RunAnalysi
     compareCollectiveSequences(streams, out.divergences);
 }
 
+// Fingerprints spelled out one per rank up to this many ranks; past it,
+// the ranks are grouped by value.
+constexpr size_t kFingerprintsListed = 8;
+constexpr size_t kFingerprintGroupsListed = 4;
+
+// "rank 0 1715609f7c746c69, rank 1 ..."; for a larger job the ranks that
+// agree, by value: "2 different values on 1024 ranks: ranks 0-511 ...,
+// ranks 512-1023 ...".
 std::string verdictFingerprints(const PromotionCheck& check) {
+    auto text = [](const std::optional<uint64_t>& fp) {
+        return fp ? fmt::format("{:016x}", *fp) : std::string("-");
+    };
     std::string out;
+    if (check.fingerprints.size() <= kFingerprintsListed) {
+        for (const auto& [rank, fp] : check.fingerprints)
+            out += fmt::format("{}rank {} {}", out.empty() ? "" : ", ", rank, text(fp));
+        return out;
+    }
+    std::map<std::optional<uint64_t>, std::vector<int>> byValue;
     for (const auto& [rank, fp] : check.fingerprints)
-        out += fmt::format("{}rank {} {}", out.empty() ? "" : ", ", rank,
-                           fp ? fmt::format("{:016x}", *fp) : "-");
+        byValue[fp].push_back(rank);
+    std::vector<const std::pair<const std::optional<uint64_t>, std::vector<int>>*> groups;
+    for (const auto& entry : byValue)
+        groups.push_back(&entry);
+    std::sort(groups.begin(), groups.end(), [](const auto* a, const auto* b) {
+        return a->second.front() < b->second.front();  // by their first rank
+    });
+    out = fmt::format("{} different value(s) on {} ranks: ", groups.size(),
+                      check.fingerprints.size());
+    for (size_t i = 0; i < groups.size() && i < kFingerprintGroupsListed; ++i)
+        out += fmt::format("{}rank{} {} {}", i ? ", " : "", groups[i]->second.size() > 1 ? "s" : "",
+                           formatRankList(groups[i]->second), text(groups[i]->first));
+    if (groups.size() > kFingerprintGroupsListed) {
+        size_t ranks = 0;
+        for (size_t i = kFingerprintGroupsListed; i < groups.size(); ++i)
+            ranks += groups[i]->second.size();
+        out += fmt::format(" and {} more value(s) on {} rank(s)",
+                           groups.size() - kFingerprintGroupsListed, ranks);
+    }
     return out;
 }
 
@@ -283,13 +313,13 @@ void addFindings(const RunReader& run, RunAnalysis& a) {
                 ? fmt::format(
                       "; rank(s) {} wait for it in vain (a rank that runs fewer steps or "
                       "batches, or returns early)",
-                      joinRanks(d.others))
+                      formatRankList(d.others))
                 : "; each waits for the other in these collectives (a hang, or a gloo/NCCL "
                   "timeout)";
         a.findings.push_back({FindingKind::Divergent,
                               fmt::format("rank {}: {} (step {}) is {} where rank(s) {} have "
                                           "{}{}{}",
-                                          d.rank, what, d.step, actual, joinRanks(d.others),
+                                          d.rank, what, d.step, actual, formatRankList(d.others),
                                           expected, hint, fixText(divergenceFix(d))),
                               -1, d.rank});
     }
@@ -659,6 +689,30 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     a.replicas = checkReplicas(run);
     addFindings(run, a);
     return a;
+}
+
+std::string formatRankList(const std::vector<int>& ranks) {
+    std::vector<int> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    std::string out;
+    size_t items = 0, i = 0;
+    for (; i < sorted.size() && items < kRankItemsListed; ++items) {
+        size_t j = i;
+        while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1)
+            ++j;
+        std::string sep = out.empty() ? "" : ",";
+        if (j - i >= 2) {
+            out += fmt::format("{}{}-{}", sep, sorted[i], sorted[j]);
+            i = j + 1;
+        } else {
+            out += fmt::format("{}{}", sep, sorted[i]);
+            ++i;
+        }
+    }
+    if (i < sorted.size())
+        out += fmt::format(" and {} more rank(s) ({} in all)", sorted.size() - i, sorted.size());
+    return out;
 }
 
 std::string formatActions(const IncidentGroup& group) {

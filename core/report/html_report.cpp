@@ -69,10 +69,12 @@ struct Lane {
 };
 
 // Lanes drawn at most. A larger job's timeline draws the ranks that need a
-// look (failures and raised incidents first, then the ranks the overview
-// puts first, furthest from the median rank), in rank order; the JSON
-// report has every rank.
+// look, in rank order: those with a failure, then those whose time outside
+// collectives is at least kOutlierDeviation off the median rank's (the
+// overview's order), then those with a raised incident, then the first
+// ranks; the JSON report has every rank.
 constexpr size_t kMaxTimelineLanes = 64;
+constexpr double kOutlierDeviation = 0.1;
 
 std::vector<Lane> timelineLanes(const RunReader& run, const RunAnalysis& a) {
     const size_t n = run.ranks().size();
@@ -89,10 +91,11 @@ std::vector<Lane> timelineLanes(const RunReader& run, const RunAnalysis& a) {
     };
     if (n > kMaxTimelineLanes) {
         for (const IncidentRef& ref : a.incidents)
-            if (ref.kind != IncidentKind::MixedTensor || ref.outcome != Outcome::Reconciled)
-                take(ref.rank);
+            if (ref.kind != IncidentKind::MixedTensor) take(ref.rank);
         for (const RankSteps& r : a.time.ranks)
-            take(r.rank);
+            if (std::abs(r.deviation) >= kOutlierDeviation) take(r.rank);
+        for (const IncidentRef& ref : a.incidents)
+            if (ref.outcome != Outcome::Reconciled) take(ref.rank);
     }
     for (size_t i = 0; i < n; ++i)
         take(run.ranks()[i].info().rank);
@@ -108,8 +111,8 @@ std::vector<Lane> timelineLanes(const RunReader& run, const RunAnalysis& a) {
 // when it would take more than kFoldAbove of it.
 constexpr double kFoldAbove = 0.1, kFoldShare = 0.08;
 
-void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out, int width) {
-    const std::vector<Lane> lanes = timelineLanes(run, a);
+void writeTimeline(const RunReader& run, const RunAnalysis& a, const std::vector<Lane>& lanes,
+                   std::ostream& out, int width) {
     std::map<int, int> laneOf;
     RunClock clock;
     int64_t t0 = INT64_MAX, t1 = INT64_MIN;
@@ -134,10 +137,10 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a, std::ostream& out
     }
     if (lanes.size() < run.ranks().size())
         out << fmt::format(
-            "<p class=muted>{} of {} ranks drawn, in rank order: those with a failure or a raised "
-            "incident first, then those furthest from the median rank (the heat maps' order); "
-            "every rank is in the JSON report.</p>\n",
-            lanes.size(), run.ranks().size());
+            "<p class=muted>{} of {} ranks drawn, in rank order: those with a failure first, then "
+            "those at least {:g} % off the median rank's time outside collectives, then those "
+            "with a raised incident; every rank is in the JSON report.</p>\n",
+            lanes.size(), run.ranks().size(), kOutlierDeviation * 100);
     // Each rank's optimizer steps, and where the earliest first step starts:
     // the time before it (set-up, the process group starting) is folded
     // into a narrow band when it would take more than a tenth of the width.
@@ -664,11 +667,22 @@ void writeFindings(const RunAnalysis& a, std::ostream& out) {
             << esc(f->message) << "</div>\n";
 }
 
-void writeRanks(const RunSummary& s, std::ostream& out) {
+// The ranks table; a larger job's lists the timeline's ranks (`listed`)
+// and sums up the others in one row.
+void writeRanks(const RunSummary& s, const std::vector<Lane>& listed, std::ostream& out) {
     out << "<h2>Ranks</h2>\n<table><tr><th>rank</th><th>host</th><th>ops</th><th>steps</th><th>"
            "collectives</th><th>bytes</th><th>incidents</th><th>by origin</th><th>dropped</th><th>"
            "status</th></tr>\n";
+    std::set<int> shown;
+    if (listed.size() < s.ranks.size())
+        for (const Lane& l : listed)
+            shown.insert(l.rank);
+    std::vector<const RankSummaryRow*> others;
     for (const RankSummaryRow& r : s.ranks) {
+        if (!shown.empty() && !shown.contains(r.rank)) {
+            others.push_back(&r);
+            continue;
+        }
         std::string origins, drops;
         for (const auto& [o, n] : r.summary.incidentsByOrigin)
             origins += fmt::format("{} {} ", originText(o), n);
@@ -681,6 +695,39 @@ void writeRanks(const RunSummary& s, std::ostream& out) {
             r.rank, esc(r.info.hostname), r.summary.ops, r.summary.steps, r.summary.collectives,
             r.summary.collectiveBytes, r.summary.incidents, esc(origins),
             drops.empty() ? "0" : drops, esc(r.status));
+    }
+    if (!others.empty()) {
+        // min-max of each column over the ranks not listed, and their statuses
+        auto range = [&](auto field) {
+            int64_t lo = INT64_MAX, hi = INT64_MIN;
+            for (const RankSummaryRow* r : others) {
+                lo = std::min<int64_t>(lo, field(*r));
+                hi = std::max<int64_t>(hi, field(*r));
+            }
+            return lo == hi ? fmt::format("{}", lo) : fmt::format("{}-{}", lo, hi);
+        };
+        std::vector<int> ranks;
+        std::map<std::string, int64_t> statuses;
+        uint64_t dropped = 0;
+        for (const RankSummaryRow* r : others) {
+            ranks.push_back(r->rank);
+            ++statuses[r->status];
+            for (const auto& [reason, n] : r->summary.drops)
+                dropped += n;
+        }
+        std::string status;
+        for (const auto& [text, n] : statuses)
+            status += fmt::format("{}{} {}", status.empty() ? "" : ", ", esc(text), n);
+        out << fmt::format(
+            "<tr class=muted><td colspan=2>{} more: {}</td><td class=n>{}</td><td class=n>{}</td>"
+            "<td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td></td><td>{}</td>"
+            "<td>{}</td></tr>\n",
+            others.size(), esc(formatRankList(ranks)),
+            range([](const RankSummaryRow& r) { return r.summary.ops; }),
+            range([](const RankSummaryRow& r) { return r.summary.steps; }),
+            range([](const RankSummaryRow& r) { return r.summary.collectives; }),
+            range([](const RankSummaryRow& r) { return r.summary.collectiveBytes; }),
+            range([](const RankSummaryRow& r) { return r.summary.incidents; }), dropped, status);
     }
     out << "</table>\n";
     for (const std::string& p : s.problems)
@@ -788,10 +835,11 @@ void writeHtmlReport(const RunReader& run, const RunAnalysis& a, std::ostream& o
                      const HtmlReportOptions& options) {
     writeHead(a, out, options);
     writeFindings(a, out);
-    writeRanks(a.summary, out);
+    const std::vector<Lane> lanes = timelineLanes(run, a);
+    writeRanks(a.summary, lanes, out);
     writeStops(a, out);
     out << "<h2>Timeline</h2>\n";
-    writeTimeline(run, a, out, options.timelineWidth);
+    writeTimeline(run, a, lanes, out, options.timelineWidth);
     writeTimeSection(a.time, out);
     writeGroups(a, out, options.maxGroupsInDetail);
     writeDivergences(a, out);

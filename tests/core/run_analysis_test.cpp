@@ -356,6 +356,35 @@ TEST(RunAnalysis, SyntheticRunAgreesWithItsGenerator) {
     EXPECT_TRUE(a.opsComparedFully);
 }
 
+// A large job's findings stay one readable line: ranks in ranges, a
+// promotion's fingerprints grouped by value instead of one per rank.
+TEST(RunAnalysis, FindingsOfALargeJobNameRanksInRangesAndFingerprintsByValue) {
+    test::TempDir dir;
+    SyntheticRunSpec spec;
+    spec.ranks = 20;
+    spec.steps = 6;
+    spec.layers = 4;
+    spec.incidentsPerStep = 1;
+    writeSyntheticRun(dir.path(), spec);
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    const Finding* invalid = nullptr;
+    const Finding* unreconciled = nullptr;
+    for (const Finding& f : a.findings) {
+        if (f.kind == FindingKind::Invalid) invalid = &f;
+        if (f.kind == FindingKind::Unreconciled) unreconciled = &f;
+    }
+    ASSERT_NE(invalid, nullptr);
+    ASSERT_NE(unreconciled, nullptr);
+    // each rank's batch differs: 20 values, 4 spelled out, the rest counted
+    EXPECT_NE(invalid->message.find("20 different value(s) on 20 ranks: rank 0 "),
+              std::string::npos)
+        << invalid->message;
+    EXPECT_NE(invalid->message.find(" and 16 more value(s) on 16 rank(s)"), std::string::npos);
+    EXPECT_EQ(invalid->message.find("rank 19 "), std::string::npos);
+    EXPECT_NE(unreconciled->message.find("on rank(s) 0-19;"), std::string::npos)
+        << unreconciled->message;
+}
+
 // The failure kinds and fixes meshscope gives DTensor's own messages
 // (torch 2.11: _sharding_prop.py, _op_schema.py, _api.py, _view_ops.py,
 // gloo's transport).

@@ -343,6 +343,15 @@ TEST(TimeBreakdown, TheHtmlTimelineOfALargeJobDrawsTheRanksThatNeedALook) {
     EXPECT_NE(timeline.find("'>rank 68</text>"), std::string::npos);  // the outlier
     EXPECT_EQ(timeline.find("'>rank 63</text>"), std::string::npos);  // left to the heat maps
     EXPECT_LT(timeline.find("'>rank 62</text>"), timeline.find("'>rank 68</text>"));
+    // the ranks table lists the same ranks and sums up the others in a row
+    const std::string ranks =
+        page.substr(page.find("<h2>Ranks</h2>"), from - page.find("<h2>Ranks</h2>"));
+    size_t rows = 0;
+    for (size_t at = ranks.find("<tr><td class=n>"); at != std::string::npos;
+         at = ranks.find("<tr><td class=n>", at + 1))
+        ++rows;
+    EXPECT_EQ(rows, 64u);
+    EXPECT_NE(ranks.find("<td colspan=2>6 more: 63-67,69</td>"), std::string::npos) << ranks;
 }
 
 }  // namespace
