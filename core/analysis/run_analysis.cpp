@@ -17,9 +17,6 @@ namespace {
 constexpr int64_t kIncidentPage = 20000;
 constexpr size_t kEvidenceKept = 5;
 
-// Items of a rank list a finding spells out; the rest are counted.
-constexpr size_t kRankItemsListed = 16;
-
 std::string joinRanks(const std::map<int, int64_t>& perRank) {
     std::vector<int> ranks;
     for (const auto& [r, n] : perRank)
@@ -689,30 +686,6 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     a.replicas = checkReplicas(run);
     addFindings(run, a);
     return a;
-}
-
-std::string formatRankList(const std::vector<int>& ranks) {
-    std::vector<int> sorted = ranks;
-    std::sort(sorted.begin(), sorted.end());
-    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-    std::string out;
-    size_t items = 0, i = 0;
-    for (; i < sorted.size() && items < kRankItemsListed; ++items) {
-        size_t j = i;
-        while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1)
-            ++j;
-        std::string sep = out.empty() ? "" : ",";
-        if (j - i >= 2) {
-            out += fmt::format("{}{}-{}", sep, sorted[i], sorted[j]);
-            i = j + 1;
-        } else {
-            out += fmt::format("{}{}", sep, sorted[i]);
-            ++i;
-        }
-    }
-    if (i < sorted.size())
-        out += fmt::format(" and {} more rank(s) ({} in all)", sorted.size() - i, sorted.size());
-    return out;
 }
 
 std::string formatActions(const IncidentGroup& group) {

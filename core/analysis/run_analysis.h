@@ -238,11 +238,6 @@ std::vector<const Finding*> findingsOf(const RunAnalysis& analysis,
 // What the policy did with a group's incidents: "replicated 24, observed 4".
 std::string formatActions(const IncidentGroup& group);
 
-// "0,1" and "0-15,17": runs of three or more ranks as a range, at most 16
-// items, the rest counted (" and 40 more rank(s) (57 in all)"), so a
-// 4,096-rank job's finding stays one line.
-std::string formatRankList(const std::vector<int>& ranks);
-
 // One `reconciled` finding per group of mixed-tensor incidents a policy
 // repaired (call site, op, origin, what the policy did, ranks, fix): what a
 // CI gate forbids when code may not rely on meshscope's repairs. Not among

@@ -11,6 +11,9 @@
 namespace meshscope {
 namespace {
 
+// Items of a rank list spelled out; the rest are counted.
+constexpr size_t kRankItemsListed = 16;
+
 std::string humanBytes(int64_t bytes) {
     const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = double(bytes);
@@ -30,6 +33,30 @@ std::string joinCounts(const auto& counts, auto label) {
 }
 
 }  // namespace
+
+std::string formatRankList(const std::vector<int>& ranks) {
+    std::vector<int> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    std::string out;
+    size_t items = 0, i = 0;
+    for (; i < sorted.size() && items < kRankItemsListed; ++items) {
+        size_t j = i;
+        while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1)
+            ++j;
+        std::string sep = out.empty() ? "" : ",";
+        if (j - i >= 2) {
+            out += fmt::format("{}{}-{}", sep, sorted[i], sorted[j]);
+            i = j + 1;
+        } else {
+            out += fmt::format("{}{}", sep, sorted[i]);
+            ++i;
+        }
+    }
+    if (i < sorted.size())
+        out += fmt::format(" and {} more rank(s) ({} in all)", sorted.size() - i, sorted.size());
+    return out;
+}
 
 std::string rankStatusText(const RunReader& run, const RankInfo& info) {
     if (info.endedNs) return "closed";
@@ -59,13 +86,69 @@ RunSummary summarize(const RunReader& run) {
     return s;
 }
 
-std::string formatSummaryText(const RunSummary& s) {
+namespace {
+
+bool needsALook(const RankSummaryRow& r) {
+    const RankSummary& m = r.summary;
+    bool onlyMixed = m.incidentsByKind.empty() ||
+                     (m.incidentsByKind.size() == 1 &&
+                      m.incidentsByKind.begin()->first == IncidentKind::MixedTensor);
+    return r.status != "closed" || !m.drops.empty() || !onlyMixed;
+}
+
+// "1008 more rank(s) (16-1023): ops 10216, steps 303, ... each; closed 1008":
+// each column's value, or its range where the ranks differ.
+std::string othersLine(const std::vector<const RankSummaryRow*>& others) {
+    auto range = [&](auto field, auto show) {
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (const RankSummaryRow* r : others) {
+            lo = std::min<int64_t>(lo, field(r->summary));
+            hi = std::max<int64_t>(hi, field(r->summary));
+        }
+        return lo == hi ? show(lo) : show(lo) + "-" + show(hi);
+    };
+    auto number = [](int64_t v) { return std::to_string(v); };
+    std::vector<int> ranks;
+    std::map<std::string, int64_t> statuses;
+    for (const RankSummaryRow* r : others) {
+        ranks.push_back(r->rank);
+        ++statuses[r->status];
+    }
+    return fmt::format(
+        "  ... {} more rank(s) ({}): ops {}, steps {}, collectives {}, {}, incidents {}; {} "
+        "(summary --all lists every rank)\n",
+        others.size(), formatRankList(ranks),
+        range([](const RankSummary& m) { return m.ops; }, number),
+        range([](const RankSummary& m) { return m.steps; }, number),
+        range([](const RankSummary& m) { return m.collectives; }, number),
+        range([](const RankSummary& m) { return m.collectiveBytes; }, humanBytes),
+        range([](const RankSummary& m) { return m.incidents; }, number),
+        joinCounts(statuses, [](const std::string& k) { return terminalSafe(k); }));
+}
+
+}  // namespace
+
+std::string formatSummaryText(const RunSummary& s, size_t maxRanks) {
     // recorded text (run id, drop reasons, problems) with its controls escaped
     std::string out = fmt::format("run {}  world size {}  ranks readable {}\n",
                                   terminalSafe(s.runId), s.worldSize, s.ranks.size());
     out += fmt::format("{:>5} {:>10} {:>6} {:>10} {:>12} {:>9}  {}\n", "rank", "ops", "steps",
                        "collect.", "bytes", "incidents", "status");
-    for (const auto& r : s.ranks) {
+    std::vector<bool> listed(s.ranks.size(), maxRanks == 0 || s.ranks.size() <= maxRanks);
+    if (!listed.empty() && !listed.front()) {
+        size_t n = 0;
+        for (size_t i = 0; i < s.ranks.size() && n < maxRanks; ++i)
+            if (needsALook(s.ranks[i])) listed[i] = true, ++n;
+        for (size_t i = 0; i < s.ranks.size() && n < maxRanks; ++i)
+            if (!listed[i]) listed[i] = true, ++n;
+    }
+    std::vector<const RankSummaryRow*> others;
+    for (size_t i = 0; i < s.ranks.size(); ++i) {
+        const RankSummaryRow& r = s.ranks[i];
+        if (!listed[i]) {
+            others.push_back(&r);
+            continue;
+        }
         const RankSummary& m = r.summary;
         const std::string& status = r.status;
         out += fmt::format("{:>5} {:>10} {:>6} {:>10} {:>12} {:>9}  {}\n", r.rank, m.ops, m.steps,
@@ -90,6 +173,7 @@ std::string formatSummaryText(const RunSummary& s) {
             out += "      dropped: " +
                    joinCounts(m.drops, [](const std::string& k) { return terminalSafe(k); }) + "\n";
     }
+    if (!others.empty()) out += othersLine(others);
     for (const auto& p : s.problems)
         out += "problem: " + terminalSafe(p) + "\n";
     return out;

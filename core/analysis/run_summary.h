@@ -26,11 +26,23 @@ struct RunSummary {
 };
 
 RunSummary summarize(const RunReader& run);
+
+// "0,1" and "0-15,17": runs of three or more ranks as a range, at most 16
+// items, the rest counted (" and 40 more rank(s) (57 in all)"), so a
+// 4,096-rank job's finding stays one line.
+std::string formatRankList(const std::vector<int>& ranks);
+
 // "closed", "closed (its end marker was lost to the disk)" (launch.json says
 // the rank closed its recording; its file could not take the marker), or
 // "open or killed".
 std::string rankStatusText(const RunReader& run, const RankInfo& info);
-std::string formatSummaryText(const RunSummary& summary);
+// The per-rank table. A job of more than `maxRanks` ranks (0: no limit)
+// lists the ranks that need a look (not closed, records lost, incidents
+// other than mixed tensors), then the first ranks, `maxRanks` in all, and
+// sums up the others in one line: `record` of a 1,024-rank job prints a
+// screen, not 3,000 lines.
+inline constexpr size_t kSummaryRanksListed = 16;
+std::string formatSummaryText(const RunSummary& summary, size_t maxRanks = kSummaryRanksListed);
 nlohmann::json summaryToJson(const RunSummary& summary);
 
 }  // namespace meshscope

@@ -12,6 +12,11 @@ expect synth-line "wrote .*: 2 ranks, [0-9]+ ops, 6 incidents, 3 steps"
 check synth-refuses-existing 2 "$cli" synth -o "$dir/run"
 check summary 0 "$cli" summary "$dir/run"
 expect summary-table "world size 2  ranks readable 2"
+check synth-20 0 "$cli" synth -o "$dir/run20" --ranks 20 --steps 2 --layers 1 --incidents-per-step 1
+check summary-20 0 "$cli" summary "$dir/run20"
+expect summary-20-sums-up "  \.\.\. 4 more rank\(s\) \(16-19\): ops [0-9]+, steps 2, .*closed 4 \(summary --all lists every rank\)"
+check summary-20-all 0 "$cli" summary --all "$dir/run20"
+expect summary-20-all-lists-rank-19 "^   19 "
 check summary-json 0 "$cli" summary --json "$dir/run"
 expect summary-json-steps '"steps": 3'
 expect summary-json-incidents '"incidents": 3'

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <fstream>
 #include <thread>
 
@@ -159,6 +161,40 @@ TEST(RunSummary, JsonAndTextAgree) {
     std::string text = formatSummaryText(s);
     EXPECT_NE(text.find("world size 2"), std::string::npos) << text;
     EXPECT_NE(text.find("by origin:"), std::string::npos) << text;
+}
+
+// A large job's table: the ranks that need a look, then the first ranks,
+// 16 rows in all, the others summed up in one line; --all lists every rank.
+TEST(RunSummary, ALargeJobsTableListsTheRanksThatNeedALookAndSumsUpTheRest) {
+    RunSummary s;
+    s.runId = "big";
+    s.worldSize = 40;
+    for (int r = 0; r < 40; ++r) {
+        RankSummaryRow row;
+        row.rank = r;
+        row.summary.ops = r == 3 ? 90 : 100;
+        row.summary.steps = 5;
+        row.summary.incidents = 2;
+        row.summary.incidentsByKind[IncidentKind::MixedTensor] = 2;
+        row.status = r == 30 ? "open or killed" : "closed";
+        if (r == 35) row.summary.drops["disk_full"] = 3;
+        s.ranks.push_back(row);
+    }
+    std::string text = formatSummaryText(s);
+    size_t rows = 0;
+    for (int r = 0; r < 40; ++r)
+        rows += text.find(fmt::format("\n{:>5} ", r)) != std::string::npos;
+    EXPECT_EQ(rows, 16u) << text;
+    EXPECT_NE(text.find(fmt::format("\n{:>5} ", 30)), std::string::npos);  // killed
+    EXPECT_NE(text.find(fmt::format("\n{:>5} ", 35)), std::string::npos);  // lost records
+    EXPECT_NE(text.find("  ... 24 more rank(s) (14-29,31-34,36-39): ops 100, steps 5, "
+                        "collectives 0, 0 B, incidents 2; closed 24 (summary --all lists every "
+                        "rank)"),
+              std::string::npos)
+        << text;
+    std::string all = formatSummaryText(s, 0);
+    EXPECT_EQ(all.find("more rank(s)"), std::string::npos);
+    EXPECT_NE(all.find(fmt::format("\n{:>5} ", 39)), std::string::npos);
 }
 
 }  // namespace
