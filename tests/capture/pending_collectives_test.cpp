@@ -136,6 +136,11 @@ TEST_F(PendingCollectivesTest, AnErrorTheBackendRaisesAsynchronouslyIsAFailureOf
     ASSERT_EQ(sunk.size(), 1u);
     EXPECT_EQ(sunk[0].state, CollectiveState::Failed);
     EXPECT_EQ(sunk[0].error, "NCCL error: unhandled system error");
+    // a wait that raises for it now finds it ended by the poll, as failed:
+    // the tracker then names it and its incident instead of the wait
+    EXPECT_FALSE(table.fail(CollectiveSeq(1), "Connection closed by peer"));
+    EXPECT_TRUE(table.failedByPoll(CollectiveSeq(1)));
+    EXPECT_FALSE(table.failedByPoll(CollectiveSeq(2)));
 }
 
 TEST_F(PendingCollectivesTest, OverdueFindsEachLateCollectiveOnce) {

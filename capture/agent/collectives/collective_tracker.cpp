@@ -110,6 +110,18 @@ std::string CollectiveTracker::failed(Id id, const std::string& error, std::stri
     RankWriter& w = m_agent.writer();
     // the record goes before the incident
     std::optional<TrackedCollective> tracked = m_pending.fail(id, error);
+    std::optional<IncidentSeq> recorded;  // by poll(), which saw the failure first
+    if (!tracked && id && m_pending.failedByPoll(id)) {
+        std::unique_lock lock(m_asyncFailed);
+        m_asyncFailureAdded.wait_for(lock, kAwaitAsyncFailure, [&] {
+            for (const auto& [c, seq] : m_asyncFailures)
+                if (c.seq == id) {
+                    tracked = c, recorded = seq;
+                    return true;
+                }
+            return false;
+        });
+    }
     TrackedCollective c;
     if (tracked) {
         c = std::move(*tracked);
@@ -119,8 +131,9 @@ std::string CollectiveTracker::failed(Id id, const std::string& error, std::stri
         c.thread = Agent::threadIndex();
         c.step = m_agent.step();
     }
-    IncidentSeq seq =
-        recordIncident(c, IncidentKind::CollectiveError, error, m_agent.frames().shortStack(w), "");
+    IncidentSeq seq = recorded ? *recorded
+                               : recordIncident(c, IncidentKind::CollectiveError, error,
+                                                m_agent.frames().shortStack(w), "");
     UserFrame frame = m_agent.frames().userFrame(w);
     FixSuggestion fix = fixForFailure(IncidentKind::CollectiveError, c.kind, {}, error);
     std::string described =
@@ -153,8 +166,15 @@ std::shared_ptr<c10::Event> CollectiveTracker::streamMark(std::optional<c10::Dev
 bool CollectiveTracker::poll() {
     PendingCollectives::Polled polled = m_pending.poll();
     // an error the backend raised asynchronously: nobody may ever wait for it
-    for (const auto& [c, error] : polled.failures)
-        recordIncident(c, IncidentKind::CollectiveError, error, c.stack, "");
+    for (const auto& [c, error] : polled.failures) {
+        IncidentSeq seq = recordIncident(c, IncidentKind::CollectiveError, error, c.stack, "");
+        {
+            std::lock_guard lock(m_asyncFailed);
+            m_asyncFailures.emplace_back(c, seq);
+            if (m_asyncFailures.size() > kAsyncFailuresKept) m_asyncFailures.pop_front();
+        }
+        m_asyncFailureAdded.notify_all();
+    }
     return polled.stillOnDevice;
 }
 

@@ -42,8 +42,10 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -137,6 +139,19 @@ class CollectiveTracker {
 
     Agent& m_agent;
     PendingCollectives m_pending;
+    // The failures poll() found (an error the backend raised while a thread
+    // waited) with the incident it recorded for each, newest last: a wait
+    // that then raises for the same collective names it and points at that
+    // incident instead of recording a second one under the wait's name.
+    // failed() waits up to kAwaitAsyncFailure for a collective poll() ended
+    // as failed and is still recording (a busy host can hold the monitor
+    // thread that long); no lock is held while poll() ends collectives,
+    // which may need the GIL.
+    static constexpr size_t kAsyncFailuresKept = PendingCollectives::kFailedKept;
+    static constexpr std::chrono::milliseconds kAwaitAsyncFailure{2000};
+    std::mutex m_asyncFailed;
+    std::condition_variable m_asyncFailureAdded;
+    std::deque<std::pair<TrackedCollective, IncidentSeq>> m_asyncFailures;
     friend class CollectiveMonitor;
 };
 

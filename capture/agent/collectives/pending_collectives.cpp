@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <exception>
 
 namespace meshscope::capture {
@@ -193,6 +194,12 @@ std::optional<TrackedCollective> PendingCollectives::fail(CollectiveSeq seq,
     return copy;
 }
 
+bool PendingCollectives::failedByPoll(CollectiveSeq seq) {
+    Lock lock(*this);
+    return std::find(m_failedByPoll.begin(), m_failedByPoll.end(), seq.value()) !=
+           m_failedByPoll.end();
+}
+
 std::optional<TrackedCollective> PendingCollectives::latestOn(uint32_t thread) {
     Lock lock(*this);
     const TrackedCollective* latest = nullptr;
@@ -241,7 +248,11 @@ PendingCollectives::Polled PendingCollectives::poll() {
             auto it = m_live.find(seq);
             if (it == m_live.end()) continue;
             bool failed = !state.error.empty();
-            if (failed) polled.failures.emplace_back(it->second.detached(), state.error);
+            if (failed) {
+                polled.failures.emplace_back(it->second.detached(), state.error);
+                m_failedByPoll.push_back(seq);
+                if (m_failedByPoll.size() > kFailedKept) m_failedByPoll.pop_front();
+            }
             end(it, failed ? CollectiveState::Failed : CollectiveState::Completed, now, state.error,
                 released);
         }

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -112,6 +113,9 @@ class PendingCollectives {
                                           CollectiveState state = CollectiveState::Failed);
     // The latest collective `thread` issued and still pending.
     std::optional<TrackedCollective> latestOn(uint32_t thread);
+    // Whether poll() ended `seq` as failed (among the last kFailedKept).
+    bool failedByPoll(CollectiveSeq seq);
+    static constexpr size_t kFailedKept = 64;
 
     // Asks the works and events of the pending collectives (outside the
     // lock) and ends those that completed, and functional collectives whose
@@ -174,6 +178,7 @@ class PendingCollectives {
     std::atomic<bool> m_locked{false};
     Table m_live;                                         // by seq
     std::unordered_map<const void*, int64_t> m_byResult;  // result storage -> seq
+    std::deque<int64_t> m_failedByPoll;                   // newest last
 };
 
 }  // namespace meshscope::capture
