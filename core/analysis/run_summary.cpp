@@ -99,34 +99,38 @@ bool needsALook(const RankSummaryRow& r) {
 // "1008 more rank(s) (16-1023): ops 10216, steps 303, ... each; closed 1008":
 // each column's value, or its range where the ranks differ.
 std::string othersLine(const std::vector<const RankSummaryRow*>& others) {
-    auto range = [&](auto field, auto show) {
-        int64_t lo = INT64_MAX, hi = INT64_MIN;
-        for (const RankSummaryRow* r : others) {
-            lo = std::min<int64_t>(lo, field(r->summary));
-            hi = std::max<int64_t>(hi, field(r->summary));
-        }
-        return lo == hi ? show(lo) : show(lo) + "-" + show(hi);
-    };
+    RanksSummedUp sum = sumUp(others);
     auto number = [](int64_t v) { return std::to_string(v); };
-    std::vector<int> ranks;
-    std::map<std::string, int64_t> statuses;
-    for (const RankSummaryRow* r : others) {
-        ranks.push_back(r->rank);
-        ++statuses[r->status];
-    }
     return fmt::format(
         "  ... {} more rank(s) ({}): ops {}, steps {}, collectives {}, {}, incidents {}; {} "
         "(summary --all lists every rank)\n",
-        others.size(), formatRankList(ranks),
-        range([](const RankSummary& m) { return m.ops; }, number),
-        range([](const RankSummary& m) { return m.steps; }, number),
-        range([](const RankSummary& m) { return m.collectives; }, number),
-        range([](const RankSummary& m) { return m.collectiveBytes; }, humanBytes),
-        range([](const RankSummary& m) { return m.incidents; }, number),
-        joinCounts(statuses, [](const std::string& k) { return terminalSafe(k); }));
+        others.size(), formatRankList(sum.ranks), sum.ops.text(number), sum.steps.text(number),
+        sum.collectives.text(number), sum.bytes.text(humanBytes), sum.incidents.text(number),
+        joinCounts(sum.statuses, [](const std::string& k) { return terminalSafe(k); }));
 }
 
 }  // namespace
+
+RanksSummedUp sumUp(const std::vector<const RankSummaryRow*>& rows) {
+    RanksSummedUp sum;
+    auto add = [](RanksSummedUp::Range& range, int64_t v) {
+        range.lo = std::min(range.lo, v);
+        range.hi = std::max(range.hi, v);
+    };
+    for (const RankSummaryRow* r : rows) {
+        const RankSummary& m = r->summary;
+        sum.ranks.push_back(r->rank);
+        add(sum.ops, m.ops);
+        add(sum.steps, m.steps);
+        add(sum.collectives, m.collectives);
+        add(sum.bytes, m.collectiveBytes);
+        add(sum.incidents, m.incidents);
+        ++sum.statuses[r->status];
+        for (const auto& [reason, n] : m.drops)
+            sum.dropped += n;
+    }
+    return sum;
+}
 
 std::string formatSummaryText(const RunSummary& s, size_t maxRanks) {
     // recorded text (run id, drop reasons, problems) with its controls escaped

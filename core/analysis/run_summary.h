@@ -2,6 +2,8 @@
 
 // Per-rank summary of a run, shared by the CLI's `summary` and the GUI.
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,24 @@ std::string formatRankList(const std::vector<int>& ranks);
 // the rank closed its recording; its file could not take the marker), or
 // "open or killed".
 std::string rankStatusText(const RunReader& run, const RankInfo& info);
+// Ranks a table leaves out, summed up for its one line: each column's
+// smallest and largest value, their ranks, statuses counted, records lost.
+struct RanksSummedUp {
+    struct Range {
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        // "303", or "90-100" where the ranks differ; `show` formats a value
+        template <class Show>
+        std::string text(Show show) const {
+            return lo == hi ? show(lo) : show(lo) + "-" + show(hi);
+        }
+    };
+    std::vector<int> ranks;
+    Range ops, steps, collectives, bytes, incidents;
+    std::map<std::string, int64_t> statuses;
+    uint64_t dropped = 0;
+};
+RanksSummedUp sumUp(const std::vector<const RankSummaryRow*>& rows);
+
 // The per-rank table. A job of more than `maxRanks` ranks (0: no limit)
 // lists the ranks that need a look (not closed, records lost, incidents
 // other than mixed tensors), then the first ranks, `maxRanks` in all, and

@@ -36,6 +36,26 @@ std::string jsonForScript(const std::string& json);  // <, >, & as \u escapes
 // ellipsis when text is left over. For labels inside SVG boxes.
 std::vector<std::string> wrapLabel(std::string_view text, size_t width, size_t maxLines);
 
+// The rest of the report's writers share these.
+
+// "#c62828": an incident state's colour (vocabulary.h).
+std::string stateColour(IncidentState state);
+
+// A rank the timeline draws; `reader` is its index in run.ranks() and
+// analysis.summary.ranks.
+struct TimelineLane {
+    int rank = 0;
+    size_t reader = 0;
+};
+// Every rank, or for a job of more than 64 the ranks that need a look, in
+// rank order (html_timeline.cpp): those with a failure, then those at least
+// 10 % off the median rank's time outside collectives, then those with a
+// raised incident, then the first ranks. The ranks table lists them too.
+std::vector<TimelineLane> timelineLanes(const RunReader& run, const RunAnalysis& analysis);
+// The per-rank timeline of `lanes` as inline SVG, `width` px of time.
+void writeTimeline(const RunReader& run, const RunAnalysis& analysis,
+                   const std::vector<TimelineLane>& lanes, std::ostream& out, int width);
+
 // "Where the time goes" (html_time.cpp): heat maps of ranks by steps, each
 // rank's steps, the slowest rank of each step, stragglers, ops by time.
 void writeTimeSection(const TimeBreakdown& time, std::ostream& out);
