@@ -186,9 +186,12 @@ std::string failureFinding(const IncidentGroup& g, const RunAnalysis& a) {
                             g.kind == IncidentKind::CollectiveHang ? "waited in" : "failed in",
                             e.evidence.empty() ? g.op : e.evidence);
             if (g.kind == IncidentKind::CollectiveError) text += ": " + firstLine(e.error, 100);
-            for (const RankStop& s : a.stops)
-                if (!g.perRank.count(s.rank))
-                    text += fmt::format("; rank {} {}", s.rank, s.state());
+            for (const StopGroup& other :
+                 groupStops(a.stops, [&](const RankStop& s) { return !g.perRank.count(s.rank); }))
+                text += other.ranks.size() == 1
+                            ? fmt::format("; rank {} {}", other.ranks.front(), other.stop->state())
+                            : fmt::format("; rank(s) {} {}", formatRankList(other.ranks),
+                                          other.stop->state());
             for (int r : a.missingRanks)
                 text += fmt::format("; rank {} left no file", r);
             if (a.missingRankCount > int64_t(a.missingRanks.size()))
@@ -719,6 +722,20 @@ std::vector<const Finding*> findingsOf(const RunAnalysis& analysis,
     for (const Finding& f : analysis.findings)
         if (std::find(kinds.begin(), kinds.end(), f.kind) != kinds.end()) out.push_back(&f);
     return out;
+}
+
+std::vector<StopGroup> groupStops(const std::vector<RankStop>& stops,
+                                  const std::function<bool(const RankStop&)>& keep) {
+    std::vector<StopGroup> groups;
+    std::unordered_map<std::string, size_t> byState;  // kind and state -> group
+    for (const RankStop& s : stops) {
+        if (keep && !keep(s)) continue;
+        std::string key = (s.stoppedIn ? std::to_string(int(*s.stoppedIn)) : "-") + ":" + s.state();
+        auto [it, fresh] = byState.try_emplace(std::move(key), groups.size());
+        if (fresh) groups.push_back({{}, &s});
+        groups[it->second].ranks.push_back(s.rank);
+    }
+    return groups;
 }
 
 }  // namespace meshscope

@@ -188,6 +188,16 @@ struct RankStop {
     std::string state() const;  // one line: "raised ... at train.py:24; failed in ..."
 };
 
+// Ranks that stopped alike: each distinct state (and incident kind) with
+// its ranks, in order of their first rank; `keep` picks the stops (all
+// when empty). A hang on 1,000 ranks is one group, not 1,000 lines.
+struct StopGroup {
+    std::vector<int> ranks;
+    const RankStop* stop = nullptr;  // the first of its ranks
+};
+std::vector<StopGroup> groupStops(const std::vector<RankStop>& stops,
+                                  const std::function<bool(const RankStop&)>& keep = {});
+
 struct Finding {
     FindingKind kind = FindingKind::Unreconciled;
     std::string message;  // one line, what and where

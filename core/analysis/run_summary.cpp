@@ -111,6 +111,21 @@ std::string othersLine(const std::vector<const RankSummaryRow*>& others) {
 
 }  // namespace
 
+TableRanks tableRanks(const RunSummary& s, size_t maxRanks) {
+    std::vector<bool> listed(s.ranks.size(), maxRanks == 0 || s.ranks.size() <= maxRanks);
+    if (!listed.empty() && !listed.front()) {
+        size_t n = 0;
+        for (size_t i = 0; i < s.ranks.size() && n < maxRanks; ++i)
+            if (needsALook(s.ranks[i])) listed[i] = true, ++n;
+        for (size_t i = 0; i < s.ranks.size() && n < maxRanks; ++i)
+            if (!listed[i]) listed[i] = true, ++n;
+    }
+    TableRanks out;
+    for (size_t i = 0; i < s.ranks.size(); ++i)
+        (listed[i] ? out.listed : out.others).push_back(&s.ranks[i]);
+    return out;
+}
+
 RanksSummedUp sumUp(const std::vector<const RankSummaryRow*>& rows) {
     RanksSummedUp sum;
     auto add = [](RanksSummedUp::Range& range, int64_t v) {
@@ -138,21 +153,9 @@ std::string formatSummaryText(const RunSummary& s, size_t maxRanks) {
                                   terminalSafe(s.runId), s.worldSize, s.ranks.size());
     out += fmt::format("{:>5} {:>10} {:>6} {:>10} {:>12} {:>9}  {}\n", "rank", "ops", "steps",
                        "collect.", "bytes", "incidents", "status");
-    std::vector<bool> listed(s.ranks.size(), maxRanks == 0 || s.ranks.size() <= maxRanks);
-    if (!listed.empty() && !listed.front()) {
-        size_t n = 0;
-        for (size_t i = 0; i < s.ranks.size() && n < maxRanks; ++i)
-            if (needsALook(s.ranks[i])) listed[i] = true, ++n;
-        for (size_t i = 0; i < s.ranks.size() && n < maxRanks; ++i)
-            if (!listed[i]) listed[i] = true, ++n;
-    }
-    std::vector<const RankSummaryRow*> others;
-    for (size_t i = 0; i < s.ranks.size(); ++i) {
-        const RankSummaryRow& r = s.ranks[i];
-        if (!listed[i]) {
-            others.push_back(&r);
-            continue;
-        }
+    TableRanks table = tableRanks(s, maxRanks);
+    for (const RankSummaryRow* row : table.listed) {
+        const RankSummaryRow& r = *row;
         const RankSummary& m = r.summary;
         const std::string& status = r.status;
         out += fmt::format("{:>5} {:>10} {:>6} {:>10} {:>12} {:>9}  {}\n", r.rank, m.ops, m.steps,
@@ -177,7 +180,7 @@ std::string formatSummaryText(const RunSummary& s, size_t maxRanks) {
             out += "      dropped: " +
                    joinCounts(m.drops, [](const std::string& k) { return terminalSafe(k); }) + "\n";
     }
-    if (!others.empty()) out += othersLine(others);
+    if (!table.others.empty()) out += othersLine(table.others);
     for (const auto& p : s.problems)
         out += "problem: " + terminalSafe(p) + "\n";
     return out;

@@ -56,6 +56,15 @@ struct RanksSummedUp {
 };
 RanksSummedUp sumUp(const std::vector<const RankSummaryRow*>& rows);
 
+// The rows a table of at most `maxRanks` ranks lists (0: every rank), in
+// rank order: the ranks that need a look (not closed, records lost,
+// incidents other than mixed tensors), then the first ranks; and the others,
+// for one summing line (sumUp).
+struct TableRanks {
+    std::vector<const RankSummaryRow*> listed, others;
+};
+TableRanks tableRanks(const RunSummary& summary, size_t maxRanks);
+
 // The per-rank table. A job of more than `maxRanks` ranks (0: no limit)
 // lists the ranks that need a look (not closed, records lost, incidents
 // other than mixed tensors), then the first ranks, `maxRanks` in all, and

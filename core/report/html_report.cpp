@@ -211,10 +211,8 @@ void writeFailureGroup(const IncidentGroup& g, std::ostream& out) {
         out << "<tr><th>" << key << "</th><td>" << value << "</td></tr>\n";
     };
     row("kind", fmt::format("{} (<code>{}</code>)", esc(kind.title), kind.key));
-    std::string perRank;
-    for (const auto& [r, n] : g.perRank)
-        perRank += fmt::format("{}rank {}: {}", perRank.empty() ? "" : ", ", r, n);
-    row("per rank", esc(perRank));
+    row("per rank", esc(report_text::perRankCounts(
+                        g.perRank, [](int r) { return fmt::format("rank {}:", r); })));
     row("steps", fmt::format("{} to {}", g.firstStep, g.lastStep));
     std::string evidence;
     for (const std::string& text : g.evidence)
@@ -254,10 +252,8 @@ void writeGroup(const IncidentGroup& g, std::ostream& out) {
     auto row = [&](std::string_view key, const std::string& value) {
         out << "<tr><th>" << key << "</th><td>" << value << "</td></tr>\n";
     };
-    std::string perRank;
-    for (const auto& [r, n] : g.perRank)
-        perRank += fmt::format("{}rank {}: {}", perRank.empty() ? "" : ", ", r, n);
-    row("per rank", esc(perRank));
+    row("per rank", esc(report_text::perRankCounts(
+                        g.perRank, [](int r) { return fmt::format("rank {}:", r); })));
     row("steps", fmt::format("{} to {} ({} step(s) with incidents)", g.firstStep, g.lastStep,
                              g.perStep.size()));
     std::string actions;
@@ -480,13 +476,14 @@ void writeRanks(const RunSummary& s, const std::vector<TimelineLane>& listed, st
 void writeStops(const RunAnalysis& a, std::ostream& out) {
     if (!report_text::stopsWorthShowing(a.stops)) return;
     out << "<h2>Where each rank stopped</h2>\n<table><tr><th>rank</th><th>state</th></tr>\n";
-    for (const RankStop& s : a.stops) {
+    for (const report_text::StopRow& row : report_text::stopRows(a.stops)) {
+        const RankStop& s = *row.stop;
         std::string tag;
         if (s.stoppedIn)
             tag = fmt::format("<span class='tag kind-{}'>{}</span> ",
                               incidentKindInfo(*s.stoppedIn).key,
                               esc(incidentKindInfo(*s.stoppedIn).tag));
-        out << fmt::format("<tr><td class=n>{}</td><td>{}{}</td></tr>\n", s.rank, tag,
+        out << fmt::format("<tr><td class=n>{}</td><td>{}{}</td></tr>\n", esc(row.ranks), tag,
                            esc(s.state()));
     }
     out << "</table>\n";

@@ -91,7 +91,7 @@ void writeFixAndStack(const IncidentDetail& ex, const IncidentExplanation& e, st
 }
 
 std::string perRankText(const IncidentGroup& g) {
-    return joinCounts(g.perRank, [](int r) { return fmt::format("rank {}", r); });
+    return perRankCounts(g.perRank, [](int r) { return fmt::format("rank {}", r); });
 }
 
 void writeMixedGroup(const IncidentGroup& g, std::ostream& out) {
@@ -162,8 +162,8 @@ void writeFailureGroup(const IncidentGroup& g, std::ostream& out) {
 void writeStops(const RunAnalysis& a, std::ostream& out) {
     if (!stopsWorthShowing(a.stops)) return;
     out << "\n## Where each rank stopped\n\n| rank | state |\n|---:|---|\n";
-    for (const RankStop& s : a.stops)
-        out << fmt::format("| {} | {} |\n", s.rank, md(s.state()));
+    for (const StopRow& row : stopRows(a.stops))
+        out << fmt::format("| {} | {} |\n", row.ranks, md(row.stop->state()));
 }
 
 // Where the time goes: ops by time, each rank's steps (outliers first), the
@@ -244,13 +244,26 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
         out << fmt::format("- **{}** {}\n", toString(f.kind), md(f.message));
     out << "\n## Ranks\n\n| rank | ops | steps | collectives | bytes | incidents | dropped | "
            "status |\n|---:|---:|---:|---:|---:|---:|---:|---|\n";
-    for (const RankSummaryRow& r : s.ranks) {
+    TableRanks table = tableRanks(s, kSummaryRanksListed);
+    for (const RankSummaryRow* row : table.listed) {
+        const RankSummaryRow& r = *row;
         int64_t dropped = 0;
         for (const auto& [reason, n] : r.summary.drops)
             dropped = saturatingAdd(dropped, int64_t(n));  // recorded counts may be anything
         out << fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", r.rank, r.summary.ops,
                            r.summary.steps, r.summary.collectives, r.summary.collectiveBytes,
-                           r.summary.incidents, dropped, r.status);
+                           r.summary.incidents, dropped, md(r.status));
+    }
+    if (const auto& others = table.others; !others.empty()) {  // a large job: one summing row
+        RanksSummedUp sum = sumUp(others);
+        auto number = [](int64_t v) { return std::to_string(v); };
+        out << fmt::format("| {} more: {} | {} | {} | {} | {} | {} | {} | {} |\n", others.size(),
+                           formatRankList(sum.ranks), sum.ops.text(number), sum.steps.text(number),
+                           sum.collectives.text(number), sum.bytes.text(number),
+                           sum.incidents.text(number), sum.dropped,
+                           md(joinCounts(sum.statuses, [](const std::string& k) { return k; })));
+        out << "\nThe ranks table of a large job lists the ranks that need a look, then the "
+               "first ranks; the JSON report and `meshscope summary --all` list every rank.\n";
     }
     for (const std::string& p : s.problems)
         out << fmt::format("\nProblem: {}\n", md(p));
@@ -273,11 +286,17 @@ void writeMarkdownReport(const RunAnalysis& a, std::ostream& out, const ReportOp
     if (!a.divergences.empty()) {
         out << "## Divergent ranks\n\n| kind | rank | thread | index | step | this rank | others "
                "|\n|---|---:|---:|---:|---:|---|---|\n";
-        for (const Divergence& d : a.divergences)
+        constexpr size_t kDivergencesListed = 32;
+        for (size_t i = 0; i < a.divergences.size() && i < kDivergencesListed; ++i) {
+            const Divergence& d = a.divergences[i];
             out << fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", toString(d.kind), d.rank,
                                d.thread, d.index, d.step,
                                d.actual.empty() ? "(ended)" : md(d.actual),
                                d.expected.empty() ? "(ended)" : md(d.expected));
+        }
+        if (a.divergences.size() > kDivergencesListed)
+            out << fmt::format("\n{} more divergence(s) are in the JSON report.\n",
+                               a.divergences.size() - kDivergencesListed);
     }
     writeTime(a.time, out);
 }

@@ -77,7 +77,7 @@ nlohmann::json failureResult(const IncidentGroup& g, const std::map<std::string,
     const IncidentExplanation e = explainIncident(g.example, &g);
     std::string text = fmt::format(
         "{}: {} ({} time(s) on rank(s) {}). Fix: {}", kind.title, e.summary, g.count,
-        joinCounts(g.perRank, [](int r) { return fmt::format("rank {}:", r); }), g.fix.summary);
+        perRankCounts(g.perRank, [](int r) { return fmt::format("rank {}:", r); }), g.fix.summary);
     nlohmann::json result = {{"ruleId", id},
                              {"ruleIndex", ruleIndex.at(id)},
                              {"level", "error"},
@@ -145,12 +145,12 @@ nlohmann::json sarifLog(const RunAnalysis& a, const ReportOptions& options) {
             {"level", g.unreconciled > 0 ? "error" : "warning"},
             {"message",
              {{"text",
-               fmt::format("{} mixed a plain tensor ({}) with DTensors {} time(s) on "
-                           "rank(s) {}; {} unreconciled. Evidence: {}. Fix: {}",
-                           g.op, describeOrigin(g.origin), g.count,
-                           joinCounts(g.perRank, [](int r) { return fmt::format("rank {}:", r); }),
-                           g.unreconciled, g.evidence.empty() ? "-" : g.evidence.front(),
-                           g.fix.summary)}}},
+               fmt::format(
+                   "{} mixed a plain tensor ({}) with DTensors {} time(s) on "
+                   "rank(s) {}; {} unreconciled. Evidence: {}. Fix: {}",
+                   g.op, describeOrigin(g.origin), g.count,
+                   perRankCounts(g.perRank, [](int r) { return fmt::format("rank {}:", r); }),
+                   g.unreconciled, g.evidence.empty() ? "-" : g.evidence.front(), g.fix.summary)}}},
             {"partialFingerprints",
              {{"meshscopeCallSite/v1",
                fmt::format("{}:{}:{}:{}", g.site.file, g.site.line, g.op, originText(g.origin))}}},

@@ -15,6 +15,7 @@
 #include "core/export/trace_json.h"
 #include "core/report/html_report.h"
 #include "core/report/report.h"
+#include "core/report/report_text.h"
 #include "core/synth/synthetic_run.h"
 #include "tests/core/test_support.h"
 
@@ -284,6 +285,58 @@ TEST(CleanRunReports, ShowNoStopsSection) {
     ASSERT_EQ(j["stops"].size(), 2u);
     EXPECT_TRUE(j["stops"][0]["stopped_in"].is_null());
     EXPECT_TRUE(j["stops"][0]["pending_site"].is_null());
+}
+
+// A large job's Markdown, HTML and SARIF stay readable: 16 rows of the
+// ranks table and one for the others, a group's count per rank by value
+// ("3 on rank(s) 0-19"), and where the ranks stopped grouped by state.
+TEST(LargeJobReports, GroupRanksInsteadOfListingEachOne) {
+    test::TempDir dir;
+    SyntheticRunSpec spec;
+    spec.ranks = 20;
+    spec.steps = 3;
+    spec.failures = true;
+    writeSyntheticRun(dir.path() / "run", spec);
+    RunReader run = RunReader::open(dir.path() / "run");
+    RunAnalysis a = analyze(run);
+    std::ostringstream md, html;
+    writeMarkdownReport(a, md);
+    writeReport(*reportFormatFromString("html"), run, a, html);
+    std::string sarif = sarifLog(a).dump(0, ' ', false, kReplace);
+    const std::string m = md.str();
+
+    // the ranks table: every rank needs a look (its hang), so ranks 0-15, then one summing row
+    size_t section = m.find("## Ranks");
+    size_t end = m.find("\n## ", section + 1);
+    std::string ranks = m.substr(section, end - section);
+    int rows = 0;
+    for (int r = 0; r < 20; ++r)
+        rows += ranks.find(fmt::format("\n| {} | ", r)) != std::string::npos;
+    EXPECT_EQ(rows, 16) << ranks;
+    EXPECT_NE(ranks.find("\n| 4 more: 16-19 | "), std::string::npos) << ranks;
+    EXPECT_NE(ranks.find("meshscope summary --all"), std::string::npos);
+
+    // a group of mixed tensors seen on every rank the same number of times
+    const IncidentGroup* mixed = nullptr;
+    for (const IncidentGroup& g : a.groups)
+        if (g.kind == IncidentKind::MixedTensor && g.perRank.size() == 20) mixed = &g;
+    ASSERT_NE(mixed, nullptr);
+    std::string perRank = report_text::perRankCounts(mixed->perRank, [](int r) { return r; });
+    EXPECT_TRUE(perRank.ends_with(" on rank(s) 0-19") || perRank.find("; ") != std::string::npos)
+        << perRank;
+    EXPECT_NE(m.find("per rank: " + perRank + ";"), std::string::npos) << perRank;
+    EXPECT_NE(html.str().find(perRank), std::string::npos);
+    EXPECT_NE(sarif.find(perRank), std::string::npos);
+    // (the HTML draws rank 19's lanes: 20 ranks are under its 64)
+    for (const std::string& text : {m, sarif})
+        EXPECT_EQ(text.find("rank 19"), std::string::npos) << "a rank listed on its own";
+
+    // where each rank stopped: the hang's ranks in one row
+    size_t stops = m.find("## Where each rank stopped");
+    ASSERT_NE(stops, std::string::npos);
+    std::string stopRows = m.substr(stops, m.find("\n## ", stops + 1) - stops);
+    EXPECT_LT(std::count(stopRows.begin(), stopRows.end(), '\n'), 10) << stopRows;
+    EXPECT_NE(stopRows.find("-19 | "), std::string::npos) << stopRows;
 }
 
 }  // namespace
