@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/report/report.h"
+#include "core/report/report_text.h"
 #include "core/util/utf8.h"
 #include "tests/core/fixture_run.h"
 #include "tests/core/test_support.h"
@@ -195,6 +196,24 @@ TEST(SarifReport, ResultsPointAtTheUserLine) {
                             .get<std::string>()
                             .rfind("file:///src/pkg/", 0) == 0;
     EXPECT_TRUE(absolute);
+}
+
+// A group's count per rank: listed up to 8 ranks, grouped by value past
+// that, and past 4 different values a range with the ranks of the most.
+TEST(ReportText, CountsPerRankGroupByValueInALargeJob) {
+    auto label = [](int r) { return fmt::format("rank {}:", r); };
+    std::map<int, int64_t> few{{0, 3}, {1, 2}};
+    EXPECT_EQ(report_text::perRankCounts(few, label), "rank 0: 3, rank 1: 2");
+    std::map<int, int64_t> two;
+    for (int r = 0; r < 1024; ++r)
+        two[r] = r < 512 ? 3 : 2;
+    EXPECT_EQ(report_text::perRankCounts(two, label), "3 on rank(s) 0-511; 2 on rank(s) 512-1023");
+    std::map<int, int64_t> many;
+    for (int r = 0; r < 1024; ++r)
+        many[r] = 1 + r % 8;
+    many[716] = 9;
+    EXPECT_EQ(report_text::perRankCounts(many, label),
+              "1-9 on 1024 rank(s) (0-1023); most: 9 on rank(s) 716");
 }
 
 }  // namespace
