@@ -101,24 +101,23 @@ std::string verdictFingerprints(const PromotionCheck& check) {
             out += fmt::format("{}rank {} {}", out.empty() ? "" : ", ", rank, text(fp));
         return out;
     }
-    std::map<std::optional<uint64_t>, std::vector<int>> byValue;
-    for (const auto& [rank, fp] : check.fingerprints)
-        byValue[fp].push_back(rank);
-    std::vector<const std::pair<const std::optional<uint64_t>, std::vector<int>>*> groups;
-    for (const auto& entry : byValue)
-        groups.push_back(&entry);
-    std::sort(groups.begin(), groups.end(), [](const auto* a, const auto* b) {
-        return a->second.front() < b->second.front();  // by their first rank
-    });
+    // ranks by value, the values in order of their first rank (the map is by rank)
+    std::vector<std::pair<std::optional<uint64_t>, std::vector<int>>> groups;
+    std::map<std::optional<uint64_t>, size_t> groupOf;
+    for (const auto& [rank, fp] : check.fingerprints) {
+        auto [it, fresh] = groupOf.try_emplace(fp, groups.size());
+        if (fresh) groups.push_back({fp, {}});
+        groups[it->second].second.push_back(rank);
+    }
     out = fmt::format("{} different value(s) on {} ranks: ", groups.size(),
                       check.fingerprints.size());
     for (size_t i = 0; i < groups.size() && i < kFingerprintGroupsListed; ++i)
-        out += fmt::format("{}rank{} {} {}", i ? ", " : "", groups[i]->second.size() > 1 ? "s" : "",
-                           formatRankList(groups[i]->second), text(groups[i]->first));
+        out += fmt::format("{}rank{} {} {}", i ? ", " : "", groups[i].second.size() > 1 ? "s" : "",
+                           formatRankList(groups[i].second), text(groups[i].first));
     if (groups.size() > kFingerprintGroupsListed) {
         size_t ranks = 0;
         for (size_t i = kFingerprintGroupsListed; i < groups.size(); ++i)
-            ranks += groups[i]->second.size();
+            ranks += groups[i].second.size();
         out += fmt::format(" and {} more value(s) on {} rank(s)",
                            groups.size() - kFingerprintGroupsListed, ranks);
     }
@@ -188,10 +187,8 @@ std::string failureFinding(const IncidentGroup& g, const RunAnalysis& a) {
             if (g.kind == IncidentKind::CollectiveError) text += ": " + firstLine(e.error, 100);
             for (const StopGroup& other :
                  groupStops(a.stops, [&](const RankStop& s) { return !g.perRank.count(s.rank); }))
-                text += other.ranks.size() == 1
-                            ? fmt::format("; rank {} {}", other.ranks.front(), other.stop->state())
-                            : fmt::format("; rank(s) {} {}", formatRankList(other.ranks),
-                                          other.stop->state());
+                text += fmt::format("; rank{} {} {}", other.ranks.size() > 1 ? "(s)" : "",
+                                    formatRankList(other.ranks), other.stop->state());
             for (int r : a.missingRanks)
                 text += fmt::format("; rank {} left no file", r);
             if (a.missingRankCount > int64_t(a.missingRanks.size()))
