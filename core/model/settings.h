@@ -54,7 +54,7 @@ inline constexpr std::array kSettings = std::to_array<Setting>({
      "record's socket: each rank says there whether it records, and what it dropped"},
     {"fault_disk", "MESHSCOPE_FAULT_DISK", "",
      "tests only: rank files' writes fail like a full or read-only disk "
-     "(full-after=BYTES[,free-after=FAILS] or readonly-after=BYTES)"},
+     "(full-after=BYTES[,free-after=FAILS] or readonly-after=BYTES; -when=PATH: once PATH exists)"},
     {"fault", "MESHSCOPE_FAULT", "",
      "tests only: the phase of the agent's op handling that fails on purpose (before, "
      "provenance, record, reconcile)"},

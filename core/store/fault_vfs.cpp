@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 
@@ -18,7 +19,19 @@ struct FaultState {
     DiskFault fault;
     std::atomic<uint64_t> written{0};
     std::atomic<uint64_t> failures{0};
+    std::atomic<bool> triggered{false};  // whenExists was seen (it stays failed)
 };
+
+// Whether this write is past the fault's point: its byte count, or its
+// trigger file (looked for at each write until it appears).
+bool pastThePoint(FaultState& s, uint64_t before, int amount) {
+    if (s.fault.whenExists.empty()) return before + uint64_t(amount) > s.fault.afterBytes;
+    if (s.triggered.load()) return true;
+    std::error_code ec;
+    if (!std::filesystem::exists(s.fault.whenExists, ec)) return false;
+    s.triggered = true;
+    return true;
+}
 
 FaultState g_state;
 sqlite3_vfs* g_base = nullptr;
@@ -36,7 +49,7 @@ int faultWrite(sqlite3_file* file, const void* data, int amount, sqlite3_int64 o
     uint64_t before = s.written.fetch_add(uint64_t(amount));
     bool freed = s.fault.kind == DiskFault::Kind::Full && s.fault.freeAfterFails > 0 &&
                  s.failures.load() >= s.fault.freeAfterFails;
-    if (before + uint64_t(amount) > s.fault.afterBytes && !freed) {
+    if (pastThePoint(s, before, amount) && !freed) {
         s.written.fetch_sub(uint64_t(amount));
         s.failures.fetch_add(1);
         return s.fault.kind == DiskFault::Kind::Full ? SQLITE_FULL : SQLITE_IOERR_WRITE;
@@ -118,36 +131,41 @@ std::optional<uint64_t> number(std::string_view text) {
 
 std::optional<DiskFault> parseDiskFault(std::string_view text, std::string* error) {
     DiskFault fault;
-    bool sawAfter = false;
+    bool sawPoint = false;
+    auto fail = [&](std::string why) {
+        if (error) *error = std::move(why);
+        return std::nullopt;
+    };
     while (!text.empty()) {
         size_t comma = text.find(',');
         std::string_view part = text.substr(0, comma);
         text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
         size_t eq = part.find('=');
         std::string_view key = part.substr(0, eq);
-        std::optional<uint64_t> value =
-            eq == std::string_view::npos ? std::nullopt : number(part.substr(eq + 1));
-        if (!value) {
-            if (error) *error = "'" + std::string(part) + "' is not KEY=NUMBER";
-            return std::nullopt;
+        std::string_view value =
+            eq == std::string_view::npos ? std::string_view() : part.substr(eq + 1);
+        bool full = key == "full-after" || key == "full-when";
+        if (full || key == "readonly-after" || key == "readonly-when") {
+            if (sawPoint)
+                return fail("'" + std::string(part) + "': the fault's point is given twice");
+            fault.kind = full ? DiskFault::Kind::Full : DiskFault::Kind::ReadOnly;
+            sawPoint = true;
+            if (key.ends_with("-when")) {
+                if (value.empty()) return fail("'" + std::string(part) + "' is not KEY=PATH");
+                fault.whenExists = std::string(value);
+                continue;
+            }
+        } else if (key != "free-after") {
+            return fail("unknown key '" + std::string(key) +
+                        "' (full-after, readonly-after, full-when, readonly-when, free-after)");
         }
-        if (key == "full-after" || key == "readonly-after") {
-            fault.kind = key == "full-after" ? DiskFault::Kind::Full : DiskFault::Kind::ReadOnly;
-            fault.afterBytes = *value;
-            sawAfter = true;
-        } else if (key == "free-after") {
-            fault.freeAfterFails = *value;
-        } else {
-            if (error)
-                *error = "unknown key '" + std::string(key) +
-                         "' (full-after, readonly-after, free-after)";
-            return std::nullopt;
-        }
+        std::optional<uint64_t> n = eq == std::string_view::npos ? std::nullopt : number(value);
+        if (!n) return fail("'" + std::string(part) + "' is not KEY=NUMBER");
+        (key == "free-after" ? fault.freeAfterFails : fault.afterBytes) = *n;
     }
-    if (!sawAfter) {
-        if (error) *error = "needs full-after=BYTES or readonly-after=BYTES";
-        return std::nullopt;
-    }
+    if (!sawPoint)
+        return fail(
+            "needs full-after=BYTES, readonly-after=BYTES, full-when=PATH or readonly-when=PATH");
     return fault;
 }
 
@@ -157,6 +175,7 @@ void installDiskFault(const DiskFault& fault) {
     g_state.fault = fault;
     g_state.written = 0;
     g_state.failures = 0;
+    g_state.triggered = false;
     sqlite3_vfs_register(&g_vfs, 1);
 }
 

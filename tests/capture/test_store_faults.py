@@ -4,8 +4,11 @@ itself never changes because of it.
 
 Disk faults come from the SQLite VFS shim (core/store/fault_vfs.h,
 MESHSCOPE_FAULT_DISK), which fails the rank file's writes after a number of
-bytes the way a full disk (SQLITE_FULL) or a file system remounted
-read-only (an I/O error) fails them; where this process may mount a tmpfs,
+bytes, or once a trigger file exists, the way a full disk (SQLITE_FULL) or a
+file system remounted read-only (an I/O error) fails them. The mid-run
+faults use the trigger, created after step 0 once every rank flushed
+(SCENARIO_FAULT_DISK_AT_STEP): what a byte count keeps depends on how the
+writer batched the records, which a loaded machine changes; where this process may mount a tmpfs,
 a real full disk is tried too. Each case checks three things: the losses
 are bit-identical to a run without the fault, every committed record is
 readable, and what was lost is counted by reason and said by `record`.
@@ -51,6 +54,14 @@ def record(tmp_path: Path, name: str, *, fault: str | None = None, rank_fault: i
     return proc, run_dir, out
 
 
+def record_failing_after_step_0(tmp_path: Path, name: str, kind: str):
+    """`kind` ("full" or "readonly") from the end of step 0 on, on every rank."""
+    trigger = tmp_path / f"fail-disk-{name}"
+    return record(tmp_path, name, fault=f"{kind}-when={trigger}", level="all",
+                  extra_env={"SCENARIO_FAULT_DISK_AT_STEP": "0",
+                             "SCENARIO_FAULT_DISK_FILE": str(trigger)})
+
+
 def losses(out: Path) -> list[list[float]]:
     return [json.loads((out / f"rank{r}.json").read_text())["losses"] for r in (0, 1)]
 
@@ -83,15 +94,13 @@ def summary(run_dir: Path) -> dict:
 
 def test_disk_full_mid_run_keeps_committed_records_counts_the_rest_and_exits_3(
         tmp_path, baseline):
-    # past the rank file's creation (about 0.25 MB of schema and WAL),
-    # then full: about half of the run is on disk (how much varies with the
-    # writer's batches, so any rank may be the one that loses records)
-    proc, run_dir, out = record(tmp_path, "full", fault="full-after=350000", level="all")
+    # full after step 0: that step is on disk, the three after it are lost
+    proc, run_dir, out = record_failing_after_step_0(tmp_path, "full", "full")
     assert losses(out) == baseline  # the training did not notice
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "the recording is incomplete" in proc.stderr
     lost = lost_lines(proc.stderr)
-    assert lost, proc.stderr[-3000:]
+    assert set(lost) == {0, 1}, proc.stderr[-3000:]
     run = meshscope.load_run(run_dir)
     for rank, (n, submitted, reasons, written) in lost.items():
         assert set(reasons) == {"disk_full"} and n == reasons["disk_full"] > 0
@@ -142,7 +151,7 @@ def test_a_rank_that_cannot_create_its_file_still_runs_its_policy(tmp_path, base
 
 
 def test_read_only_mid_run_counts_io_errors_and_launch_file_is_explained(tmp_path, baseline):
-    proc, run_dir, out = record(tmp_path, "ro", fault="readonly-after=300000", level="all")
+    proc, run_dir, out = record_failing_after_step_0(tmp_path, "ro", "readonly")
     assert losses(out) == baseline
     assert proc.returncode == 3, proc.stderr[-3000:]
     lost = lost_lines(proc.stderr)

@@ -263,8 +263,41 @@ INSTANTIATE_TEST_SUITE_P(RankWriter, DiskFaults,
                                                                   : "ReadOnly");
                          });
 
+// A fault at a trigger file fails the disk exactly where the test chose:
+// everything flushed before is on disk, everything after is counted.
+TEST(RankWriter, DiskFaultAtATriggerFileKeepsWhatWasFlushedBefore) {
+    test::TempDir dir;
+    std::filesystem::path trigger = dir / "remounted";
+    std::optional<DiskFault> fault = parseDiskFault("readonly-when=" + trigger.string());
+    ASSERT_TRUE(fault);
+    installDiskFault(*fault);
+    WriterOptions options;
+    options.warn = [](const std::string&) {};
+    auto w = RankWriter::create(dir / "r.msdb", {}, options);
+    for (int i = 0; i < 300; ++i)
+        w->submit(makeOp(*w, i));
+    w->flushNow();
+    std::ofstream(trigger) << "";
+    for (int i = 300; i < 500; ++i)
+        w->submit(makeOp(*w, i));
+    w->close();
+    WriterStats stats = w->stats();
+    installDiskFault({DiskFault::Kind::Full, UINT64_MAX, 0});
+    EXPECT_EQ(stats.drops[size_t(DropReason::IoError)], 200u);
+    EXPECT_EQ(stats.written + 200u, stats.submitted);
+    EXPECT_EQ(RankReader::open(dir / "r.msdb").summary().ops, 300);
+}
+
 TEST(RankWriter, DiskFaultValuesAreCheckedByName) {
     std::string error;
+    EXPECT_FALSE(parseDiskFault("readonly-when=", &error));
+    EXPECT_NE(error.find("'readonly-when=' is not KEY=PATH"), std::string::npos) << error;
+    EXPECT_FALSE(parseDiskFault("full-after=5,readonly-when=/x", &error));
+    EXPECT_NE(error.find("given twice"), std::string::npos) << error;
+    std::optional<DiskFault> when = parseDiskFault("full-when=/tmp/x,free-after=2");
+    ASSERT_TRUE(when);
+    EXPECT_EQ(when->whenExists, "/tmp/x");
+    EXPECT_EQ(when->freeAfterFails, 2u);
     EXPECT_FALSE(parseDiskFault("full-after=lots", &error));
     EXPECT_NE(error.find("'full-after=lots' is not KEY=NUMBER"), std::string::npos) << error;
     EXPECT_FALSE(parseDiskFault("free-after=3", &error));

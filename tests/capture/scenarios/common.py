@@ -174,7 +174,11 @@ def _after_step(rank: int, step: int, loss: float) -> float:
     """SCENARIO_DELETE_RUN_AT_STEP=N: rank 0 deletes the run folder after
     step N, as a user cleaning up by mistake would; SCENARIO_FILL_DISK_AT_STEP=N:
     rank 0 fills the disk the run folder is on after step N, as another
-    program writing there would (a ballast file beside the folder)
+    program writing there would (a ballast file beside the folder);
+    SCENARIO_FAULT_DISK_AT_STEP=N with SCENARIO_FAULT_DISK_FILE=PATH: after
+    step N every rank flushes its recording, then rank 0 creates PATH, the
+    trigger of a `MESHSCOPE_FAULT_DISK=...-when=PATH` fault, so the disk fails
+    at that point of the job whatever the writer's batches were
     (test_store_faults.py)."""
     run_dir = os.environ.get("MESHSCOPE_RUN_DIR")
     at = os.environ.get("SCENARIO_DELETE_RUN_AT_STEP")
@@ -192,4 +196,16 @@ def _after_step(rank: int, step: int, loss: float) -> float:
                     pass
             except OSError:  # ENOSPC: the disk is full
                 pass
+    at, trigger = os.environ.get("SCENARIO_FAULT_DISK_AT_STEP"), os.environ.get(
+        "SCENARIO_FAULT_DISK_FILE")
+    if at is not None and trigger and step == int(at):
+        import torch.distributed as dist
+
+        capture = sys.modules.get("meshscope._capture")
+        if capture is not None:
+            capture.flush()
+        dist.barrier()
+        if rank == 0:
+            open(trigger, "w").close()
+        dist.barrier()
     return loss
