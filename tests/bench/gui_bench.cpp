@@ -17,6 +17,8 @@
 #include <QTimer>
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -28,11 +30,21 @@ using namespace meshscope::ui;
 
 namespace {
 
+// MiB of this process's resident memory of one kind ("RssAnon:", "RssFile:").
+double residentMiB(const std::string& kind) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind(kind, 0) == 0) return double(std::stoll(line.substr(kind.size()))) / 1024;
+    return -1;
+}
+
 struct FrameStats {
     double median = 0, p90 = 0;
     int64_t spans = 0, items = 0;
     double drawMedian = 0;  // CPU: building draw lists (drawFrame + ImGui::Render)
     int64_t vertices = 0;
+    double pagedMiB = 0;  // of mapped files, by the view's frames (the spill file's pages)
 };
 
 FrameStats summarize(std::vector<double> ms, std::vector<double> draw,
@@ -45,12 +57,15 @@ FrameStats summarize(std::vector<double> ms, std::vector<double> draw,
 
 FrameStats measureFrames(TimelineCanvas& canvas, int frames) {
     std::vector<double> ms, draw;
+    double before = residentMiB("RssFile:");
     canvas.renderFrameNow();  // warm: font atlas, buffers
     for (int i = 0; i < frames; ++i) {
         ms.push_back(canvas.renderFrameNow());
         draw.push_back(canvas.lastDrawMs());
     }
-    return summarize(std::move(ms), std::move(draw), canvas);
+    FrameStats stats = summarize(std::move(ms), std::move(draw), canvas);
+    stats.pagedMiB = residentMiB("RssFile:") - before;
+    return stats;
 }
 
 // Frames with the opaque layer on and off, alternating frame by frame so
@@ -58,6 +73,7 @@ FrameStats measureFrames(TimelineCanvas& canvas, int frames) {
 std::pair<FrameStats, FrameStats> measureOpaqueLayer(TimelineCanvas& canvas, int frames) {
     std::vector<double> ms[2], draw[2];
     FrameStats stats[2];
+    double before = residentMiB("RssFile:");
     canvas.renderFrameNow();
     for (int i = 0; i < 2 * frames; ++i) {
         int on = i % 2;
@@ -67,6 +83,7 @@ std::pair<FrameStats, FrameStats> measureOpaqueLayer(TimelineCanvas& canvas, int
     }
     for (int on = 0; on < 2; ++on)
         stats[on] = summarize(std::move(ms[on]), std::move(draw[on]), canvas);
+    stats[1].pagedMiB = stats[0].pagedMiB = residentMiB("RssFile:") - before;
     return {stats[1], stats[0]};
 }
 
@@ -82,9 +99,12 @@ void viewAbout(TimelineCanvas& canvas, int64_t target) {
     canvas.view().setRange(mid - b / 2, mid + b / 2);
 }
 
+// A view's line; "paged MiB": what its frames paged in of mapped files
+// (the pages of the timeline's spill file they read for the first time).
 void print(const char* what, const FrameStats& s) {
-    std::printf("%-34s %10lld %8lld %10.2f %8.2f %10.2f %9lld\n", what, (long long)s.spans,
-                (long long)s.items, s.median, s.p90, s.drawMedian, (long long)s.vertices);
+    std::printf("%-34s %10lld %8lld %10.2f %8.2f %10.2f %9lld %9.1f\n", what, (long long)s.spans,
+                (long long)s.items, s.median, s.p90, s.drawMedian, (long long)s.vertices,
+                s.pagedMiB);
 }
 
 }  // namespace
@@ -170,8 +190,10 @@ int main(int argc, char** argv) {
         "time to first frame (open -> timeline drawn): %.0f ms (timeline loaded at %.0f ms)\n",
         firstFrameMs, loadedMs);
     std::printf("analysis ready (incidents table filled):      %.0f ms\n", analysisMs);
-    std::printf("\n%-34s %10s %8s %10s %8s %10s %9s\n", "view", "spans", "drawn", "frame ms",
-                "p90 ms", "CPU draw", "vertices");
+    std::printf("\nresident after the first frame: anonymous %.0f MiB, files %.0f MiB\n",
+                residentMiB("RssAnon:"), residentMiB("RssFile:"));
+    std::printf("\n%-34s %10s %8s %10s %8s %10s %9s %9s\n", "view", "spans", "drawn", "frame ms",
+                "p90 ms", "CPU draw", "vertices", "paged MiB");
     canvas.fitAll();
     print("whole run", measureFrames(canvas, frames));
     viewAbout(canvas, spans);
@@ -184,5 +206,12 @@ int main(int argc, char** argv) {
     getrusage(RUSAGE_SELF, &usage);
     std::printf("\npeak RSS (loaded, analysed, frames drawn): %.0f MiB\n",
                 double(usage.ru_maxrss) / 1024.0);
+    SpillStatus spill = spillStatus();
+    std::printf(
+        "now: anonymous %.0f MiB, files %.0f MiB; spans: %llu block(s) of %zu in the spill "
+        "file (%s), %llu in memory%s%s\n",
+        residentMiB("RssAnon:"), residentMiB("RssFile:"), (unsigned long long)spill.blocks,
+        SpanColumn::kSpansPerBlock, spill.path.c_str(), (unsigned long long)spill.inMemory,
+        spill.why.empty() ? "" : ": ", spill.why.c_str());
     return 0;
 }

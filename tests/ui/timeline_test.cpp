@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "core/store/run_directory.h"
@@ -84,6 +86,193 @@ TEST(TimelineSpan, PacksWithoutLosingWhatTheTimelineShows) {
 // The analysis says how each rank's recording ended; a rank the GUI still
 // follows stays live when its file is closed (the live poll that reads its
 // last rows finishes it), while a killed one is stopped at once.
+// Kilobytes of this process's resident memory of one kind: "RssAnon:" (heap
+// and the like) or "RssFile:" (mapped files, the spill file among them).
+int64_t residentKiB(const std::string& kind) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+        if (line.rfind(kind, 0) == 0) return std::stoll(line.substr(kind.size()));
+    return -1;
+}
+int64_t anonymousKiB() {
+    return residentKiB("RssAnon:");
+}
+
+std::vector<Span> spansFrom(size_t n, int64_t stride = 10) {
+    std::vector<Span> out;
+    out.reserve(n);
+    for (size_t i = 0; i < n; ++i)
+        out.emplace_back(int64_t(i) * stride, int64_t(i) * stride + 5, int64_t(i) + 1,
+                         uint32_t(i % 7), Phase(i % 5), i % 3 == 0);
+    return out;
+}
+
+void expectSame(const SpanColumn& column, const std::vector<Span>& spans) {
+    ASSERT_EQ(column.size(), spans.size());
+    for (size_t i = 0; i < spans.size(); ++i) {
+        const Span &a = column[i], &b = spans[i];
+        ASSERT_TRUE(a.start == b.start && a.end() == b.end() && a.seq() == b.seq() &&
+                    a.name() == b.name() && a.phase() == b.phase() &&
+                    a.reconciles() == b.reconciles())
+            << "span " << i;
+    }
+}
+
+// A long lane's full blocks go to the spill file and come back as they
+// were; the process's own memory does not grow with them, and a column's
+// blocks are given back when it goes (another run opened).
+TEST(SpanColumn, FullBlocksAreSpilledReadBackAndGivenBack) {
+    fs::path dir = freshDir("spill");
+    ::setenv("MESHSCOPE_GUI_SPILL_DIR", dir.c_str(), 1);
+    const size_t n = 40 * SpanColumn::kSpansPerBlock + 123;  // 2.6M spans, 52 MB
+    std::vector<Span> spans = spansFrom(n);
+    int64_t before = anonymousKiB();
+    {
+        SpanColumn column;
+        for (const Span& s : spans)
+            column.push_back(s);
+        int64_t grown = anonymousKiB() - before;
+        EXPECT_EQ(column.spilledBlocks(), 40u);
+        EXPECT_EQ(spillStatus().blocks, 40u);
+        EXPECT_EQ(spillStatus().why, "");
+        // the tail (under 1.25 MiB, doubled at most) and the block table
+        EXPECT_LT(grown, 8 * 1024) << "KiB of anonymous memory for 52 MB of spans";
+        std::printf("anonymous memory grew by %lld KiB for %zu spans\n", (long long)grown, n);
+        expectSame(column, spans);
+        // searches run over the whole column, blocks and tail alike
+        auto it = std::lower_bound(column.begin(), column.end(), int64_t(n - 50) * 10,
+                                   [](const Span& s, int64_t v) { return s.start < v; });
+        EXPECT_EQ(size_t(it - column.begin()), n - 50);
+        EXPECT_EQ(column.back().seq(), int64_t(n));
+        SpanColumn copy = column;
+        expectSame(copy, spans);
+        EXPECT_EQ(spillStatus().blocks, 80u);
+    }
+    EXPECT_EQ(spillStatus().blocks, 0u);
+    // nothing is left in the folder: the file had no name
+    EXPECT_TRUE(fs::is_empty(dir));
+    fs::remove_all(dir);
+}
+
+// A lane that received spans out of order is sorted in place, across the
+// mapped blocks (the feeder's repair of out-of-order rows).
+TEST(SpanColumn, SortsInPlaceAcrossBlocks) {
+    fs::path dir = freshDir("spill-sort");
+    ::setenv("MESHSCOPE_GUI_SPILL_DIR", dir.c_str(), 1);
+    std::vector<Span> spans = spansFrom(3 * SpanColumn::kSpansPerBlock + 77);
+    std::vector<Span> shuffled = spans;
+    std::reverse(shuffled.begin(), shuffled.end());
+    SpanColumn column;
+    for (const Span& s : shuffled)
+        column.push_back(s);
+    EXPECT_EQ(column.spilledBlocks(), 3u);
+    std::stable_sort(column.begin(), column.end(),
+                     [](const Span& a, const Span& b) { return a.start < b.start; });
+    expectSame(column, spans);
+    fs::remove_all(dir);
+}
+
+// Where no spill file can be made, the blocks stay in memory, nothing is
+// lost, and why is said once.
+TEST(SpanColumn, WithoutASpillFileBlocksStayInMemory) {
+    fs::path file = freshDir("spill-blocked");
+    std::ofstream(file) << "a file where the folder would be";
+    ::setenv("MESHSCOPE_GUI_SPILL_DIR", (file / "sub").c_str(), 1);
+    std::vector<Span> spans = spansFrom(2 * SpanColumn::kSpansPerBlock + 5);
+    {
+        SpanColumn column;
+        for (const Span& s : spans)
+            column.push_back(s);
+        EXPECT_EQ(column.spilledBlocks(), 0u);
+        SpillStatus status = spillStatus();
+        EXPECT_NE(status.why.find("cannot create the spill file"), std::string::npos) << status.why;
+        EXPECT_EQ(status.inMemory, 2u);
+        expectSame(column, spans);
+    }
+    EXPECT_EQ(spillStatus().inMemory, 0u);
+    fs::remove(file);
+}
+
+// The searches that read one bucket find what std::lower_bound finds.
+TEST(SpanColumn, BucketSearchesAgreeWithAWholeSearch) {
+    fs::path dir = freshDir("spill-search");
+    ::setenv("MESHSCOPE_GUI_SPILL_DIR", dir.c_str(), 1);
+    std::vector<Span> spans = spansFrom(2 * SpanColumn::kSpansPerBlock + 999, 7);
+    SpanColumn column;
+    for (const Span& s : spans)
+        column.push_back(s);
+    const int64_t last = spans.back().end();
+    for (int64_t t = -5; t < last + 20; t += 997) {
+        auto byStart = std::lower_bound(spans.begin(), spans.end(), t,
+                                        [](const Span& s, int64_t v) { return s.start < v; });
+        auto byEnd = std::lower_bound(spans.begin(), spans.end(), t,
+                                      [](const Span& s, int64_t v) { return s.end() < v; });
+        size_t want = size_t(byStart - spans.begin());
+        EXPECT_EQ(column.firstStartingAt(0, t), want) << t;
+        EXPECT_EQ(column.firstEndingAt(t), size_t(byEnd - spans.begin())) << t;
+        size_t from = size_t(t / 11) % spans.size();
+        EXPECT_EQ(column.firstStartingAt(from, t), std::max(want, from)) << t;
+        // counted exactly in the tail, within one bucket in the file
+        double counted = column.startsBefore(t);
+        EXPECT_NEAR(counted, double(want), column.held(want ? want - 1 : 0) ? 0.0 : 512.0) << t;
+    }
+    fs::remove_all(dir);
+}
+
+// The level of detail: a whole spilled lane on 1,000 px is folded from the
+// buckets' summaries, so drawing it and its minimap pages in almost none of
+// the spill file, and every span is still counted once; zoomed in, the
+// window's own spans are read and stand alone.
+TEST(SpanColumn, AZoomedOutViewReadsSummariesNotSpans) {
+    fs::path dir = freshDir("spill-lod");
+    ::setenv("MESHSCOPE_GUI_SPILL_DIR", dir.c_str(), 1);
+    const size_t n = 40 * SpanColumn::kSpansPerBlock + 321;
+    Lane lane;
+    for (const Span& s : spansFrom(n)) {
+        lane.spans.push_back(s);
+        lane.maxDuration = std::max(lane.maxDuration, s.duration());
+    }
+    ASSERT_EQ(lane.spans.spilledBlocks(), 40u);
+    AlignMap id = AlignMap::offset(0);
+    Projection whole{&id, 0, 1000.0 / double(n * 10)};
+    int64_t before = residentKiB("RssFile:");
+    std::vector<DrawItem> items;
+    visibleItems(lane, whole, 1000, 3, items);
+    RankTimeline rank;
+    rank.lanes.push_back(std::move(lane));
+    std::vector<uint32_t> bins = density(rank, 0, double(n * 10), 1000);
+    int64_t paged = residentKiB("RssFile:") - before;
+    std::printf("whole view of %zu spilled spans: %zu items, %lld KiB of the file paged in\n", n,
+                items.size(), (long long)paged);
+    EXPECT_LT(paged, 2048) << "KiB paged in for a view of 52 MB of spans";
+    EXPECT_LE(items.size(), 1000u / 3 + 2);
+    uint64_t total = 0, binned = 0;
+    for (const DrawItem& it : items)
+        total += it.count;
+    for (uint32_t b : bins)
+        binned += b;
+    EXPECT_EQ(total, n);
+    EXPECT_EQ(binned, n);
+    // each item covers its spans, in order
+    const SpanColumn& spans = rank.lanes[0].spans;
+    for (size_t k = 0; k < items.size(); ++k) {
+        const DrawItem& it = items[k];
+        EXPECT_EQ(it.start, spans[it.first].start);
+        EXPECT_GE(it.end, spans[it.first + it.count - 1].end());
+        if (k > 0) EXPECT_EQ(items[k - 1].first + items[k - 1].count, it.first);
+    }
+    // 1 px per ns in the middle: each span of the window on its own
+    visibleItems(rank.lanes[0], {&id, 13'000'000.0, 1.0}, 200, 3, items);
+    ASSERT_EQ(items.size(), 21u);
+    for (const DrawItem& it : items) {
+        EXPECT_EQ(it.count, 1u);
+        EXPECT_EQ(it.start, spans[it.first].start);
+    }
+    EXPECT_EQ(items.front().start, 13'000'000);
+    fs::remove_all(dir);
+}
+
 TEST(TimelineReach, ALiveRankIsFinishedByItsLastPollNotByTheAnalysis) {
     TimelineData data;
     data.ranks.resize(3);

@@ -256,11 +256,8 @@ int64_t TimelineCanvas::spansInView() const {
     for (const RankTimeline& r : m_data->ranks) {
         int64_t t0 = r.align.toRaw(m_view.start()), t1 = r.align.toRaw(m_view.end());
         for (const Lane& lane : r.lanes) {
-            auto lo = std::lower_bound(lane.spans.begin(), lane.spans.end(), t0,
-                                       [](const Span& s, int64_t v) { return s.end() < v; });
-            auto hi = std::lower_bound(lo, lane.spans.end(), t1,
-                                       [](const Span& s, int64_t v) { return s.start < v; });
-            n += hi - lo;
+            size_t lo = lane.spans.firstEndingAt(t0);
+            n += int64_t(lane.spans.firstStartingAt(lo, t1) - std::min(lo, lane.spans.size()));
         }
     }
     return n;

@@ -9,22 +9,6 @@
 
 namespace meshscope::ui {
 
-uint32_t Span::encodeDuration(uint64_t ns) {
-    constexpr uint64_t kCount = (uint64_t(1) << 30) - 1;
-    uint64_t unit = 1;
-    for (uint32_t code = 0; code < 3; ++code, unit *= 1000) {
-        uint64_t count = ns / unit + (ns % unit != 0);  // rounded up
-        if (count <= kCount) return code << 30 | uint32_t(count);
-    }
-    uint64_t seconds = ns / unit + (ns % unit != 0);
-    return 3u << 30 | uint32_t(std::min(seconds, kCount));
-}
-
-int64_t Span::decodeDuration(uint32_t code) {
-    static constexpr int64_t kUnit[] = {1, 1000, 1000000, 1000000000};
-    return int64_t(code & ((1u << 30) - 1)) * kUnit[code >> 30];
-}
-
 IncidentState markKind(const IncidentMark& mark) {
     return incidentState(mark.outcome, mark.verdict);
 }
@@ -198,24 +182,11 @@ namespace {
 
 // First span that may end at or after raw time t.
 size_t firstCandidate(const Lane& lane, int64_t t) {
-    if (lane.endsSorted) {
-        auto it = std::lower_bound(lane.spans.begin(), lane.spans.end(), t,
-                                   [](const Span& s, int64_t v) { return s.end() < v; });
-        return size_t(it - lane.spans.begin());
-    }
+    if (lane.endsSorted) return lane.spans.firstEndingAt(t);
     int64_t from = t > std::numeric_limits<int64_t>::min() + lane.maxDuration
                        ? t - lane.maxDuration
                        : std::numeric_limits<int64_t>::min();
-    auto it = std::lower_bound(lane.spans.begin(), lane.spans.end(), from,
-                               [](const Span& s, int64_t v) { return s.start < v; });
-    return size_t(it - lane.spans.begin());
-}
-
-// First span at or after index i that starts at or after raw time t.
-size_t firstStartingAt(const Lane& lane, size_t i, int64_t t) {
-    auto it = std::lower_bound(lane.spans.begin() + int64_t(i), lane.spans.end(), t,
-                               [](const Span& s, int64_t v) { return s.start < v; });
-    return size_t(it - lane.spans.begin());
+    return lane.spans.firstStartingAt(0, from);
 }
 
 }  // namespace
@@ -223,21 +194,49 @@ size_t firstStartingAt(const Lane& lane, size_t i, int64_t t) {
 void visibleItems(const Lane& lane, const Projection& p, double widthPx, double minPx,
                   std::vector<DrawItem>& out) {
     out.clear();
-    if (lane.spans.empty()) return;
+    const SpanColumn& spans = lane.spans;
+    if (spans.empty()) return;
+    constexpr size_t kBucket = SpanColumn::kSpansPerBucket;
     int64_t t0 = p.toRaw(0), t1 = saturatingAdd(p.toRaw(widthPx), 1);
     size_t i = firstCandidate(lane, t0);
-    const size_t n = lane.spans.size();
-    while (i < n && lane.spans[i].start < t1) {
-        const Span& s = lane.spans[i];
+    const size_t n = spans.size();
+    auto narrow = [&](const SpanColumn::Bucket& b) {
+        return p.toPx(b.maxEnd) - p.toPx(b.minStart) < minPx;
+    };
+    while (i < n) {
+        // Zoomed out, a whole bucket narrower than minPx folds by its
+        // summary, with the narrow buckets after it that start before
+        // x0 + minPx: the view reads no span of them.
+        if (i % kBucket == 0 && i + kBucket <= n) {
+            const SpanColumn::Bucket& b = spans.bucket(i / kBucket);
+            if (b.minStart >= t1) break;
+            if (narrow(b)) {
+                int64_t limit = p.toRaw(p.toPx(b.minStart) + minPx), end = b.maxEnd;
+                size_t k = i / kBucket + 1;
+                for (; (k + 1) * kBucket <= n && spans.bucket(k).minStart < limit &&
+                       narrow(spans.bucket(k));
+                     ++k)
+                    end = std::max(end, spans.bucket(k).maxEnd);
+                out.push_back({b.minStart, end, uint32_t(i), uint32_t(k * kBucket - i)});
+                i = k * kBucket;
+                continue;
+            }
+        }
+        const Span& s = spans[i];
+        if (s.start >= t1) break;
         double x0 = p.toPx(s.start), x1 = p.toPx(s.end());
         if (x1 - x0 >= minPx || i + 1 == n) {
             out.push_back({s.start, s.end(), uint32_t(i), 1});
             ++i;
             continue;
         }
-        // Fold every span starting before x0 + minPx into one item.
-        size_t j = std::max(i + 1, firstStartingAt(lane, i + 1, p.toRaw(x0 + minPx)));
-        int64_t end = std::max(s.end(), lane.spans[j - 1].end());
+        // Fold every span starting before x0 + minPx into one item; it ends
+        // at the next bucket when that one folds by its summary.
+        size_t j = std::max(i + 1, spans.firstStartingAt(i + 1, p.toRaw(x0 + minPx)));
+        size_t boundary = (i / kBucket + 1) * kBucket;
+        if (j > boundary && boundary + kBucket <= n && narrow(spans.bucket(boundary / kBucket)))
+            j = boundary;
+        int64_t end = std::max(s.end(), spans[j - 1].end());
         out.push_back({s.start, end, uint32_t(i), uint32_t(j - i)});
         i = j;
     }
@@ -257,15 +256,10 @@ std::vector<uint32_t> density(const RankTimeline& rank, double a0, double a1, in
     for (int b = 0; b <= bins; ++b)
         edges[size_t(b)] = rank.align.toRaw(a0 + (a1 - a0) * b / bins);
     for (const Lane& lane : rank.lanes) {
-        auto lower = [&](int64_t t) {
-            return std::lower_bound(lane.spans.begin(), lane.spans.end(), t,
-                                    [](const Span& s, int64_t v) { return s.start < v; }) -
-                   lane.spans.begin();
-        };
-        int64_t prev = lower(edges[0]);
+        double prev = lane.spans.startsBefore(edges[0]);
         for (int b = 0; b < bins; ++b) {
-            int64_t next = lower(edges[size_t(b) + 1]);
-            out[size_t(b)] += uint32_t(next - prev);
+            double next = lane.spans.startsBefore(edges[size_t(b) + 1]);
+            out[size_t(b)] += uint32_t(std::llround(next) - std::llround(prev));
             prev = next;
         }
     }

@@ -6,8 +6,9 @@
 // by the same code for a finished run and a live one; the canvas queries it:
 // culling by binary search and folding of spans narrower than a few pixels
 // into one item with a count, so a frame costs O(pixels x log spans) however
-// many spans are in view. Every op is held, in 20 bytes (Span) in lanes that
-// grow block by block: 8 ranks x 2M ops open in about 570 MiB all told.
+// many spans are in view. Every op is a 20-byte Span in a lane's SpanColumn,
+// whose full blocks live in a spill file mapped back: the memory the GUI
+// holds follows the spans the view reads, not the run's length.
 // Qt-free.
 
 #include <algorithm>
@@ -24,59 +25,16 @@
 
 #include "core/analysis/run_analysis.h"
 #include "ui/timeline/align_map.h"
+#include "ui/timeline/span_column.h"
 
 namespace meshscope::ui {
-
-// An op on the timeline, in 20 bytes: what a run of millions of ops holds
-// per op. The duration is exact to 2^30 ns (1.07 s); longer ones are kept
-// in microseconds, milliseconds or seconds, rounded up so a parent still
-// covers its children. The op's seq (36 bits: 68 billion ops a rank), its
-// name as an index into the rank's strings (24 bits; past that, names show
-// as none), its phase and whether it reconciled an incident share 8 bytes;
-// out-of-range values of a damaged file are clamped, never wrapped.
-#pragma pack(push, 4)
-class Span {
-  public:
-    static constexpr uint32_t kMaxName = (1u << 24) - 1;
-    static constexpr int64_t kMaxSeq = (int64_t(1) << 36) - 1;
-
-    Span() = default;
-    Span(int64_t start, int64_t end, int64_t seq, uint32_t name, Phase phase, bool reconciles)
-        : start(start),
-          m_packed(uint64_t(std::clamp<int64_t>(seq, 0, kMaxSeq)) << 28 |
-                   uint64_t(uint8_t(phase) < 8 ? uint8_t(phase) : 0) << 25 |
-                   uint64_t(reconciles) << 24 | (name <= kMaxName ? name : 0)),
-          m_duration(encodeDuration(end > start ? uint64_t(end) - uint64_t(start) : 0)) {}
-
-    int64_t start = 0;  // rank-local monotonic ns
-
-    int64_t seq() const { return int64_t(m_packed >> 28); }  // OpSeq value
-    int64_t duration() const { return decodeDuration(m_duration); }
-    int64_t end() const {  // saturated: a hostile file's times near the limit
-        int64_t e;
-        return __builtin_add_overflow(start, duration(), &e) ? INT64_MAX : e;
-    }
-    uint32_t name() const { return uint32_t(m_packed) & kMaxName; }  // into RankTimeline::strings
-    Phase phase() const { return Phase((m_packed >> 25) & 7); }
-    bool reconciles() const { return (m_packed >> 24) & 1; }  // the promoted op that reconciled
-
-    // Top two bits: the unit (ns, us, ms, s); the rest: the count.
-    static uint32_t encodeDuration(uint64_t ns);
-    static int64_t decodeDuration(uint32_t code);
-
-  private:
-    uint64_t m_packed = 0;  // seq << 28 | phase << 25 | reconciles << 24 | name
-    uint32_t m_duration = 0;
-};
-#pragma pack(pop)
-static_assert(sizeof(Span) == 20);
 
 // Spans of one thread at one nesting depth: they do not overlap, so sorted
 // by start they are sorted by end too (up to clamped children).
 struct Lane {
     uint32_t thread = 0;
     uint16_t depth = 0;
-    std::deque<Span> spans;   // sorted by start; grows without copying (no doubling peak)
+    SpanColumn spans;         // sorted by start; full blocks spilled to disk and mapped
     int64_t maxDuration = 0;  // longest span: bounds the culling search
     bool endsSorted = true;   // ends non-decreasing too: binary search on end
 };

@@ -34,6 +34,7 @@ void repairLanes(RankTimeline& track, const std::vector<bool>& unsorted) {
         Lane& lane = track.lanes[i];
         std::stable_sort(lane.spans.begin(), lane.spans.end(),
                          [](const Span& a, const Span& b) { return a.start < b.start; });
+        lane.spans.resummarize();
         lane.endsSorted =
             std::is_sorted(lane.spans.begin(), lane.spans.end(),
                            [](const Span& a, const Span& b) { return a.end() < b.end(); });

@@ -299,10 +299,11 @@ void OpLaneTrack::draw(DrawContext& ctx, float y) {
             flush();
             run = piece;
         }
+        if (item.count != 1) continue;  // a fold is drawn from its summary: no span is read
         const Span& span = lane.spans[item.first];
         bool selected = ctx.selection ==
                         TimelineSelection{TimelineSelection::Kind::Op, rank().rank, span.seq()};
-        if (item.count == 1 && (span.reconciles() || selected || piece.x1 - piece.x0 >= 14))
+        if (span.reconciles() || selected || piece.x1 - piece.x0 >= 14)
             overlays.emplace_back(&item, piece);
     }
     flush();
@@ -316,7 +317,6 @@ OpLaneTrack::Piece OpLaneTrack::place(DrawContext& ctx, const Lane& lane, const 
     float x0 = ctx.left + float(p.toPx(item.start)), x1 = ctx.left + float(p.toPx(item.end));
     x0 = std::max(x0, ctx.left - 2);
     x1 = std::min(std::max(x1, x0 + 1), ctx.left + float(ctx.view->width()) + 2);
-    const Span& first = lane.spans[item.first];
     ++ctx.itemsDrawn;
     bool hovered = !ctx.hover && ctx.mouseIn(x0, y, x1 + 1, y + kLaneHeight);
     if (item.count > 1) {  // folded: a grey bar with the count
@@ -328,6 +328,7 @@ OpLaneTrack::Piece OpLaneTrack::place(DrawContext& ctx, const Lane& lane, const 
                               rank().align.toAligned(item.end)};
         return {x0, x1, IM_COL32(158, 158, 158, 255)};
     }
+    const Span& first = lane.spans[item.first];
     if (hovered) {
         std::vector<std::string> lines = {
             rank().string(first.name()),
