@@ -21,6 +21,7 @@
 #include "core/synth/synthetic_run.h"
 #include "tests/ui/window_support.h"
 #include "ui/app/main_window.h"
+#include "ui/app/replay_controller.h"
 #include "ui/app/shortcuts_dialog.h"
 #include "ui/inspector/inspector_widget.h"
 #include "ui/models/incident_filter_model.h"
@@ -238,6 +239,62 @@ class WindowTest : public QObject {
         qsizetype fix = text.indexOf("\nFix\n"), operands = text.indexOf("\nOperands\n");
         QVERIFY2(fix >= 0 && (operands < 0 || fix < operands), qPrintable(text));
         QVERIFY(w.grab().save(shot("window-groups.png")));
+    }
+
+    // A run long enough for its lanes to spill draws, zoomed out and in, and
+    // selects ops exactly as the same run held in memory; the spill file's
+    // blocks are given back when the window goes.
+    void aLongRunSpillsAndDrawsAsInMemory() {
+        SyntheticRunSpec spec;
+        spec.ranks = 2;
+        spec.layers = 1;
+        spec.opsPerRank = 600'000;
+        writeSyntheticRun(m_dir / "long", spec);
+        struct Seen {
+            QImage whole, window;
+            QString hovered;
+            uint64_t spilled = 0, held = 0;
+            bool saved = false;
+        };
+        auto look = [&](const std::string& spill) {
+            ::setenv("MESHSCOPE_GUI_SPILL_DIR", spill.c_str(), 1);
+            Seen seen;
+            MainWindow w;
+            if (!showAndOpen(w, m_dir / "long", {1400, 900})) return seen;
+            TimelineCanvas& canvas = w.canvas();
+            canvas.fitAll();
+            canvas.renderFrameNow();
+            seen.whole = canvas.grabFramebuffer();
+            auto [lo, hi] = canvas.data()->alignedRange();
+            double mid = lo + (hi - lo) * 0.61;  // inside a spilled block
+            canvas.zoomToRange(mid, mid + 40'000);
+            canvas.renderFrameNow();
+            seen.window = canvas.grabFramebuffer();
+            // the first op after that point, selected: its inspector
+            auto op = nextOp(*canvas.data(), stopAt(mid), +1);
+            if (op) {
+                w.select(op->item, true);
+                seen.hovered = w.inspector().plainText();
+            }
+            SpillStatus status = spillStatus();
+            seen.spilled = status.blocks;
+            seen.held = status.inMemory;
+            if (spill != "off") seen.saved = w.grab().save(shot("window-spilled.png"));
+            return seen;
+        };
+        Seen spilled = look((m_dir / "spill").string());
+        QVERIFY2(spilled.spilled > 0, "a lane of the long run went to the spill file");
+        QVERIFY(spilled.saved);
+        QCOMPARE(spillStatus().blocks, uint64_t(0));  // given back with the window
+        Seen held = look("off");
+        ::unsetenv("MESHSCOPE_GUI_SPILL_DIR");
+        QCOMPARE(held.spilled, uint64_t(0));
+        QVERIFY(held.held > 0);
+        QVERIFY(!spilled.whole.isNull() && !spilled.window.isNull());
+        QVERIFY(spilled.whole == held.whole);
+        QVERIFY(spilled.window == held.window);
+        QVERIFY2(!spilled.hovered.isEmpty(), "an op of a spilled block was selected");
+        QCOMPARE(spilled.hovered, held.hovered);
     }
 
     void damagedRankOpensWhatIsReadable() {

@@ -251,7 +251,7 @@ double SpanColumn::startsBefore(int64_t t) const {
     size_t k = size_t(next - m_buckets.begin());
     if (k == 0) return 0;
     size_t lo = (k - 1) * kSpansPerBucket, hi = std::min(lo + kSpansPerBucket, size());
-    if (held(lo)) {
+    if (lo >= m_blocks.size() * kSpansPerBlock) {  // in the tail: counted exactly
         auto it = std::lower_bound(begin() + std::ptrdiff_t(lo), begin() + std::ptrdiff_t(hi), t,
                                    [](const Span& s, int64_t v) { return s.start < v; });
         return double(it - begin());

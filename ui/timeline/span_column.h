@@ -114,13 +114,6 @@ class SpanColumn {
 
     // Blocks of this column in the spill file (the rest are in memory).
     size_t spilledBlocks() const;
-    // Whether span i is in memory (the tail, or a block the file could not
-    // take) rather than in the spill file.
-    bool held(size_t i) const {
-        size_t b = i / kSpansPerBlock;
-        return b >= m_blocks.size() || m_blocks[b].slot < 0;
-    }
-
     // The level of detail the view reads when zoomed out: every
     // kSpansPerBucket consecutive spans summed up by their earliest start
     // and latest end, held in memory (16 bytes per 512 spans).
@@ -140,9 +133,10 @@ class SpanColumn {
     // sorted too). size() when none.
     size_t firstStartingAt(size_t from, int64_t t) const;
     size_t firstEndingAt(int64_t t) const;
-    // How many spans start before t (sorted by start): exact where that
-    // bucket is held, else estimated within it from its time extent, so a
-    // minimap of a spilled lane reads no span.
+    // How many spans start before t (sorted by start): exact in the tail,
+    // else estimated within its bucket from the bucket's time extent, so a
+    // minimap reads no span of a full block (the same whether it is spilled
+    // or held).
     double startsBefore(int64_t t) const;
 
   private:
