@@ -188,6 +188,15 @@ class RankGenerator {
         return m_w.submit(std::move(r));
     }
 
+    // An op `gap` ns after the last time taken, lasting `length`: its start
+    // is taken before its end (as arguments of op() the order is unspecified,
+    // and GCC took the end first: every such op had its end before its start).
+    OpSeq opAfter(const std::string& name, Phase phase, uint32_t thread, uint16_t depth,
+                  int64_t gap, int64_t length) {
+        int64_t start = advance(gap);
+        return op(name, phase, thread, depth, start, advance(length));
+    }
+
     void step(int64_t s) {
         m_step = s;
         m_stack = m_w.internStack(std::array{Frame{m_trainFile, 100, m_trainStep}});
@@ -197,7 +206,7 @@ class RankGenerator {
         forward(s);
         t = advance(500);
         op("aten::sub.Tensor", Phase::Forward, 0, 0, t, advance(800));
-        op("aten::mean", Phase::Forward, 0, 0, advance(100), advance(400));
+        opAfter("aten::mean", Phase::Forward, 0, 0, 100, 400);
         backward();
         optimizer(s);
     }
@@ -209,9 +218,9 @@ class RankGenerator {
                 0, OperandRole::Input, OperandKind::Tensor, m_weights[size_t(l)], 0, m_shard};
             int64_t mmStart = advance(100);
             op("aten::mm", Phase::Forward, 0, 1, mmStart, advance(20000));
-            op("aten::add.Tensor", Phase::Forward, 0, 1, advance(100), advance(1500));
+            opAfter("aten::add.Tensor", Phase::Forward, 0, 1, 100, 1500);
             op("aten::linear", Phase::Forward, 0, 0, start, advance(200), {in});
-            op("aten::relu", Phase::Forward, 0, 0, advance(100), advance(900));
+            opAfter("aten::relu", Phase::Forward, 0, 0, 100, 900);
             if (l < m_spec.incidentsPerStep) incident(s, l);
         }
     }
@@ -266,9 +275,9 @@ class RankGenerator {
 
     void backward() {
         for (int l = m_spec.layers - 1; l >= 0; --l) {
-            op("aten::mm", Phase::Backward, 1, 0, advance(200), advance(18000));
-            op("aten::mm", Phase::Backward, 1, 0, advance(100), advance(18000));
-            op("aten::sum.dim_IntList", Phase::Backward, 1, 0, advance(100), advance(700));
+            opAfter("aten::mm", Phase::Backward, 1, 0, 200, 18000);
+            opAfter("aten::mm", Phase::Backward, 1, 0, 100, 18000);
+            opAfter("aten::sum.dim_IntList", Phase::Backward, 1, 0, 100, 700);
         }
         CollectiveRecord c;
         c.kind = m_w.intern("all_reduce");
@@ -314,8 +323,8 @@ class RankGenerator {
     void optimizer(int64_t s) {
         int64_t start = advance(100);
         if (m_spec.drift) replicas(s);
-        op("aten::_foreach_mul_.Scalar", Phase::Optimizer, 0, 0, advance(50), advance(3000));
-        op("aten::_foreach_add_.List", Phase::Optimizer, 0, 0, advance(50), advance(3000));
+        opAfter("aten::_foreach_mul_.Scalar", Phase::Optimizer, 0, 0, 50, 3000);
+        opAfter("aten::_foreach_add_.List", Phase::Optimizer, 0, 0, 50, 3000);
         m_w.submit(Record{OptimizerStepRecord{s, m_w.intern("torch.optim.Adam"), start,
                                               advance(100), int64_t(m_spec.layers)}});
         ++m_totals.steps;
