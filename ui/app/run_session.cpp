@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <malloc.h>
 #include <QCoreApplication>
 #include <QPointer>
 #include <QThread>
@@ -223,6 +224,11 @@ void RunSession::finishAnalysis(std::shared_ptr<const RunAnalysis> analysis, QSt
         emit analysisFailed(problems.join('\n'));
     }
     if (m_analysisWanted) startAnalysis();
+    // The analysis replaced was built on a worker thread, in its own malloc
+    // arena, which keeps the freed pages: a live run analysed again and again
+    // ended with 785 MiB of anonymous memory, 364 MiB when trimmed (8 x 5M
+    // followed live).
+    ::malloc_trim(0);
 }
 
 // The worker's side of following a live run: a reader of its own, opened on
@@ -408,6 +414,7 @@ void RunSession::applyPoll(LivePoll& polled) {
         startAnalysis();
         emit liveChanged(false);
     }
+    ::malloc_trim(0);  // the rows the worker read and this poll freed (see finishAnalysis)
 }
 
 // `ended`: per rank the worker read, whether its writer closed the file.
