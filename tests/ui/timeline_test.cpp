@@ -136,8 +136,11 @@ TEST(SpanColumn, FullBlocksAreSpilledReadBackAndGivenBack) {
         EXPECT_EQ(column.spilledBlocks(), 40u);
         EXPECT_EQ(spillStatus().blocks, 40u);
         EXPECT_EQ(spillStatus().why, "");
-        // the tail (under 1.25 MiB, doubled at most) and the block table
+        // the tail (under 1.25 MiB, doubled at most) and the block table;
+        // ASan's shadow memory grows with what the test's own vector holds
+#ifndef __SANITIZE_ADDRESS__
         EXPECT_LT(grown, 8 * 1024) << "KiB of anonymous memory for 52 MB of spans";
+#endif
         std::printf("anonymous memory grew by %lld KiB for %zu spans\n", (long long)grown, n);
         expectSame(column, spans);
         // searches run over the whole column, blocks and tail alike
