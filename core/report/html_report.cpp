@@ -456,9 +456,7 @@ void writeRanks(const RunSummary& s, const std::vector<TimelineLane>& listed, st
     if (!others.empty()) {
         RanksSummedUp sum = sumUp(others);
         auto number = [](int64_t v) { return std::to_string(v); };
-        std::string status;
-        for (const auto& [text, n] : sum.statuses)
-            status += fmt::format("{}{} {}", status.empty() ? "" : ", ", esc(text), n);
+        std::string status = report_text::joinCounts(sum.statuses, esc);
         out << fmt::format(
             "<tr class=muted><td colspan=2>{} more: {}</td><td class=n>{}</td><td class=n>{}</td>"
             "<td class=n>{}</td><td class=n>{}</td><td class=n>{}</td><td></td><td>{}</td>"

@@ -22,10 +22,6 @@
 namespace meshscope {
 namespace {
 
-std::string esc(std::string_view text) {
-    return htmlEscape(text);
-}
-
 // Lanes drawn at most. A larger job's timeline draws the ranks that need a
 // look, in rank order: those with a failure, then those whose time outside
 // collectives is at least kOutlierDeviation off the median rank's (the
@@ -145,7 +141,7 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a,
         out << fmt::format(
             "<text x='{}' y='14' font-size='11' fill='#69707d'><title>the time before the "
             "first step (set-up), folded</title>set-up {}</text>\n",
-            left, esc(formatDuration(int64_t(from - double(t0)))));
+            left, htmlEscape(formatDuration(int64_t(from - double(t0)))));
     out << fmt::format(
         "<text x='{}' y='14' font-size='11' fill='#69707d'>{}</text><text x='{}' y='14' "
         "font-size='11' fill='#69707d' text-anchor='end'>{:.1f} ms (wall clock, ranks "
@@ -199,8 +195,9 @@ void writeTimeline(const RunReader& run, const RunAnalysis& a,
                     : c.state == CollectiveState::Failed  ? "#c62828"
                     : c.state == CollectiveState::Pending ? "#212121"
                                                           : "#90a4ae",
-                    esc(r.string(c.kind)), esc(r.string(c.group)), c.bytes, toString(c.state),
-                    double(saturatingSub(c.endNs, c.startNs)) / 1e9, c.seq.value() - 1);
+                    htmlEscape(r.string(c.kind)), htmlEscape(r.string(c.group)), c.bytes,
+                    toString(c.state), double(saturatingSub(c.endNs, c.startNs)) / 1e9,
+                    c.seq.value() - 1);
                 continue;
             }
             auto& col = columns[int(xa)];

@@ -159,7 +159,7 @@ std::optional<DiskFault> parseDiskFault(std::string_view text, std::string* erro
             return fail("unknown key '" + std::string(key) +
                         "' (full-after, readonly-after, full-when, readonly-when, free-after)");
         }
-        std::optional<uint64_t> n = eq == std::string_view::npos ? std::nullopt : number(value);
+        std::optional<uint64_t> n = number(value);  // none for an empty value
         if (!n) return fail("'" + std::string(part) + "' is not KEY=NUMBER");
         (key == "free-after" ? fault.freeAfterFails : fault.afterBytes) = *n;
     }

@@ -17,12 +17,12 @@
 #include <QTimer>
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/store/run_reader.h"
+#include "tests/ui/resident_memory.h"
 #include "ui/app/main_window.h"
 #include "ui/timeline/timeline_canvas.h"
 
@@ -32,11 +32,7 @@ namespace {
 
 // MiB of this process's resident memory of one kind ("RssAnon:", "RssFile:").
 double residentMiB(const std::string& kind) {
-    std::ifstream status("/proc/self/status");
-    std::string line;
-    while (std::getline(status, line))
-        if (line.rfind(kind, 0) == 0) return double(std::stoll(line.substr(kind.size()))) / 1024;
-    return -1;
+    return double(test::residentKiB(kind)) / 1024;
 }
 
 struct FrameStats {

@@ -11,6 +11,7 @@
 #include "core/store/run_directory.h"
 #include "core/store/run_reader.h"
 #include "core/synth/synthetic_run.h"
+#include "tests/ui/resident_memory.h"
 #include "ui/app/replay_controller.h"
 #include "ui/timeline/timeline_feeder.h"
 #include "ui/timeline/timeline_tracks.h"
@@ -83,20 +84,8 @@ TEST(TimelineSpan, PacksWithoutLosingWhatTheTimelineShows) {
     EXPECT_EQ(Span(0, 1, 9, 3, Phase(200), false).phase(), Phase::Other);
 }
 
-// The analysis says how each rank's recording ended; a rank the GUI still
-// follows stays live when its file is closed (the live poll that reads its
-// last rows finishes it), while a killed one is stopped at once.
-// Kilobytes of this process's resident memory of one kind: "RssAnon:" (heap
-// and the like) or "RssFile:" (mapped files, the spill file among them).
-int64_t residentKiB(const std::string& kind) {
-    std::ifstream status("/proc/self/status");
-    std::string line;
-    while (std::getline(status, line))
-        if (line.rfind(kind, 0) == 0) return std::stoll(line.substr(kind.size()));
-    return -1;
-}
 int64_t anonymousKiB() {
-    return residentKiB("RssAnon:");
+    return test::residentKiB("RssAnon:");
 }
 
 std::vector<Span> spansFrom(size_t n, int64_t stride = 10) {
@@ -239,13 +228,13 @@ TEST(SpanColumn, AZoomedOutViewReadsSummariesNotSpans) {
     ASSERT_EQ(lane.spans.spilledBlocks(), 40u);
     AlignMap id = AlignMap::offset(0);
     Projection whole{&id, 0, 1000.0 / double(n * 10)};
-    int64_t before = residentKiB("RssFile:");
+    int64_t before = test::residentKiB("RssFile:");
     std::vector<DrawItem> items;
     visibleItems(lane, whole, 1000, 3, items);
     RankTimeline rank;
     rank.lanes.push_back(std::move(lane));
     std::vector<uint32_t> bins = density(rank, 0, double(n * 10), 1000);
-    int64_t paged = residentKiB("RssFile:") - before;
+    int64_t paged = test::residentKiB("RssFile:") - before;
     std::printf("whole view of %zu spilled spans: %zu items, %lld KiB of the file paged in\n", n,
                 items.size(), (long long)paged);
     EXPECT_LT(paged, 2048) << "KiB paged in for a view of 52 MB of spans";
@@ -276,6 +265,9 @@ TEST(SpanColumn, AZoomedOutViewReadsSummariesNotSpans) {
     fs::remove_all(dir);
 }
 
+// The analysis says how each rank's recording ended; a rank the GUI still
+// follows stays live when its file is closed (the live poll that reads its
+// last rows finishes it), while a killed one is stopped at once.
 TEST(TimelineReach, ALiveRankIsFinishedByItsLastPollNotByTheAnalysis) {
     TimelineData data;
     data.ranks.resize(3);

@@ -122,13 +122,15 @@ class SpillFile {
         std::lock_guard lock(m_mutex);
         m_free.push_back(slot);
         --m_status.blocks;
-        if (m_status.why.empty()) {
-            // The first failure is said once; later blocks stay in memory.
-            m_status.why = m_status.path + ": " + why;
-            std::fprintf(stderr, "meshscope-gui: the timeline keeps its spans in memory: %s\n",
-                         m_status.why.c_str());
-        }
+        if (m_status.why.empty()) giveUp(m_status.path + ": " + why);
         return {nullptr, -1};
+    }
+
+    // The first failure is said once; later blocks stay in memory. Under m_mutex.
+    void giveUp(std::string why) {
+        m_status.why = std::move(why);
+        std::fprintf(stderr, "meshscope-gui: the timeline keeps its spans in memory: %s\n",
+                     m_status.why.c_str());
     }
 
     bool open() {
@@ -148,13 +150,8 @@ class SpillFile {
             m_fd = ::mkostemp(name.data(), O_CLOEXEC);
             if (m_fd >= 0) ::unlink(name.c_str());
         }
-        if (m_fd < 0) {
-            m_status.why = dir + ": cannot create the spill file: " + std::strerror(errno);
-            std::fprintf(stderr, "meshscope-gui: the timeline keeps its spans in memory: %s\n",
-                         m_status.why.c_str());
-            return false;
-        }
-        return true;
+        if (m_fd < 0) giveUp(dir + ": cannot create the spill file: " + std::strerror(errno));
+        return m_fd >= 0;
     }
 
     std::mutex m_mutex;
@@ -209,15 +206,14 @@ void SpanColumn::release() noexcept {
 
 void SpanColumn::resummarize() {
     m_buckets.clear();
-    for (size_t i = 0; i < size(); ++i) {
-        const Span& s = (*this)[i];
-        if (i % kSpansPerBucket == 0) {
-            m_buckets.push_back({s.start, s.end()});
-        } else {
-            m_buckets.back().minStart = std::min(m_buckets.back().minStart, s.start);
-            m_buckets.back().maxEnd = std::max(m_buckets.back().maxEnd, s.end());
-        }
-    }
+    for (size_t i = 0; i < size(); ++i)
+        summarize(i, (*this)[i]);
+}
+
+size_t SpanColumn::firstStartIn(size_t lo, size_t hi, int64_t t) const {
+    auto it = std::lower_bound(begin() + std::ptrdiff_t(lo), begin() + std::ptrdiff_t(hi), t,
+                               [](const Span& s, int64_t v) { return s.start < v; });
+    return size_t(it - begin());
 }
 
 size_t SpanColumn::firstStartingAt(size_t from, int64_t t) const {
@@ -228,10 +224,7 @@ size_t SpanColumn::firstStartingAt(size_t from, int64_t t) const {
         std::partition_point(m_buckets.begin() + int64_t(from / kSpansPerBucket) + 1,
                              m_buckets.end(), [t](const Bucket& b) { return b.minStart < t; });
     size_t hi = std::min(size_t(next - m_buckets.begin()) * kSpansPerBucket, n);
-    size_t lo = std::max(from, hi - std::min(hi, kSpansPerBucket));
-    auto it = std::lower_bound(begin() + std::ptrdiff_t(lo), begin() + std::ptrdiff_t(hi), t,
-                               [](const Span& s, int64_t v) { return s.start < v; });
-    return size_t(it - begin());
+    return firstStartIn(std::max(from, hi - std::min(hi, kSpansPerBucket)), hi, t);
 }
 
 size_t SpanColumn::firstEndingAt(int64_t t) const {
@@ -251,11 +244,8 @@ double SpanColumn::startsBefore(int64_t t) const {
     size_t k = size_t(next - m_buckets.begin());
     if (k == 0) return 0;
     size_t lo = (k - 1) * kSpansPerBucket, hi = std::min(lo + kSpansPerBucket, size());
-    if (lo >= m_blocks.size() * kSpansPerBlock) {  // in the tail: counted exactly
-        auto it = std::lower_bound(begin() + std::ptrdiff_t(lo), begin() + std::ptrdiff_t(hi), t,
-                                   [](const Span& s, int64_t v) { return s.start < v; });
-        return double(it - begin());
-    }
+    if (lo >= m_blocks.size() * kSpansPerBlock)  // in the tail: counted exactly
+        return double(firstStartIn(lo, hi, t));
     const Bucket& b = m_buckets[k - 1];
     int64_t until = next != m_buckets.end() ? next->minStart : b.maxEnd;
     double part = until > b.minStart ? double(t - b.minStart) / double(until - b.minStart) : 1.0;
@@ -264,18 +254,14 @@ double SpanColumn::startsBefore(int64_t t) const {
 
 void SpanColumn::seal() {
     auto [mapped, slot] = SpillFile::instance().store(m_tail.data());
-    if (mapped) {
-        m_blocks.push_back({mapped, slot});
-        m_tail.clear();
-        m_tail.shrink_to_fit();  // the next block grows again from a few spans
-        return;
+    if (!mapped) {  // the file could not take it: held in memory
+        mapped = new Span[kSpansPerBlock];
+        std::copy(m_tail.begin(), m_tail.end(), mapped);
+        SpillFile::instance().heldInMemory(1);
     }
-    Span* held = new Span[kSpansPerBlock];
-    std::copy(m_tail.begin(), m_tail.end(), held);
-    m_blocks.push_back({held, -1});
-    SpillFile::instance().heldInMemory(1);
+    m_blocks.push_back({mapped, slot});
     m_tail.clear();
-    m_tail.shrink_to_fit();
+    m_tail.shrink_to_fit();  // the next block grows again from a few spans
 }
 
 size_t SpanColumn::spilledBlocks() const {

@@ -97,13 +97,7 @@ class SpanColumn {
     const Span& back() const { return (*this)[size() - 1]; }
     void push_back(const Span& s) {
         if (m_tail.size() == kSpansPerBlock) seal();
-        if (size() % kSpansPerBucket == 0) {
-            m_buckets.push_back({s.start, s.end()});
-        } else {
-            Bucket& b = m_buckets.back();
-            b.minStart = std::min(b.minStart, s.start);
-            b.maxEnd = std::max(b.maxEnd, s.end());
-        }
+        summarize(size(), s);
         m_tail.push_back(s);
     }
 
@@ -146,6 +140,18 @@ class SpanColumn {
     };
     void seal();
     void release() noexcept;
+    // Adds span `i` (the next one) to its bucket's summary.
+    void summarize(size_t i, const Span& s) {
+        if (i % kSpansPerBucket == 0) {
+            m_buckets.push_back({s.start, s.end()});
+            return;
+        }
+        Bucket& b = m_buckets.back();
+        b.minStart = std::min(b.minStart, s.start);
+        b.maxEnd = std::max(b.maxEnd, s.end());
+    }
+    // The first index in [lo, hi) that starts at or after t, else hi.
+    size_t firstStartIn(size_t lo, size_t hi, int64_t t) const;
 
     std::vector<Block> m_blocks;    // full blocks, in order
     std::vector<Span> m_tail;       // the spans after them (< kSpansPerBlock)

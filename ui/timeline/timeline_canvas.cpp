@@ -257,7 +257,7 @@ int64_t TimelineCanvas::spansInView() const {
         int64_t t0 = r.align.toRaw(m_view.start()), t1 = r.align.toRaw(m_view.end());
         for (const Lane& lane : r.lanes) {
             size_t lo = lane.spans.firstEndingAt(t0);
-            n += int64_t(lane.spans.firstStartingAt(lo, t1) - std::min(lo, lane.spans.size()));
+            n += int64_t(lane.spans.firstStartingAt(lo, t1) - lo);
         }
     }
     return n;

@@ -210,8 +210,8 @@ void visibleItems(const Lane& lane, const Projection& p, double widthPx, double 
         if (i % kBucket == 0 && i + kBucket <= n) {
             const SpanColumn::Bucket& b = spans.bucket(i / kBucket);
             if (b.minStart >= t1) break;
-            if (narrow(b)) {
-                int64_t limit = p.toRaw(p.toPx(b.minStart) + minPx), end = b.maxEnd;
+            if (double x0 = p.toPx(b.minStart); p.toPx(b.maxEnd) - x0 < minPx) {
+                int64_t limit = p.toRaw(x0 + minPx), end = b.maxEnd;
                 size_t k = i / kBucket + 1;
                 for (; (k + 1) * kBucket <= n && spans.bucket(k).minStart < limit &&
                        narrow(spans.bucket(k));
