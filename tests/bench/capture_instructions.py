@@ -5,13 +5,18 @@ ratios do not move with the machine's load (step-time ratios on a shared
 page faults, the kernel and waiting are not in them; read these next to
 capture_overhead.py's step times, not instead of them.
 
-    .venv/bin/python tests/bench/capture_instructions.py [--steps 4] [--warm 3]
+    .venv/bin/python tests/bench/capture_instructions.py [--steps 4] [--warm 12]
         [--dim 256 --hidden 1024 --batch 32 --layers 2] [--only 3,4] [--cache-sim]
 
 For each configuration, 2 ranks (gloo, CPU) start under callgrind with
 instrumentation off, build the model, train 5 steps uninstrumented, enter
 the configuration (meshscope: attach()), run --warm steps, and count the
-instructions of the next --steps steps, per thread. Prints, per
+instructions of the next --steps steps, per thread. Twelve warm steps keep
+attach()'s transient out of the count: the agent's caches fill in the first
+steps, and the Python objects they keep make one more garbage collection
+fall in steps 4-7 after attach() (3 collections there instead of 2, about
+0.3 M instructions a step more), while over 60 steps the collections are
+the same with and without meshscope (gc.callbacks). Prints, per
 configuration, rank 0's instructions per step and their ratio to the
 uninstrumented loop for the training thread and for the whole process (all
 its threads: gloo's, meshscope's writer). The
@@ -55,7 +60,7 @@ void meshscope_cg_stop(void) { CALLGRIND_STOP_INSTRUMENTATION; CALLGRIND_DUMP_ST
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--steps", type=int, default=4, help="counted steps per configuration")
-    p.add_argument("--warm", type=int, default=3, help="steps after entering, not counted")
+    p.add_argument("--warm", type=int, default=12, help="steps after entering, not counted")
     add_model_arguments(p)
     p.add_argument("--only", default="", help="comma-separated configuration numbers "
                    "(0 = no instrumentation, always run), e.g. --only 3")

@@ -152,7 +152,7 @@ void mixedOp(Agent& agent, const c10::OperatorHandle& op, torch::jit::Stack* sta
 // Leaves the outputs on `stack` and returns true on success; false (the
 // first error stands) otherwise.
 bool retryReplicated(Agent& agent, const c10::OperatorHandle& op, const Operands& inputs,
-                     const std::vector<c10::IValue>& args, torch::jit::Stack& stack, size_t base,
+                     c10::ArrayRef<c10::IValue> args, torch::jit::Stack& stack, size_t base,
                      const std::exception& first) {
     pybind11::gil_scoped_acquire gil;
     if (Agent::current() != &agent) return false;
@@ -368,12 +368,18 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
         return;
     }
 
+    // A DTensor op runs with the GIL held: DTensor's dispatch (the Python
+    // key below) takes it and keeps it through the local compute and the
+    // redistributions. Taken here, around the op, DTensor's acquisition is a
+    // nested one and the record after the op needs none of its own: one
+    // acquisition an op instead of two, and nothing runs under the GIL that
+    // did not without meshscope but this hook's own bookkeeping.
+    GilHold gil;
     RankWriter& writer = agent->writer();
     int64_t start = writer.nowNs();
     OpFrame frame(*agent, inputs);
     auto record = [&](bool ran) {
         int64_t end = writer.nowNs();
-        GilHold gil;
         if (Agent::current() != agent) return;
         Operands outputs;
         if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
@@ -391,7 +397,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     // can meet an op DTensor has no correct strategy for (index_put in the
     // backward of an index lookup whose indices were promoted).
     size_t base = stack->size() - schema.arguments().size();
-    std::vector<c10::IValue> saved(stack->begin() + base, stack->end());
+    c10::SmallVector<c10::IValue, 8> saved(stack->begin() + base, stack->end());
     try {
         redispatch(op, ks, stack);
     } catch (const std::exception& e) {
