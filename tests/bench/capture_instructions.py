@@ -70,6 +70,11 @@ def parse() -> argparse.Namespace:
                    help="with --cache-sim: the simulated last-level cache (default: the\n"
                         "host's L3, as callgrind detects it; this machine's per-core L2\n"
                         "is 1048576)")
+    p.add_argument("--by-function", type=int, default=0, metavar="N",
+                   help="also print, for each configuration, the N functions of the\n"
+                        "training thread that add the most estimated cycles (with\n"
+                        "--cache-sim) or instructions a step, and the total by shared\n"
+                        "object (callgrind_annotate's self costs)")
     p.add_argument("--rank-config", help=argparse.SUPPRESS)  # inside a rank
     p.add_argument("--control", help=argparse.SUPPRESS)
     return p.parse_args()
@@ -151,6 +156,64 @@ def counted(out_prefix: str, cache_sim: bool) -> tuple[int, int, int]:
     return main, main + others, estimated_cycles(events) if cache_sim else 0
 
 
+def function_costs(path: str) -> dict[tuple[str, str], dict[str, int]]:
+    """Self cost of each function in a callgrind dump, by event, keyed by
+    (shared object, file:function), as callgrind_annotate prints them."""
+    out = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", path],
+                         capture_output=True, text=True, check=True).stdout
+    events: list[str] = []
+    costs: dict[tuple[str, str], dict[str, int]] = {}
+    for line in out.splitlines():
+        if line.startswith("Events shown:"):
+            events = line.split(":", 1)[1].split()
+            continue
+        if not events or "PROGRAM TOTALS" in line:
+            continue
+        words = re.sub(r"\(\s*[\d.]+%\)", " ", line).split()
+        values = []
+        while len(values) < len(events) and len(values) < len(words) and \
+                re.fullmatch(r"[\d,]+|\.", words[len(values)]):
+            word = words[len(values)]
+            values.append(0 if word == "." else int(word.replace(",", "")))
+        if len(values) != len(events) or len(words) == len(values):
+            continue
+        name = " ".join(words[len(values):])
+        shared = re.search(r"\[(/[^\[\]]*)\]$", name)  # the object's absolute path
+        obj = os.path.basename(shared.group(1)) if shared else "(object not named)"
+        name = re.sub(r"'\d+", "", name[:shared.start()] if shared else name).strip()
+        entry = costs.setdefault((obj, name), dict.fromkeys(events, 0))
+        for event, value in zip(events, values):
+            entry[event] += value
+    return costs
+
+
+def print_by_function(base_dump: str, dump: str, steps: int, top: int, cycles: bool) -> None:
+    """What a configuration adds to the uninstrumented loop, per step, by
+    function and by shared object (self costs of the training thread)."""
+    def cost(events: dict[str, int]) -> int:
+        return estimated_cycles(events) if cycles else events.get("Ir", 0)
+    base, new = function_costs(base_dump), function_costs(dump)
+    added = {key: (cost(new.get(key, {})) - cost(base.get(key, {}))) / steps
+             for key in base.keys() | new.keys()}
+    unit = "est. cycles" if cycles else "instructions"
+    print(f"  added {unit} a step, by shared object:")
+    objects: dict[str, float] = {}
+    for (obj, _), value in added.items():
+        objects[obj] = objects.get(obj, 0.0) + value
+    for obj, value in sorted(objects.items(), key=lambda kv: -abs(kv[1])):
+        if abs(value) >= 1000:
+            print(f"    {value / 1e3:+10.1f} k  {obj}")
+    print(f"  the {top} functions that add the most {unit} a step:")
+    for (obj, name), value in sorted(added.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"    {value / 1e3:+10.1f} k  {name[:110]}  [{obj}]")
+
+
+def dump_of(workdir: str, name: str) -> str:
+    """The training thread's counted dump of a configuration (rank 0)."""
+    tag = re.sub(r"\W+", "_", name)
+    return f"{workdir}/{tag}.r0.1-01"
+
+
 def measure(args: argparse.Namespace, name: str, control: str,
             workdir: str) -> tuple[int, int, int]:
     tag = re.sub(r"\W+", "_", name)
@@ -198,6 +261,9 @@ def main() -> int:
                        if args.cache_sim else "")
         print(f"{name:36s} {main_thread / 1e6:15.2f} M {main_thread / base[0]:6.3f}x "
               f"{process / 1e6:10.2f} M {process / base[1]:6.3f}x{cycles_cell}", flush=True)
+        if args.by_function and name != names[0]:
+            print_by_function(dump_of(workdir, names[0]), dump_of(workdir, name), args.steps,
+                              args.by_function, args.cache_sim)
     return 0
 
 
