@@ -144,13 +144,24 @@ def estimated_cycles(events: dict[str, int]) -> int:
     return sum(weight * events.get(name, 0) for name, weight in CYCLE_WEIGHTS.items())
 
 
+def tag_of(name: str) -> str:
+    """A configuration's name as it appears in its dumps' file names."""
+    return re.sub(r"\W+", "_", name)
+
+
+def training_dump(out_prefix: str) -> str:
+    """The training thread's counted dump: the one cg_stop took (part 1,
+    thread 01)."""
+    return out_prefix + ".1-01"
+
+
 def counted(out_prefix: str, cache_sim: bool) -> tuple[int, int, int]:
     """(training thread, whole process) instructions while counting, and the
     training thread's estimated cycles (0 without --cache-sim). The training
-    thread's are in the dump cg_stop took (part 1, thread 01); the other
-    threads' in the dumps callgrind writes at exit (instrumentation was off
-    from cg_stop on, so they hold the counted steps only)."""
-    events = event_totals(out_prefix + ".1-01")
+    thread's are in training_dump(); the other threads' in the dumps
+    callgrind writes at exit (instrumentation was off from cg_stop on, so
+    they hold the counted steps only)."""
+    events = event_totals(training_dump(out_prefix))
     main = events.get("Ir", 0)
     others = sum(totals(p) for p in glob.glob(out_prefix + "-*"))
     return main, main + others, estimated_cycles(events) if cache_sim else 0
@@ -208,15 +219,9 @@ def print_by_function(base_dump: str, dump: str, steps: int, top: int, cycles: b
         print(f"    {value / 1e3:+10.1f} k  {name[:110]}  [{obj}]")
 
 
-def dump_of(workdir: str, name: str) -> str:
-    """The training thread's counted dump of a configuration (rank 0)."""
-    tag = re.sub(r"\W+", "_", name)
-    return f"{workdir}/{tag}.r0.1-01"
-
-
 def measure(args: argparse.Namespace, name: str, control: str,
             workdir: str) -> tuple[int, int, int]:
-    tag = re.sub(r"\W+", "_", name)
+    tag = tag_of(name)
     procs = []
     simulate = ["--cache-sim=yes", "--branch-sim=yes"] if args.cache_sim else []
     if args.cache_sim and args.last_level:
@@ -262,7 +267,8 @@ def main() -> int:
         print(f"{name:36s} {main_thread / 1e6:15.2f} M {main_thread / base[0]:6.3f}x "
               f"{process / 1e6:10.2f} M {process / base[1]:6.3f}x{cycles_cell}", flush=True)
         if args.by_function and name != names[0]:
-            print_by_function(dump_of(workdir, names[0]), dump_of(workdir, name), args.steps,
+            print_by_function(training_dump(f"{workdir}/{tag_of(names[0])}.r0"),
+                              training_dump(f"{workdir}/{tag_of(name)}.r0"), args.steps,
                               args.by_function, args.cache_sim)
     return 0
 

@@ -51,8 +51,9 @@ namespace {
 // attaching thread's dispatch (autograd carries it into backward).
 constexpr c10::DispatchKey kHookKey = c10::DispatchKey::TESTING_ONLY_GenericMode;
 
-// Holds the GIL for the record after an op (the op's Python binding released
-// it). PyGILState directly: pybind11's guard looks its internals up on every
+// Holds the GIL where the hook reads Python (the op's Python binding released
+// it): around a DTensor op, after a plain op that passes a provenance on.
+// PyGILState directly: pybind11's guard looks its internals up on every
 // acquisition, a cost paid per op.
 class GilHold {
   public:
