@@ -205,7 +205,8 @@ std::vector<OperandRecord> RankWriter::operandList() {
     return std::exchange(t_operandList, {});
 }
 
-int64_t RankWriter::enqueue(Record&& record, bool refill) {
+template <typename Push>
+int64_t RankWriter::enqueueWith(int64_t* counter, Push&& push) {
     if (!ownedHere()) {
         countDrop(DropReason::ForkedChild);
         return 0;
@@ -222,15 +223,8 @@ int64_t RankWriter::enqueue(Record&& record, bool refill) {
             countDrop(DropReason::QueueFull);
             return 0;
         }
-        if (int64_t* counter = seqCounterFor(record)) {
-            seq = ++*counter;
-            std::visit(
-                [seq](auto& r) {
-                    if constexpr (requires { r.seq; }) r.seq = decltype(r.seq){seq};
-                },
-                record);
-        }
-        m_queue.push(std::move(record), refill ? &t_operandList : nullptr);
+        if (counter) seq = ++*counter;
+        push(counter ? seq : 0);
         ++m_enqueued;
         wake = m_queue.size() == m_options.batchSize;
     }
@@ -238,8 +232,25 @@ int64_t RankWriter::enqueue(Record&& record, bool refill) {
     return seq;
 }
 
+int64_t RankWriter::enqueue(Record&& record, bool refill) {
+    return enqueueWith(seqCounterFor(record), [&](int64_t seq) {
+        if (seq)
+            std::visit(
+                [seq](auto& r) {
+                    if constexpr (requires { r.seq; }) r.seq = decltype(r.seq){seq};
+                },
+                record);
+        m_queue.push(std::move(record), refill ? &t_operandList : nullptr);
+    });
+}
+
+// An op record, the most frequent: numbered and queued without a variant
+// of its own on the way (one per op, on the training thread).
 OpSeq RankWriter::submit(OpRecord record) {
-    return OpSeq{enqueue(std::move(record), true)};
+    return OpSeq{enqueueWith(&m_opSeq, [&](int64_t seq) {
+        record.seq = OpSeq{seq};
+        m_queue.push(std::move(record), &t_operandList);
+    })};
 }
 
 IncidentSeq RankWriter::submit(IncidentRecord record) {

@@ -126,6 +126,10 @@ class RankWriter {
     // seq, 1 if unsequenced, 0 if dropped; `refill`: an op record's operand
     // list goes back to this thread for its next op record
     int64_t enqueue(Record&& record, bool refill = false);
+    // enqueue() with the checks and the lock around push(seq), which gives
+    // the record its seq (when `counter` numbers its kind) and queues it.
+    template <typename Push>
+    int64_t enqueueWith(int64_t* counter, Push&& push);
     int64_t* seqCounterFor(const Record& record);
     void run();
     size_t writeBatch(const RecordQueue::Blocks& batch);  // returns the record count

@@ -32,16 +32,22 @@ RecordQueue::Block& RecordQueue::blockWithRoom() {
 }
 
 void RecordQueue::push(Record&& record, std::vector<OperandRecord>* list) {
+    if (auto* op = std::get_if<OpRecord>(&record)) return push(std::move(*op), list);
     Block& block = blockWithRoom();
-    if (auto* op = std::get_if<OpRecord>(&record)) {
-        // The list never enters the queue: back to the caller, or freed here
-        // (on the thread that allocated it).
-        std::vector<OperandRecord> operands = std::exchange(op->operands, {});
-        block.m_operands.insert(block.m_operands.end(), operands.begin(), operands.end());
-        operands.clear();
-        if (list) *list = std::move(operands);
-    }
     block.m_records.push_back(std::move(record));
+    block.m_operandEnd.push_back(uint32_t(block.m_operands.size()));
+    ++m_size;
+}
+
+void RecordQueue::push(OpRecord&& op, std::vector<OperandRecord>* list) {
+    Block& block = blockWithRoom();
+    // The list never enters the queue: back to the caller, or freed here
+    // (on the thread that allocated it).
+    std::vector<OperandRecord> operands = std::exchange(op.operands, {});
+    block.m_operands.insert(block.m_operands.end(), operands.begin(), operands.end());
+    operands.clear();
+    if (list) *list = std::move(operands);
+    block.m_records.emplace_back(std::in_place_type<OpRecord>, std::move(op));
     block.m_operandEnd.push_back(uint32_t(block.m_operands.size()));
     ++m_size;
 }

@@ -48,6 +48,8 @@ class RecordQueue {
     // emptied, its storage kept (any list `list` held is freed); without
     // `list` it is freed here.
     void push(Record&& record, std::vector<OperandRecord>* list = nullptr);
+    // The same for an op record, built in its block in place.
+    void push(OpRecord&& record, std::vector<OperandRecord>* list);
     // Moves every queued record out, in order.
     Blocks takeAll();
     // Empties drained blocks, keeping their storage; call outside the lock.

@@ -177,7 +177,7 @@ bool TorchTypes::Slot::direct(PyTypeObject* type) const {
     return true;
 }
 
-PyRef TorchTypes::Slot::read(PyObject* obj) const {
+PyRef TorchTypes::Slot::readChecked(PyObject* obj) const {
     if (direct(Py_TYPE(obj))) {
         PyObject* value = *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(obj) + m_offset);
         return PyRef::borrow(value);  // null: the slot is unset

@@ -154,11 +154,22 @@ class TorchTypes {
     class Slot {
       public:
         void load(PyTypeObject* type, PyObject* name);
-        PyRef read(PyObject* obj) const;  // new reference, or nullptr (no error set)
+        // New reference, or nullptr (no error set). Inline while the type
+        // is the one checked last and unchanged: a read per DTensor operand.
+        PyRef read(PyObject* obj) const {
+            PyTypeObject* type = Py_TYPE(obj);
+            if (m_offset >= 0 && type == m_checkedType &&
+                PyType_HasFeature(type, Py_TPFLAGS_VALID_VERSION_TAG) &&
+                type->tp_version_tag == m_checkedVersion)  // null: the slot is unset
+                return PyRef::borrow(
+                    *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(obj) + m_offset));
+            return readChecked(obj);
+        }
         void clear();
 
       private:
         bool direct(PyTypeObject* type) const;
+        PyRef readChecked(PyObject* obj) const;  // read() past a type check
         PyRef m_name, m_descr;
         Py_ssize_t m_offset = -1;
         // The last type that resolved the name to m_descr, while its

@@ -9,25 +9,20 @@ namespace meshscope::capture {
 DeviceTimer::DeviceTimer(RankWriter& writer, std::function<void(const std::string&)> warn)
     : m_writer(writer), m_warn(std::move(warn)) {}
 
-DeviceTimer::Span::Span(DeviceTimer& timer, std::optional<c10::Device> device)
-    : m_timer(timer), m_device(device) {
-    if (device && timer.active()) m_start = timer.startEvent(*device);
+void DeviceTimer::Span::start(c10::Device device) {
+    m_device = device;
+    m_start = m_timer.startEvent(device);
 }
 
-DeviceTimer::Span::~Span() {
-    if (!m_start && !m_end) return;         // host op, or queued
-    std::lock_guard lock(m_timer.m_mutex);  // an op never recorded: its events go back
+void DeviceTimer::Span::release() {
+    std::lock_guard lock(m_timer.m_mutex);
     if (m_start) m_timer.recycle(std::move(*m_start));
     if (m_end) m_timer.recycle(std::move(*m_end));
 }
 
-void DeviceTimer::Span::end() {
-    if (m_start && !m_end) m_end = m_timer.recorded(*m_device);
-}
-
-void DeviceTimer::Span::stop(OpSeq op) {
+void DeviceTimer::Span::finish(OpSeq op) {
     end();
-    if (!m_start || !m_end || !op) return;
+    if (!m_end || !op) return;
     m_timer.finish(std::move(*m_start), std::move(*m_end), op);
     m_start.reset();
     m_end.reset();

@@ -44,14 +44,27 @@ class DeviceTimer {
     // has `op`'s seq. Inactive for host-only ops.
     class Span {
       public:
-        Span(DeviceTimer& timer, std::optional<c10::Device> device);
+        // A host op (no device) does nothing here, inline: most ops on
+        // the CPU, and every op at steps that time no device.
+        Span(DeviceTimer& timer, std::optional<c10::Device> device) : m_timer(timer) {
+            if (device && timer.active()) start(*device);
+        }
         Span(const Span&) = delete;
         Span& operator=(const Span&) = delete;
-        ~Span();
-        void end();
-        void stop(OpSeq op);
+        ~Span() {
+            if (m_start || m_end) release();
+        }
+        void end() {
+            if (m_start && !m_end) m_end = m_timer.recorded(*m_device);
+        }
+        void stop(OpSeq op) {
+            if (m_start) finish(op);
+        }
 
       private:
+        void start(c10::Device device);
+        void release();  // events of an op never recorded go back
+        void finish(OpSeq op);
         DeviceTimer& m_timer;
         std::optional<c10::Device> m_device;
         std::optional<c10::Event> m_start, m_end;
