@@ -10,11 +10,14 @@
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <unordered_map>
 
 #include "core/util/parallel.h"
+#include "ui/timeline/span_cache.h"
 #include "ui/timeline/timeline_feeder.h"
 
 namespace meshscope::ui {
@@ -36,6 +39,14 @@ bool writerGone(const RankTimeline& rank) {
     char host[256] = {};
     if (gethostname(host, sizeof host - 1) != 0 || rank.host != host || rank.pid <= 0) return false;
     return kill(pid_t(rank.pid), 0) != 0 && errno == ESRCH;
+}
+
+// The cache only saves time: why it could not be written is said once.
+void noteCacheTrouble(const std::string& why) {
+    static std::once_flag said;
+    std::call_once(said, [&] {
+        std::fprintf(stderr, "meshscope-gui: the timeline cache is not written: %s\n", why.c_str());
+    });
 }
 
 }  // namespace
@@ -106,25 +117,46 @@ void RunSession::open(const QString& path) {
             auto& ranks = result->reader->ranks();
             result->timeline->ranks.resize(ranks.size());
             int64_t total = 0;
+            std::vector<int64_t> opsOf;
             for (const RankReader& r : ranks)
-                total += r.summary().ops;
+                total += opsOf.emplace_back(r.summary().ops);
             std::atomic<int64_t> done{0};
             std::mutex errors;
+            const bool cacheOn = !spanCacheDirectory().empty();
             // One rank per thread at a time: each RankReader is used by one thread.
             forEachInParallel(ranks.size(), [&](size_t i) {
                 RankTimeline& track = result->timeline->ranks[i];
+                const std::filesystem::path& file = ranks[i].path();
                 initRank(ranks[i], track);
+                // A long finished rank: its ops from its cache when it has
+                // one, else read and cached (span_cache.h).
+                std::string why;
+                bool cacheable =
+                    cacheOn && track.state == RankState::Finished && opsOf[i] >= kMinCachedOps;
+                bool cached = cacheable && loadSpanCache(file, track, why);
+                bool caching = cacheable && !cached && beginSpanCache(file, track, why);
+                if (cached) done += track.opCount;
+                bool complete = true;
                 for (;;) {
-                    if (cancelFlag->load()) return;
+                    if (cancelFlag->load()) {
+                        complete = false;
+                        break;
+                    }
                     FeedResult fed = feedRank(ranks[i], track, kLoadChunk);
                     done += fed.ops;
                     report("Reading ops", done.load(), total);
                     if (!fed.error.empty()) {
+                        complete = false;
                         std::lock_guard lock(errors);
                         result->problems << QString::fromStdString(fed.error);
                     }
                     if (fed.ops < kLoadChunk || !fed.error.empty()) break;
                 }
+                if (!caching) return;
+                if (!complete)
+                    abandonSpanCache(file);
+                else if (!finishSpanCache(file, track, why))
+                    noteCacheTrouble(why);
             });
             // how each rank's recording ended: a killed or dead rank is not live
             result->timeline->applyReach(recordingReach(*result->reader));

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,127 +45,211 @@ std::string spillDirectory() {
 
 namespace {
 
-constexpr size_t kBlockBytes = SpanColumn::kSpansPerBlock * sizeof(Span);
+constexpr size_t kBlockBytes = SpillStore::kBlockBytes;
 
-// One unnamed file for the process, in equal slots of kBlockBytes: a slot
-// freed by a column (another run opened) is used again. Columns fill on
-// several threads (one rank each), so slots are taken under a lock; the
-// writes and mappings run outside it.
-class SpillFile {
-  public:
-    static SpillFile& instance() {
-        static SpillFile file;
-        return file;
+// What every spill file holds, for spillStatus().
+struct Totals {
+    std::mutex mutex;
+    uint64_t blocks = 0, inMemory = 0;
+    void add(int64_t moreBlocks, int64_t moreInMemory) {
+        std::lock_guard lock(mutex);
+        blocks = uint64_t(int64_t(blocks) + moreBlocks);
+        inMemory = uint64_t(int64_t(inMemory) + moreInMemory);
     }
-
-    // A mapping of a slot now holding `spans` (kSpansPerBlock of them), or
-    // {nullptr, -1} when the file cannot take it: the caller keeps the block.
-    std::pair<Span*, int64_t> store(const Span* spans) {
-        int64_t slot = take();
-        if (slot < 0) return {nullptr, -1};
-        const char* data = reinterpret_cast<const char*>(spans);
-        off_t offset = off_t(slot) * off_t(kBlockBytes);
-        for (size_t done = 0; done < kBlockBytes;) {
-            ssize_t n = ::pwrite(m_fd, data + done, kBlockBytes - done, offset + off_t(done));
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) return fail(slot, std::string("cannot write: ") + std::strerror(errno));
-            done += size_t(n);
-        }
-        void* map = ::mmap(nullptr, kBlockBytes, PROT_READ | PROT_WRITE, MAP_SHARED, m_fd, offset);
-        if (map == MAP_FAILED)
-            return fail(slot, std::string("cannot map: ") + std::strerror(errno));
-        return {static_cast<Span*>(map), slot};
-    }
-
-    void release(Span* spans, int64_t slot) {
-        ::munmap(spans, kBlockBytes);
-        std::lock_guard lock(m_mutex);
-        m_free.push_back(slot);
-        --m_status.blocks;
-        // Gives the slot's disk space back; it is written again before use.
-        (void)::fallocate(m_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                          off_t(slot) * off_t(kBlockBytes), off_t(kBlockBytes));
-    }
-
-    void heldInMemory(int64_t change) {
-        std::lock_guard lock(m_mutex);
-        m_status.inMemory = uint64_t(int64_t(m_status.inMemory) + change);
-    }
-
-    SpillStatus status() {
-        std::lock_guard lock(m_mutex);
-        return m_status;
-    }
-
-  private:
-    int64_t take() {
-        std::lock_guard lock(m_mutex);
-        if (m_status.blocks == 0 && spillDirectory() != m_status.path) {
-            // Nothing in the file, and the folder was changed: start over there.
-            if (m_fd >= 0) ::close(m_fd);
-            m_fd = -1;
-            m_next = 0;
-            m_free.clear();
-            m_status.why.clear();
-        }
-        if (!m_status.why.empty()) return -1;
-        if (m_fd < 0 && !open()) return -1;
-        ++m_status.blocks;
-        if (!m_free.empty()) {
-            int64_t slot = m_free.back();
-            m_free.pop_back();
-            return slot;
-        }
-        return m_next++;
-    }
-
-    std::pair<Span*, int64_t> fail(int64_t slot, std::string why) {
-        std::lock_guard lock(m_mutex);
-        m_free.push_back(slot);
-        --m_status.blocks;
-        if (m_status.why.empty()) giveUp(m_status.path + ": " + why);
-        return {nullptr, -1};
-    }
-
-    // The first failure is said once; later blocks stay in memory. Under m_mutex.
-    void giveUp(std::string why) {
-        m_status.why = std::move(why);
-        std::fprintf(stderr, "meshscope-gui: the timeline keeps its spans in memory: %s\n",
-                     m_status.why.c_str());
-    }
-
-    bool open() {
-        std::string dir = spillDirectory();
-        m_status.path = dir;
-        if (dir == "off") {
-            m_status.why = "MESHSCOPE_GUI_SPILL_DIR=off";
-            return false;
-        }
-        std::error_code ec;
-        std::filesystem::create_directories(dir, ec);
-        // Unnamed where the file system can: nothing is left behind, even
-        // when the process is killed.
-        m_fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-        if (m_fd < 0) {
-            std::string name = dir + "/timeline-spill-XXXXXX";
-            m_fd = ::mkostemp(name.data(), O_CLOEXEC);
-            if (m_fd >= 0) ::unlink(name.c_str());
-        }
-        if (m_fd < 0) giveUp(dir + ": cannot create the spill file: " + std::strerror(errno));
-        return m_fd >= 0;
-    }
-
-    std::mutex m_mutex;
-    int m_fd = -1;
-    int64_t m_next = 0;
-    std::vector<int64_t> m_free;
-    SpillStatus m_status;
 };
+Totals& totals() {
+    static Totals* t = new Totals;  // columns may outlive static destruction
+    return *t;
+}
+
+// All of `size` bytes at `offset` through io(pointer, count, offset), which
+// is pread or pwrite; false at an error or the end of the file.
+template <typename Byte, typename Io>
+bool whole(Io io, Byte* data, size_t size, uint64_t offset) {
+    for (size_t done = 0; done < size;) {
+        ssize_t n = io(data + done, size - done, off_t(offset + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        done += size_t(n);
+    }
+    return true;
+}
 
 }  // namespace
 
+SpillStore& SpillStore::process() {
+    static SpillStore* file = new SpillStore;  // columns may outlive static destruction
+    return *file;
+}
+
+std::shared_ptr<SpillStore> SpillStore::create(const std::filesystem::path& path,
+                                               std::string& why) {
+    std::shared_ptr<SpillStore> s(new SpillStore);
+    s->m_named = true;
+    s->m_folder = path.string();
+    s->m_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (s->m_fd < 0) {
+        why = path.string() + ": " + std::strerror(errno);
+        return nullptr;
+    }
+    return s;
+}
+
+std::shared_ptr<SpillStore> SpillStore::open(const std::filesystem::path& path, std::string& why) {
+    std::shared_ptr<SpillStore> s(new SpillStore);
+    s->m_named = true;
+    s->m_folder = path.string();
+    s->m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (s->m_fd < 0) {
+        why = path.string() + ": " + std::strerror(errno);
+        return nullptr;
+    }
+    struct stat st {};
+    s->m_next = ::fstat(s->m_fd, &st) == 0 ? int64_t(st.st_size / off_t(kBlockBytes)) : 0;
+    s->m_why = "opened to read";  // takes no new blocks
+    return s;
+}
+
+SpillStore::~SpillStore() {
+    if (m_fd >= 0) ::close(m_fd);
+}
+
+std::pair<Span*, int64_t> SpillStore::store(const Span* spans) {
+    int64_t slot = take();
+    if (slot < 0) return {nullptr, -1};
+    off_t offset = off_t(slot) * off_t(kBlockBytes);
+    if (!writeAt(spans, kBlockBytes, uint64_t(offset)))
+        return fail(slot, std::string("cannot write: ") + std::strerror(errno));
+    void* map = ::mmap(nullptr, kBlockBytes, PROT_READ | PROT_WRITE, MAP_SHARED, m_fd, offset);
+    if (map == MAP_FAILED) return fail(slot, std::string("cannot map: ") + std::strerror(errno));
+    return {static_cast<Span*>(map), slot};
+}
+
+Span* SpillStore::map(int64_t slot) {
+    if (slot < 0 || slot >= slotCount()) return nullptr;
+    // Private: sorting a lane in place (never one of a finished rank) would
+    // not change the file.
+    void* map = ::mmap(nullptr, kBlockBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, m_fd,
+                       off_t(slot) * off_t(kBlockBytes));
+    if (map == MAP_FAILED) return nullptr;
+    std::lock_guard lock(m_mutex);
+    ++m_blocks;
+    totals().add(1, 0);
+    return static_cast<Span*>(map);
+}
+
+void SpillStore::release(Span* spans, int64_t slot) {
+    ::munmap(spans, kBlockBytes);
+    std::lock_guard lock(m_mutex);
+    --m_blocks;
+    totals().add(-1, 0);
+    if (m_named) return;  // a cache keeps its blocks
+    m_free.push_back(slot);
+    // Gives the slot's disk space back; it is written again before use.
+    (void)::fallocate(m_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                      off_t(slot) * off_t(kBlockBytes), off_t(kBlockBytes));
+}
+
+bool SpillStore::writeAt(const void* data, size_t size, uint64_t offset) {
+    auto io = [fd = m_fd](const char* p, size_t n, off_t at) { return ::pwrite(fd, p, n, at); };
+    return whole(io, static_cast<const char*>(data), size, offset);
+}
+
+bool SpillStore::readAt(void* data, size_t size, uint64_t offset) const {
+    auto io = [fd = m_fd](char* p, size_t n, off_t at) { return ::pread(fd, p, n, at); };
+    return whole(io, static_cast<char*>(data), size, offset);
+}
+
+void SpillStore::heldInMemory(int64_t change) {
+    totals().add(0, change);
+}
+
+int64_t SpillStore::slotCount() const {
+    std::lock_guard lock(m_mutex);
+    return m_next;
+}
+
+std::string SpillStore::failure() const {
+    std::lock_guard lock(m_mutex);
+    return m_why;
+}
+
+int64_t SpillStore::take() {
+    std::lock_guard lock(m_mutex);
+    if (!m_named && m_blocks == 0 && spillDirectory() != m_folder) {
+        // Nothing in the file, and the folder was changed: start over there.
+        if (m_fd >= 0) ::close(m_fd);
+        m_fd = -1;
+        m_next = 0;
+        m_free.clear();
+        m_why.clear();
+    }
+    if (!m_why.empty()) return -1;
+    if (m_fd < 0 && (m_named || !openProcessFile())) return -1;
+    ++m_blocks;
+    totals().add(1, 0);
+    if (!m_free.empty()) {
+        int64_t slot = m_free.back();
+        m_free.pop_back();
+        return slot;
+    }
+    return m_next++;
+}
+
+std::pair<Span*, int64_t> SpillStore::fail(int64_t slot, std::string why) {
+    std::lock_guard lock(m_mutex);
+    if (m_named) {
+        if (slot == m_next - 1) --m_next;  // a cache's slots stay contiguous
+    } else {
+        m_free.push_back(slot);
+    }
+    --m_blocks;
+    totals().add(-1, 0);
+    if (m_why.empty()) giveUp(m_folder + ": " + why);
+    return {nullptr, -1};
+}
+
+// The first failure is said once; later blocks stay in memory. Under m_mutex.
+void SpillStore::giveUp(std::string why) {
+    m_why = std::move(why);
+    if (!m_named)  // a cache's failure is its rank's (span_cache.h)
+        std::fprintf(stderr, "meshscope-gui: the timeline keeps its spans in memory: %s\n",
+                     m_why.c_str());
+}
+
+bool SpillStore::openProcessFile() {
+    std::string dir = spillDirectory();
+    m_folder = dir;
+    if (dir == "off") {
+        m_why = "MESHSCOPE_GUI_SPILL_DIR=off";
+        return false;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    // Unnamed where the file system can: nothing is left behind, even
+    // when the process is killed.
+    m_fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (m_fd < 0) {
+        std::string name = dir + "/timeline-spill-XXXXXX";
+        m_fd = ::mkostemp(name.data(), O_CLOEXEC);
+        if (m_fd >= 0) ::unlink(name.c_str());
+    }
+    if (m_fd < 0) giveUp(dir + ": cannot create the spill file: " + std::strerror(errno));
+    return m_fd >= 0;
+}
+
 SpillStatus spillStatus() {
-    return SpillFile::instance().status();
+    SpillStatus status;
+    {
+        SpillStore& process = SpillStore::process();
+        std::lock_guard lock(process.m_mutex);
+        status.path = process.m_folder;
+        status.why = process.m_why;
+    }
+    std::lock_guard lock(totals().mutex);
+    status.blocks = totals().blocks;
+    status.inMemory = totals().inMemory;
+    return status;
 }
 
 SpanColumn::SpanColumn(const SpanColumn& other) {
@@ -173,7 +258,8 @@ SpanColumn::SpanColumn(const SpanColumn& other) {
 }
 
 SpanColumn::SpanColumn(SpanColumn&& other) noexcept
-    : m_blocks(std::move(other.m_blocks)),
+    : m_store(std::move(other.m_store)),
+      m_blocks(std::move(other.m_blocks)),
       m_tail(std::move(other.m_tail)),
       m_buckets(std::move(other.m_buckets)) {
     other.m_blocks.clear();
@@ -182,6 +268,7 @@ SpanColumn::SpanColumn(SpanColumn&& other) noexcept
 }
 
 SpanColumn& SpanColumn::operator=(SpanColumn other) noexcept {
+    std::swap(m_store, other.m_store);
     std::swap(m_blocks, other.m_blocks);
     std::swap(m_tail, other.m_tail);
     std::swap(m_buckets, other.m_buckets);
@@ -195,13 +282,40 @@ SpanColumn::~SpanColumn() {
 void SpanColumn::release() noexcept {
     for (Block& b : m_blocks) {
         if (b.slot >= 0) {
-            SpillFile::instance().release(b.spans, b.slot);
+            store().release(b.spans, b.slot);
         } else {
             delete[] b.spans;
-            SpillFile::instance().heldInMemory(-1);
+            store().heldInMemory(-1);
         }
     }
     m_blocks.clear();
+}
+
+bool SpanColumn::adopt(std::shared_ptr<SpillStore> from, const std::vector<int64_t>& at,
+                       std::vector<Span> tail, std::vector<Bucket> buckets) {
+    size_t spans = at.size() * kSpansPerBlock + tail.size();
+    if (!empty() || !from || tail.size() >= kSpansPerBlock ||
+        buckets.size() != (spans + kSpansPerBucket - 1) / kSpansPerBucket)
+        return false;
+    m_store = std::move(from);
+    for (int64_t slot : at) {
+        Span* mapped = m_store->map(slot);
+        if (!mapped) {
+            release();
+            return false;
+        }
+        m_blocks.push_back({mapped, slot});
+    }
+    m_tail = std::move(tail);
+    m_buckets = std::move(buckets);
+    return true;
+}
+
+std::vector<int64_t> SpanColumn::blockSlots() const {
+    std::vector<int64_t> out;
+    for (const Block& b : m_blocks)
+        out.push_back(b.slot);
+    return out;
 }
 
 void SpanColumn::resummarize() {
@@ -253,11 +367,11 @@ double SpanColumn::startsBefore(int64_t t) const {
 }
 
 void SpanColumn::seal() {
-    auto [mapped, slot] = SpillFile::instance().store(m_tail.data());
+    auto [mapped, slot] = store().store(m_tail.data());
     if (!mapped) {  // the file could not take it: held in memory
         mapped = new Span[kSpansPerBlock];
         std::copy(m_tail.begin(), m_tail.end(), mapped);
-        SpillFile::instance().heldInMemory(1);
+        store().heldInMemory(1);
     }
     m_blocks.push_back({mapped, slot});
     m_tail.clear();

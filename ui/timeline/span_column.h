@@ -2,20 +2,24 @@
 
 // A lane's op spans, in 20 bytes each (Span), held the way a long run can
 // afford: spans are appended to an in-memory tail; each full block of
-// kSpansPerBlock spans is written to the process's spill file (an unnamed
-// file in the user's cache folder, gone when the process ends) and mapped
-// from there. What the view reads is paged in by the kernel and can be
-// dropped by it again, so the GUI's own memory follows what it shows, not
-// the run's length. Where no spill file can be made or written (no cache
-// folder, a full disk), blocks stay in memory as before: nothing is lost.
-// Qt-free.
+// kSpansPerBlock spans is written to a spill file and mapped from there:
+// the process's (an unnamed file in the user's cache folder, gone when the
+// process ends), or the file a finished rank's spans are cached in
+// (span_cache.h), which a later session maps again instead of reading the
+// ops. What the view reads is paged in by the kernel and can be dropped by
+// it again, so the GUI's own memory follows what it shows, not the run's
+// length. Where no spill file can be made or written (no cache folder, a
+// full disk), blocks stay in memory as before: nothing is lost. Qt-free.
 
 #include <algorithm>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <iterator>
 #include <limits>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -68,6 +72,66 @@ class Span {
 #pragma pack(pop)
 static_assert(sizeof(Span) == 20);
 
+struct SpillStatus;
+
+// A file of equal slots, each holding one full block of spans, mapped by
+// the columns that spilled there. The process's spill file reuses the slots
+// columns give back and returns their space; a named file (a rank's cache)
+// only grows, and stays when its columns are gone.
+class SpillStore {
+  public:
+    // The process's unnamed spill file, in spillDirectory().
+    static SpillStore& process();
+    // A new named file at `path` (replaced if there), or null with `why`.
+    static std::shared_ptr<SpillStore> create(const std::filesystem::path& path, std::string& why);
+    // An existing named file, to map its slots (map()), or null with `why`.
+    static std::shared_ptr<SpillStore> open(const std::filesystem::path& path, std::string& why);
+    ~SpillStore();
+    SpillStore(const SpillStore&) = delete;
+    SpillStore& operator=(const SpillStore&) = delete;
+
+    static constexpr size_t kBlockBytes = (size_t(1) << 16) * sizeof(Span);  // a full block
+    // A mapping of a slot now holding `spans` (a full block), or {nullptr,
+    // -1} when the file cannot take it: the caller keeps the block.
+    std::pair<Span*, int64_t> store(const Span* spans);
+    // A mapping of a slot written before (a named file), or null.
+    Span* map(int64_t slot);
+    void release(Span* spans, int64_t slot);
+    // Full blocks a column holds in memory because the file failed.
+    void heldInMemory(int64_t change);
+    // Slots written so far (a named file: where the next one goes), and
+    // why blocks are no longer written ("" while they are).
+    int64_t slotCount() const;
+    std::string failure() const;
+    // Whole reads and writes at `offset` of the file (a cache's index).
+    bool writeAt(const void* data, size_t size, uint64_t offset);
+    bool readAt(void* data, size_t size, uint64_t offset) const;
+    int fd() const { return m_fd; }
+
+  private:
+    SpillStore() = default;
+    int64_t take();
+    std::pair<Span*, int64_t> fail(int64_t slot, std::string why);
+    void giveUp(std::string why);  // under m_mutex
+    bool openProcessFile();        // under m_mutex
+
+    friend SpillStatus spillStatus();
+    mutable std::mutex m_mutex;
+    bool m_named = false;
+    int64_t m_blocks = 0;  // mapped now
+    int m_fd = -1;
+    int64_t m_next = 0;
+    std::vector<int64_t> m_free;
+    std::string m_folder;  // the process file's folder; a named file's path
+    std::string m_why;
+};
+
+// Every kSpansPerBucket consecutive spans of a column summed up by their
+// earliest start and latest end.
+struct SpanBucket {
+    int64_t minStart = 0, maxEnd = 0;
+};
+
 class SpanColumn {
   public:
     // 64Ki spans (1.25 MiB, a whole number of pages): about 30 blocks for a
@@ -108,15 +172,26 @@ class SpanColumn {
 
     // Blocks of this column in the spill file (the rest are in memory).
     size_t spilledBlocks() const;
+    // Where the full blocks of this column go from now on: `store` (a
+    // rank's cache file), not the process's spill file. Before the first.
+    void spillTo(std::shared_ptr<SpillStore> store) { m_store = std::move(store); }
+    // Takes a column cached before: its full blocks at slots `at` of `store`
+    // (mapped, not read), its tail and its summaries. False (the column
+    // stays empty) when a slot cannot be mapped or the parts do not fit.
+    bool adopt(std::shared_ptr<SpillStore> store, const std::vector<int64_t>& at,
+               std::vector<Span> tail, std::vector<SpanBucket> buckets);
+    // What a cache of this column keeps: the slots of its full blocks in its
+    // store (-1 for a block held in memory), its tail, its summaries.
+    std::vector<int64_t> blockSlots() const;
+    const std::vector<Span>& tail() const { return m_tail; }
     // The level of detail the view reads when zoomed out: every
     // kSpansPerBucket consecutive spans summed up by their earliest start
     // and latest end, held in memory (16 bytes per 512 spans).
     static constexpr size_t kSpansPerBucket = 512;
-    struct Bucket {
-        int64_t minStart = 0, maxEnd = 0;
-    };
+    using Bucket = SpanBucket;
     size_t buckets() const { return m_buckets.size(); }
     const Bucket& bucket(size_t b) const { return m_buckets[b]; }
+    const std::vector<Bucket>& bucketList() const { return m_buckets; }
     // After spans were changed in place (the feeder's sort of a lane that
     // got one out of order).
     void resummarize();
@@ -153,9 +228,12 @@ class SpanColumn {
     // The first index in [lo, hi) that starts at or after t, else hi.
     size_t firstStartIn(size_t lo, size_t hi, int64_t t) const;
 
-    std::vector<Block> m_blocks;    // full blocks, in order
-    std::vector<Span> m_tail;       // the spans after them (< kSpansPerBlock)
-    std::vector<Bucket> m_buckets;  // one per kSpansPerBucket spans, the last maybe partial
+    SpillStore& store() const { return m_store ? *m_store : SpillStore::process(); }
+
+    std::shared_ptr<SpillStore> m_store;  // null: the process's spill file
+    std::vector<Block> m_blocks;          // full blocks, in order
+    std::vector<Span> m_tail;             // the spans after them (< kSpansPerBlock)
+    std::vector<Bucket> m_buckets;        // one per kSpansPerBucket spans, the last maybe partial
 };
 
 template <bool Const>
@@ -206,7 +284,10 @@ inline SpanColumn::const_iterator SpanColumn::end() const {
     return {this, std::ptrdiff_t(size())};
 }
 
-// The process's spill file, for SpanColumn and for what the GUI says of it.
+static_assert(SpillStore::kBlockBytes == SpanColumn::kSpansPerBlock * sizeof(Span));
+
+// The spill files, for what the GUI says of them: the process's folder and
+// trouble, and the blocks of every file (cache files included).
 struct SpillStatus {
     std::string path;       // the folder it is in; "" before the first block
     std::string why;        // why blocks stay in memory; "" when they do not

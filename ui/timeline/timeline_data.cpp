@@ -24,6 +24,7 @@ Lane& RankTimeline::lane(uint32_t thread, uint16_t depth) {
     Lane& fresh = lanes.emplace_back();
     fresh.thread = thread;
     fresh.depth = depth;
+    if (spill) fresh.spans.spillTo(spill);
     return fresh;
 }
 

@@ -17,6 +17,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -113,6 +114,9 @@ struct RankTimeline {
     std::vector<std::string> strings{std::string()};
     std::unordered_map<int64_t, uint32_t> stringIndex;
     AlignMap align;
+    // Where the full blocks of lanes created from now on go: a cache file
+    // of this rank (span_cache.h); null: the process's spill file.
+    std::shared_ptr<SpillStore> spill;
 
     // Feeding state: what has been read so far.
     int64_t lastOpSeq = 0, lastIncidentSeq = 0;
