@@ -791,11 +791,37 @@ TEST_F(SpanCacheTest, AnAbandonedOrImpossibleCacheLeavesNothingBehind) {
         initRank(reader(), track);
         ASSERT_TRUE(beginSpanCache(rankFile(), track, why)) << why;
         feedRank(reader(), track, 100'000);  // cancelled after this
-        abandonSpanCache(rankFile());
+        abandonSpanCache(track);
         EXPECT_EQ(track.opCount, 100'000);  // what was read stays shown
         EXPECT_TRUE(fs::is_empty(cacheDir));
     }
     EXPECT_FALSE(fs::exists(cacheFile()));
+
+    // The run opened again while its first load still reads (then
+    // cancelled): each load caches into a file of its own.
+    {
+        RankTimeline first, second;
+        initRank(reader(), first);
+        initRank(reader(), second);
+        ASSERT_TRUE(beginSpanCache(rankFile(), first, why)) << why;
+        feedRank(reader(), first, 100'000);
+        ASSERT_TRUE(beginSpanCache(rankFile(), second, why)) << why;
+        feedRank(reader(), first, 10'000);  // the first still reads a chunk
+        feedRank(reader(), second, kNoLimit);
+        abandonSpanCache(first);
+        ASSERT_TRUE(finishSpanCache(rankFile(), second, why)) << why;
+        EXPECT_EQ(first.opCount, 110'000);
+        size_t i = first.lanes.size() - 1;  // its spans still read as they were
+        EXPECT_EQ(
+            std::memcmp(&first.lanes[i].spans.back(),
+                        &second.lanes[i].spans[first.lanes[i].spans.size() - 1], sizeof(Span)),
+            0);
+        RankTimeline again;
+        EXPECT_TRUE(loadSpanCache(rankFile(), again, why)) << why;
+        EXPECT_EQ(again.opCount, second.opCount);
+        EXPECT_EQ(std::distance(fs::directory_iterator(cacheDir), fs::directory_iterator()), 1);
+    }
+    fs::remove(cacheFile());
 
     std::ofstream(dir / "a-file") << "x";
     ::setenv("MESHSCOPE_GUI_CACHE_DIR", (dir / "a-file" / "cache").c_str(), 1);
@@ -827,16 +853,16 @@ TEST(SpanCacheTrim, DropsTheLeastRecentlyUsedFirst) {
     make("middle.spans", 4000, 200);
     make("new.spans", 4000, 100);
     make("notes.txt", 50000, 400);
-    std::string mine = "a.spans.tmp." + std::to_string(::getpid());
+    std::string mine = "a.spans.tmp." + std::to_string(::getpid()) + ".1";
     make(mine, 10, 0);
-    make("b.spans.tmp.999999999", 10, 0);  // no such process
+    make("b.spans.tmp.999999999.1", 10, 0);  // no such process
     trimSpanCache(dir, 9000);
     EXPECT_FALSE(fs::exists(dir / "old.spans"));
     EXPECT_TRUE(fs::exists(dir / "middle.spans"));
     EXPECT_TRUE(fs::exists(dir / "new.spans"));
     EXPECT_TRUE(fs::exists(dir / "notes.txt"));
     EXPECT_TRUE(fs::exists(dir / mine));
-    EXPECT_FALSE(fs::exists(dir / "b.spans.tmp.999999999"));
+    EXPECT_FALSE(fs::exists(dir / "b.spans.tmp.999999999.1"));
     trimSpanCache(dir, 0);
     EXPECT_FALSE(fs::exists(dir / "new.spans"));
     EXPECT_TRUE(fs::exists(dir / "notes.txt"));

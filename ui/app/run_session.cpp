@@ -154,7 +154,7 @@ void RunSession::open(const QString& path) {
                 }
                 if (!caching) return;
                 if (!complete)
-                    abandonSpanCache(file);
+                    abandonSpanCache(track);
                 else if (!finishSpanCache(file, track, why))
                     noteCacheTrouble(why);
             });

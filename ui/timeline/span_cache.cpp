@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -99,9 +100,12 @@ uint64_t maxCacheBytes() {
     return mb << 20;
 }
 
+// Unique to this process and this begin(): a run opened again before its
+// first load ended (cancelled) caches into a file of its own.
 fs::path tempFileOf(const fs::path& file) {
+    static std::atomic<uint64_t> next{0};
     fs::path temp = file;
-    temp += ".tmp." + std::to_string(::getpid());
+    temp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(++next);
     return temp;
 }
 
@@ -382,14 +386,17 @@ bool beginSpanCache(const fs::path& rankFile, RankTimeline& track, std::string& 
 
 bool finishSpanCache(const fs::path& rankFile, RankTimeline& track, std::string& why) {
     fs::path dir = spanCacheDirectory();
-    fs::path file = spanCacheFile(dir, rankFile), temp = tempFileOf(file);
-    std::shared_ptr<SpillStore> store = std::move(track.spill);
+    if (!track.spill || dir.empty()) {
+        why = "no cache was begun";
+        return false;
+    }
+    fs::path file = spanCacheFile(dir, rankFile), temp = track.spill->path();
+    std::shared_ptr<SpillStore> store = track.spill;
     auto fail = [&](std::string reason) {
         why = temp.string() + ": " + reason;
-        abandonSpanCache(rankFile);
+        abandonSpanCache(track);
         return false;
     };
-    if (!store || dir.empty()) return fail("no cache was begun");
     if (std::string failure = store->failure(); !failure.empty()) return fail(failure);
     FileKey key;
     if (!keyOf(rankFile, key, why)) return fail(why);
@@ -438,15 +445,16 @@ bool finishSpanCache(const fs::path& rankFile, RankTimeline& track, std::string&
     std::error_code ec;
     fs::rename(temp, file, ec);
     if (ec) return fail(ec.message());
+    track.spill.reset();  // lanes created from now on spill as any
     trimSpanCache(dir, maxCacheBytes());
     return true;
 }
 
-void abandonSpanCache(const fs::path& rankFile) {
-    fs::path dir = spanCacheDirectory();
-    if (dir.empty()) return;
+void abandonSpanCache(RankTimeline& track) {
+    if (!track.spill) return;
     std::error_code ec;  // the lanes keep their mappings of it until they go
-    fs::remove(tempFileOf(spanCacheFile(dir, rankFile)), ec);
+    fs::remove(track.spill->path(), ec);
+    track.spill.reset();
 }
 
 void trimSpanCache(const fs::path& dir, uint64_t maxBytes) {

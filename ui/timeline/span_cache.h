@@ -50,8 +50,9 @@ bool beginSpanCache(const std::filesystem::path& rankFile, RankTimeline& track, 
 // next open finds. False, with `why`, when it cannot (a block held in
 // memory, a full disk): the file is removed, the spans stay mapped.
 bool finishSpanCache(const std::filesystem::path& rankFile, RankTimeline& track, std::string& why);
-// A cache begun and not finished (the load was cancelled or failed).
-void abandonSpanCache(const std::filesystem::path& rankFile);
+// A cache begun and not finished (the load was cancelled or failed): its
+// file is removed; the lanes keep the blocks they mapped.
+void abandonSpanCache(RankTimeline& track);
 
 // Drops the least recently used cache files of `dir` until the rest hold
 // at most `maxBytes`, and the unfinished ones of processes that are gone.

@@ -87,6 +87,7 @@ std::shared_ptr<SpillStore> SpillStore::create(const std::filesystem::path& path
     std::shared_ptr<SpillStore> s(new SpillStore);
     s->m_named = true;
     s->m_folder = path.string();
+    s->m_path = path;
     s->m_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (s->m_fd < 0) {
         why = path.string() + ": " + std::strerror(errno);
@@ -99,6 +100,7 @@ std::shared_ptr<SpillStore> SpillStore::open(const std::filesystem::path& path, 
     std::shared_ptr<SpillStore> s(new SpillStore);
     s->m_named = true;
     s->m_folder = path.string();
+    s->m_path = path;
     s->m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (s->m_fd < 0) {
         why = path.string() + ": " + std::strerror(errno);

@@ -107,6 +107,8 @@ class SpillStore {
     bool writeAt(const void* data, size_t size, uint64_t offset);
     bool readAt(void* data, size_t size, uint64_t offset) const;
     int fd() const { return m_fd; }
+    // A named file's path; empty for the process's.
+    const std::filesystem::path& path() const { return m_path; }
 
   private:
     SpillStore() = default;
@@ -122,7 +124,8 @@ class SpillStore {
     int m_fd = -1;
     int64_t m_next = 0;
     std::vector<int64_t> m_free;
-    std::string m_folder;  // the process file's folder; a named file's path
+    std::string m_folder;          // the process file's folder; a named file's path
+    std::filesystem::path m_path;  // a named file's
     std::string m_why;
 };
 
