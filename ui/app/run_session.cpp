@@ -9,6 +9,7 @@
 #include <QThread>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -122,7 +123,8 @@ void RunSession::open(const QString& path) {
                 total += opsOf.emplace_back(r.summary().ops);
             std::atomic<int64_t> done{0};
             std::mutex errors;
-            const bool cacheOn = !spanCacheDirectory().empty();
+            const std::filesystem::path cacheDir = spanCacheDirectory();
+            std::atomic<bool> cachedSome{false};
             // One rank per thread at a time: each RankReader is used by one thread.
             forEachInParallel(ranks.size(), [&](size_t i) {
                 RankTimeline& track = result->timeline->ranks[i];
@@ -131,8 +133,8 @@ void RunSession::open(const QString& path) {
                 // A long finished rank: its ops from its cache when it has
                 // one, else read and cached (span_cache.h).
                 std::string why;
-                bool cacheable =
-                    cacheOn && track.state == RankState::Finished && opsOf[i] >= kMinCachedOps;
+                bool cacheable = !cacheDir.empty() && track.state == RankState::Finished &&
+                                 opsOf[i] >= kMinCachedOps;
                 bool cached = cacheable && loadSpanCache(file, track, why);
                 bool caching = cacheable && !cached && beginSpanCache(file, track, why);
                 if (cached) done += track.opCount;
@@ -155,9 +157,12 @@ void RunSession::open(const QString& path) {
                 if (!caching) return;
                 if (!complete)
                     abandonSpanCache(track);
-                else if (!finishSpanCache(file, track, why))
+                else if (finishSpanCache(file, track, why))
+                    cachedSome = true;
+                else
                     noteCacheTrouble(why);
             });
+            if (cachedSome) trimSpanCache(cacheDir, spanCacheMaxBytes());
             // how each rank's recording ended: a killed or dead rank is not live
             result->timeline->applyReach(recordingReach(*result->reader));
             result->cancelled = cancelFlag->load();

@@ -82,24 +82,6 @@ std::string envText(const char* name) {
     return v && *v ? v : "";
 }
 
-uint64_t maxCacheBytes() {
-    std::string text = envText("MESHSCOPE_GUI_CACHE_MB");
-    uint64_t mb = kDefaultMaxMb;
-    if (text.empty()) return mb << 20;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mb);
-    if (ec != std::errc() || end != text.data() + text.size() || mb > (uint64_t(1) << 40)) {
-        static std::once_flag said;
-        std::call_once(said, [&] {
-            std::fprintf(stderr,
-                         "meshscope-gui: MESHSCOPE_GUI_CACHE_MB=%s is not a number of "
-                         "megabytes; using %llu\n",
-                         text.c_str(), static_cast<unsigned long long>(kDefaultMaxMb));
-        });
-        mb = kDefaultMaxMb;
-    }
-    return mb << 20;
-}
-
 // Unique to this process and this begin(): a run opened again before its
 // first load ended (cancelled) caches into a file of its own.
 fs::path tempFileOf(const fs::path& file) {
@@ -290,6 +272,24 @@ bool readIndex(const std::vector<char>& index, const std::string& rankPath, cons
 
 }  // namespace
 
+uint64_t spanCacheMaxBytes() {
+    std::string text = envText("MESHSCOPE_GUI_CACHE_MB");
+    uint64_t mb = kDefaultMaxMb;
+    if (text.empty()) return mb << 20;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mb);
+    if (ec != std::errc() || end != text.data() + text.size() || mb > (uint64_t(1) << 40)) {
+        static std::once_flag said;
+        std::call_once(said, [&] {
+            std::fprintf(stderr,
+                         "meshscope-gui: MESHSCOPE_GUI_CACHE_MB=%s is not a number of "
+                         "megabytes; using %llu\n",
+                         text.c_str(), static_cast<unsigned long long>(kDefaultMaxMb));
+        });
+        mb = kDefaultMaxMb;
+    }
+    return mb << 20;
+}
+
 fs::path spanCacheDirectory() {
     std::string dir = envText("MESHSCOPE_GUI_CACHE_DIR");
     if (dir.empty()) {
@@ -325,13 +325,12 @@ bool loadSpanCache(const fs::path& rankFile, RankTimeline& track, std::string& w
     if (!store) return false;
     Loaded loaded;
     bool ok = [&] {
-        struct stat st {};
+        uint64_t size = store->bytes();
         Trailer t;
-        if (::fstat(store->fd(), &st) != 0 || uint64_t(st.st_size) < sizeof t ||
-            !store->readAt(&t, sizeof t, uint64_t(st.st_size) - sizeof t) ||
+        if (size < sizeof t || !store->readAt(&t, sizeof t, size - sizeof t) ||
             std::memcmp(t.end, kEnd, sizeof kEnd) != 0 || t.indexBytes > kMaxIndexBytes ||
             t.indexOffset % SpillStore::kBlockBytes != 0 ||
-            t.indexOffset + t.indexBytes + sizeof t != uint64_t(st.st_size)) {
+            t.indexOffset + t.indexBytes + sizeof t != size) {
             why = "not a finished timeline cache";
             return false;
         }
@@ -446,7 +445,6 @@ bool finishSpanCache(const fs::path& rankFile, RankTimeline& track, std::string&
     fs::rename(temp, file, ec);
     if (ec) return fail(ec.message());
     track.spill.reset();  // lanes created from now on spill as any
-    trimSpanCache(dir, maxCacheBytes());
     return true;
 }
 
@@ -458,9 +456,6 @@ void abandonSpanCache(RankTimeline& track) {
 }
 
 void trimSpanCache(const fs::path& dir, uint64_t maxBytes) {
-    // Ranks finish on several threads at once: one trim at a time.
-    static std::mutex mutex;
-    std::lock_guard lock(mutex);
     struct Entry {
         fs::path path;
         fs::file_time_type used;

@@ -55,7 +55,10 @@ bool finishSpanCache(const std::filesystem::path& rankFile, RankTimeline& track,
 void abandonSpanCache(RankTimeline& track);
 
 // Drops the least recently used cache files of `dir` until the rest hold
-// at most `maxBytes`, and the unfinished ones of processes that are gone.
+// at most `maxBytes`, and the unfinished ones of processes that are gone:
+// after a run's ranks were cached.
 void trimSpanCache(const std::filesystem::path& dir, uint64_t maxBytes);
+// What the folder may hold: $MESHSCOPE_GUI_CACHE_MB megabytes (2048).
+uint64_t spanCacheMaxBytes();
 
 }  // namespace meshscope::ui

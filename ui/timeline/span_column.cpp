@@ -86,7 +86,6 @@ std::shared_ptr<SpillStore> SpillStore::create(const std::filesystem::path& path
                                                std::string& why) {
     std::shared_ptr<SpillStore> s(new SpillStore);
     s->m_named = true;
-    s->m_folder = path.string();
     s->m_path = path;
     s->m_fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (s->m_fd < 0) {
@@ -99,16 +98,14 @@ std::shared_ptr<SpillStore> SpillStore::create(const std::filesystem::path& path
 std::shared_ptr<SpillStore> SpillStore::open(const std::filesystem::path& path, std::string& why) {
     std::shared_ptr<SpillStore> s(new SpillStore);
     s->m_named = true;
-    s->m_folder = path.string();
     s->m_path = path;
     s->m_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (s->m_fd < 0) {
         why = path.string() + ": " + std::strerror(errno);
         return nullptr;
     }
-    struct stat st {};
-    s->m_next = ::fstat(s->m_fd, &st) == 0 ? int64_t(st.st_size / off_t(kBlockBytes)) : 0;
-    s->m_why = "opened to read";  // takes no new blocks
+    s->m_readOnly = true;
+    s->m_next = int64_t(s->bytes() / kBlockBytes);
     return s;
 }
 
@@ -152,6 +149,11 @@ void SpillStore::release(Span* spans, int64_t slot) {
                       off_t(slot) * off_t(kBlockBytes), off_t(kBlockBytes));
 }
 
+uint64_t SpillStore::bytes() const {
+    struct stat st {};
+    return ::fstat(m_fd, &st) == 0 ? uint64_t(st.st_size) : 0;
+}
+
 bool SpillStore::writeAt(const void* data, size_t size, uint64_t offset) {
     auto io = [fd = m_fd](const char* p, size_t n, off_t at) { return ::pwrite(fd, p, n, at); };
     return whole(io, static_cast<const char*>(data), size, offset);
@@ -186,7 +188,7 @@ int64_t SpillStore::take() {
         m_free.clear();
         m_why.clear();
     }
-    if (!m_why.empty()) return -1;
+    if (!m_why.empty() || m_readOnly) return -1;
     if (m_fd < 0 && (m_named || !openProcessFile())) return -1;
     ++m_blocks;
     totals().add(1, 0);
@@ -207,7 +209,7 @@ std::pair<Span*, int64_t> SpillStore::fail(int64_t slot, std::string why) {
     }
     --m_blocks;
     totals().add(-1, 0);
-    if (m_why.empty()) giveUp(m_folder + ": " + why);
+    if (m_why.empty()) giveUp((m_named ? m_path.string() : m_folder) + ": " + why);
     return {nullptr, -1};
 }
 

@@ -103,10 +103,11 @@ class SpillStore {
     // why blocks are no longer written ("" while they are).
     int64_t slotCount() const;
     std::string failure() const;
-    // Whole reads and writes at `offset` of the file (a cache's index).
+    // Whole reads and writes at `offset` of the file (a cache's index), and
+    // its size.
     bool writeAt(const void* data, size_t size, uint64_t offset);
     bool readAt(void* data, size_t size, uint64_t offset) const;
-    int fd() const { return m_fd; }
+    uint64_t bytes() const;
     // A named file's path; empty for the process's.
     const std::filesystem::path& path() const { return m_path; }
 
@@ -120,19 +121,14 @@ class SpillStore {
     friend SpillStatus spillStatus();
     mutable std::mutex m_mutex;
     bool m_named = false;
-    int64_t m_blocks = 0;  // mapped now
+    bool m_readOnly = false;  // opened to map its slots: takes no new blocks
+    int64_t m_blocks = 0;     // mapped now
     int m_fd = -1;
     int64_t m_next = 0;
     std::vector<int64_t> m_free;
-    std::string m_folder;          // the process file's folder; a named file's path
+    std::string m_folder;          // the process file's folder
     std::filesystem::path m_path;  // a named file's
     std::string m_why;
-};
-
-// Every kSpansPerBucket consecutive spans of a column summed up by their
-// earliest start and latest end.
-struct SpanBucket {
-    int64_t minStart = 0, maxEnd = 0;
 };
 
 class SpanColumn {
@@ -178,22 +174,24 @@ class SpanColumn {
     // Where the full blocks of this column go from now on: `store` (a
     // rank's cache file), not the process's spill file. Before the first.
     void spillTo(std::shared_ptr<SpillStore> store) { m_store = std::move(store); }
-    // Takes a column cached before: its full blocks at slots `at` of `store`
-    // (mapped, not read), its tail and its summaries. False (the column
-    // stays empty) when a slot cannot be mapped or the parts do not fit.
-    bool adopt(std::shared_ptr<SpillStore> store, const std::vector<int64_t>& at,
-               std::vector<Span> tail, std::vector<SpanBucket> buckets);
-    // What a cache of this column keeps: the slots of its full blocks in its
-    // store (-1 for a block held in memory), its tail, its summaries.
-    std::vector<int64_t> blockSlots() const;
-    const std::vector<Span>& tail() const { return m_tail; }
     // The level of detail the view reads when zoomed out: every
     // kSpansPerBucket consecutive spans summed up by their earliest start
     // and latest end, held in memory (16 bytes per 512 spans).
     static constexpr size_t kSpansPerBucket = 512;
-    using Bucket = SpanBucket;
+    struct Bucket {
+        int64_t minStart = 0, maxEnd = 0;
+    };
     size_t buckets() const { return m_buckets.size(); }
     const Bucket& bucket(size_t b) const { return m_buckets[b]; }
+    // Takes a column cached before: its full blocks at slots `at` of `store`
+    // (mapped, not read), its tail and its summaries. False (the column
+    // stays empty) when a slot cannot be mapped or the parts do not fit.
+    bool adopt(std::shared_ptr<SpillStore> store, const std::vector<int64_t>& at,
+               std::vector<Span> tail, std::vector<Bucket> buckets);
+    // What a cache of this column keeps: the slots of its full blocks in its
+    // store (-1 for a block held in memory), its tail, its summaries.
+    std::vector<int64_t> blockSlots() const;
+    const std::vector<Span>& tail() const { return m_tail; }
     const std::vector<Bucket>& bucketList() const { return m_buckets; }
     // After spans were changed in place (the feeder's sort of a lane that
     // got one out of order).
