@@ -58,6 +58,9 @@ inline constexpr std::array kSettings = std::to_array<Setting>({
     {"fault", "MESHSCOPE_FAULT", "",
      "tests only: the phase of the agent's op handling that fails on purpose (before, "
      "provenance, record, reconcile)"},
+    {"bench_hook", "MESHSCOPE_BENCH_HOOK", "",
+     "benchmarks only: how far the dispatcher hook's work on an op goes (off, pass, scan, "
+     "unrecorded), to measure what each part costs; records less than the agent does"},
 });
 
 // The setting named `key`; a key the table lacks does not compile.

@@ -26,13 +26,19 @@ clocks: wall time, and the process's CPU time over all its threads (the
 agent's writer thread counts; time spent waiting for the other rank does not,
 so it is the less noisy of the two on a shared machine). The "train" column
 is the CPU time of the training thread alone (from /proc/self/task: the
-agent's per-op work runs there) and "writer us" meshscope's writer thread
-per step. On a shared 2-core machine one 20-step block reads 10-15 % off
+agent's per-op work runs there) and "writer us" meshscope's own threads
+(its writer and its collective monitor) per step. On a shared 2-core machine one 20-step block reads 10-15 % off
 its neighbour in either direction (standard deviation of the per-round
 ratio, any configuration): 30 rounds leave a 95 % interval of about +-6 %
 around the median, too wide to tell 1.03x from 1.07x; 120 rounds (the
 default, about 4 minutes) about +-3 %. --json PATH keeps every round's
-values. The faults column
+values. --only 3,9,10,11,12 splits the agent's cost in parts
+(MESHSCOPE_BENCH_HOOK, each a superset of the one before): 9 the dispatcher
+hook off (the adapters, the collective wrappers and the writer alone), 10
+the hook passing every op on untouched (its boxed fallback), 11 also
+scanning each op's operands, 12 also plain ops' provenance and c10d
+collectives, with DTensor ops run under the GIL but not recorded; 3 adds
+recording them. The faults column
 counts the minor page faults of a timed step: memory the training keeps
 returning to the kernel and touching anew (an agent that frees the training
 thread's allocations on another thread caused hundreds per step)."""
@@ -99,7 +105,9 @@ CONFIGURATIONS = ("no instrumentation", "CommDebugMode", "torch.profiler(record_
                   "meshscope level dtensor, GPU op timing every step",
                   "meshscope level dtensor, GPU op timing off",
                   "meshscope level dtensor, replica check every step",
-                  "meshscope level dtensor, replica check off")
+                  "meshscope level dtensor, replica check off",
+                  "meshscope, hook off (adapters only)", "meshscope, hook passes every op",
+                  "meshscope, hook scans operands", "meshscope, DTensor ops unrecorded")
 DEFAULT_CONFIGURATIONS = 5
 
 
@@ -182,10 +190,12 @@ def training(args: argparse.Namespace):
     counter = [0]
 
     @contextlib.contextmanager
-    def meshscope_level(level: str, device_timing: str = "", replica_check: str = ""):
+    def meshscope_level(level: str, device_timing: str = "", replica_check: str = "",
+                        bench_hook: str = ""):
         counter[0] += 1
         os.environ["MESHSCOPE_DEVICE_TIMING"] = device_timing  # "": the default sampling
         os.environ["MESHSCOPE_REPLICA_CHECK"] = replica_check
+        os.environ["MESHSCOPE_BENCH_HOOK"] = bench_hook  # "": the whole hook
         meshscope.attach(os.path.join(runs, f"{level}-{counter[0]}"), policy="observe", level=level)
         try:
             yield
@@ -211,7 +221,8 @@ def training(args: argparse.Namespace):
         (lambda: meshscope_level("dtensor", "off"), False),
         (lambda: meshscope_level("dtensor", "", "all"), False),
         (lambda: meshscope_level("dtensor", "", "off"), False),
-    ]))
+    ] + [(lambda cut=cut: meshscope_level("dtensor", bench_hook=cut), False)
+         for cut in ("off", "pass", "scan", "unrecorded")]))
     return step, sync, configs
 
 
@@ -220,11 +231,11 @@ def thread_role(tid: int, comm: str, main_tid: int) -> str:
     if tid == main_tid:
         return "training thread"
     if comm.startswith("meshscope"):
-        return "meshscope writer"
+        return "meshscope threads"
     return "other threads (gloo, ...)"
 
 
-_ROLE_KEYS = {"training thread": "training", "meshscope writer": "writer",
+_ROLE_KEYS = {"training thread": "training", "meshscope threads": "writer",
               "other threads (gloo, ...)": "other"}
 
 
@@ -324,7 +335,7 @@ def rank_main(args: argparse.Namespace) -> None:
               f"{args.steps} steps{'; steady heap' if args.steady_heap else ''}")
         print("ratio: median over rounds of (step time / uninstrumented step time of the same "
               "round) [95% bootstrap CI]; cpu: the process's CPU time, all threads; "
-              "train: the training thread's CPU time; writer us: meshscope's writer thread "
+              "train: the training thread's CPU time; writer us: meshscope's threads (writer, monitor) "
               "per step; faults: minor page faults per step (median)")
         print(f"entry ms: entering plus the {args.warm} warm steps, beyond the same steps "
               "uninstrumented (median over rounds; once per training run)")

@@ -333,6 +333,27 @@ def test_level_dtensor_records_backward_dtensor_ops(mesh, run_dir):
     assert sum(rank["op_names"].values()) < 20  # DTensor-level only: no local aten ops
 
 
+@pytest.mark.parametrize("cut, recorded, incident", [
+    ("", True, True), ("unrecorded", False, True), ("scan", False, True),
+    ("pass", False, False), ("off", False, False)])
+def test_bench_hook_cuts_leave_out_what_they_name(mesh, run_dir, monkeypatch, cut, recorded,
+                                                  incident):
+    """MESHSCOPE_BENCH_HOOK, for tests/bench/capture_overhead.py --only 9-12
+    only, cuts the hook's work on an op short: DTensor ops are recorded by
+    the whole hook alone, and a mixed op is still an incident while the hook
+    scans operands; a cut is read at each attach."""
+    monkeypatch.setenv("MESHSCOPE_BENCH_HOOK", cut)
+    meshscope.attach(run_dir)
+    w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+    (w * 2).sum()
+    with pytest.raises(RuntimeError, match="mixed torch.Tensor and DTensor"):
+        w + torch.ones(4, 4)
+    meshscope.detach()
+    rank = meshscope.load_run(run_dir)["rank_details"][0]
+    assert (rank["op_names"].get("aten::mul.Tensor", 0) == 1) == recorded, rank["op_names"]
+    assert (len(incidents(run_dir)) == 1) == incident
+
+
 def test_a_long_training_loop_keeps_the_agent_bounded(mesh, run_dir):
     """Every step makes new activations, gradients and optimizer temporaries.
     The agent must not keep one identity (a table entry pinning the tensor's

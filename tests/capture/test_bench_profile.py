@@ -50,7 +50,7 @@ def test_samples_go_to_the_block_they_fell_in_by_thread_role():
     assert profile.per_step_us(cp.AGENT) == 400.0
     assert profile.per_step_us(cp.OFF) == 100.0
     roles = profile.grouped(cp.AGENT, 1)
-    assert roles == {("training thread",): 200.0, ("meshscope writer",): 100.0,
+    assert roles == {("training thread",): 200.0, ("meshscope threads",): 100.0,
                      ("other threads (gloo, ...)",): 100.0}
     by_object = profile.grouped(cp.AGENT, 2)
     assert by_object[("training thread", "_capture.cpython-311-x86_64-linux-gnu.so")] == 100.0

@@ -2,6 +2,7 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <fmt/format.h>
+#include <pthread.h>
 #include <pythread.h>
 
 #include <algorithm>
@@ -254,6 +255,9 @@ void CollectiveMonitor::workPending() {
 
 void CollectiveMonitor::run() {
     using namespace std::chrono;
+    // Named so that top -H, gdb, /proc and the benchmarks' thread split
+    // count this thread as meshscope's.
+    pthread_setname_np(pthread_self(), "meshscope-mon");
     auto idle =
         m_seconds > 0
             ? std::min(kIdleInterval,

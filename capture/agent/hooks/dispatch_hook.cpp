@@ -9,9 +9,12 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "capture/agent/collectives/c10d_calls.h"
@@ -22,6 +25,7 @@
 #include "capture/agent/ops/op_handler.h"
 #include "capture/agent/ops/op_recorder.h"
 #include "core/analysis/fix_suggestion.h"
+#include "core/model/settings.h"
 
 namespace meshscope::capture {
 
@@ -310,6 +314,35 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
 
 thread_local WorkCapture* t_capture = nullptr;
 
+// Benchmarks only (MESHSCOPE_BENCH_HOOK, read when the hook is enabled): how
+// far the hook's work on an op goes, each cut a superset of the one before,
+// so that tests/bench/capture_overhead.py can say what each part of the
+// capture overhead costs. A cut records less than the agent does: not for
+// training anyone watches. Any other value is the whole hook.
+enum class BenchCut : uint8_t {
+    Full,        // "": the hook as it is
+    Off,         // "off": the key never included (the adapters and the writer alone)
+    Pass,        // "pass": every op redispatched as it came (the boxed fallback itself)
+    Scan,        // "scan": operands scanned and marked; only a mixed op handled
+    Unrecorded,  // "unrecorded": plain ops as in Full; a DTensor op run under the GIL, not recorded
+};
+// Set by the thread that enables the hook, read by every thread's ops.
+std::atomic<BenchCut> g_benchCut{BenchCut::Full};
+
+bool cutAt(BenchCut cut) {
+    return g_benchCut.load(std::memory_order_relaxed) == cut;
+}
+
+BenchCut benchCut() {
+    const char* v = std::getenv(setting("bench_hook").env.data());
+    std::string_view cut = v ? v : "";
+    if (cut == "off") return BenchCut::Off;
+    if (cut == "pass") return BenchCut::Pass;
+    if (cut == "scan") return BenchCut::Scan;
+    if (cut == "unrecorded") return BenchCut::Unrecorded;
+    return BenchCut::Full;
+}
+
 // Inside a functional collective's call (WorkCapture): its `_c10d_functional`
 // op runs with the hook's key still included, so the c10d call inside comes
 // back here; that call's work and the op's result go to the tracker.
@@ -335,6 +368,8 @@ void captureFallback(WorkCapture& capture, const c10::OperatorHandle& op, c10::D
 
 void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     if (t_capture) return captureFallback(*t_capture, op, ks, stack);
+    if (cutAt(BenchCut::Pass)) [[unlikely]]
+        return redispatch(op, ks, stack);
     Agent* agent = Agent::current();
     PyTypeObject* dtensorType = agent ? agent->torch().dtensorType() : nullptr;
     if (!dtensorType) return redispatch(op, ks, stack);
@@ -342,6 +377,8 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     Operands inputs = scanStack(*stack, schema.arguments().size(), dtensorType);
     OpKind kind = markMixed(inputs);
     if (kind == OpKind::Mixed) return mixedOp(*agent, op, stack);
+    if (cutAt(BenchCut::Scan)) [[unlikely]]
+        return redispatch(op, ks, stack);
 
     if (kind == OpKind::Plain && isC10dOp(schema))
         return c10dCollective(*agent, op, ks, stack, std::move(inputs));
@@ -376,6 +413,8 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     // acquisition an op instead of two, and nothing runs under the GIL that
     // did not without meshscope but this hook's own bookkeeping.
     GilHold gil;
+    if (cutAt(BenchCut::Unrecorded)) [[unlikely]]
+        return redispatch(op, ks, stack);
     RankWriter& writer = agent->writer();
     int64_t start = writer.nowNs();
     OpFrame frame(*agent, inputs);
@@ -464,6 +503,8 @@ bool installDispatcherHook(std::string& why) {
 }
 
 void enableDispatcherHook(bool on) {
+    if (on) g_benchCut.store(benchCut(), std::memory_order_relaxed);
+    if (on && cutAt(BenchCut::Off)) return;
     c10::impl::tls_set_dispatch_key_included(kHookKey, on);
 }
 
