@@ -65,15 +65,36 @@ def reference(tmp_path: Path, scenario: str) -> list[float]:
     return json.loads((out / "reference.json").read_text())["losses"]
 
 
-def run_without_agent(tmp_path: Path, scenario: str, nproc: int = 2) -> list[dict[str, Any]]:
-    """The scenario's ranks started directly (no meshscope anywhere)."""
+def free_port() -> int:
+    """A rendezvous port for ranks the tests start themselves, as `meshscope
+    record` picks one: free now and below the kernel's ephemeral range, so
+    that no connection or listener of the tests running beside this one
+    takes it before rank 0 listens on it."""
+    import random
     import socket
 
-    out = tmp_path / "plain"
-    out.mkdir()
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(64):
+        port = random.randint(max(1025, low - 12000), low - 1)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def run_without_agent(tmp_path: Path, scenario: str, nproc: int = 2) -> list[dict[str, Any]]:
+    """The scenario's ranks started directly (no meshscope anywhere)."""
+    out = tmp_path / "plain"
+    out.mkdir()
+    port = free_port()
     procs = []
     for rank in range(nproc):
         env = {**os.environ, "SCENARIO_OUT": str(out), "RANK": str(rank), "LOCAL_RANK": str(rank),

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import os
-import socket
 import subprocess
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pytest
 import torch
 
 import meshscope
-from conftest import HANG_GUARD_S, PYTHON, cli
+from conftest import HANG_GUARD_S, PYTHON, cli, free_port
 from test_birth_corpus import CORPUS, SCRIPTS, expected
 
 # What a fix's code may use, as a user's script imports it.
@@ -40,18 +39,12 @@ def _env(**extra: str) -> dict:
                 p for p in (str(CORPUS), os.environ.get("PYTHONPATH", "")) if p), **extra}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def reference(script: Path, out: Path) -> object:
     """The script's result in one process (corpus_common.reference_mode)."""
     proc = subprocess.run(
         [PYTHON, str(script)], capture_output=True, text=True, timeout=HANG_GUARD_S, cwd=CORPUS,
         env=_env(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                 MASTER_PORT=str(_free_port()), CORPUS_REFERENCE="1", CORPUS_RESULT=str(out)))
+                 MASTER_PORT=str(free_port()), CORPUS_REFERENCE="1", CORPUS_RESULT=str(out)))
     assert proc.returncode == 0 and out.exists(), proc.stderr[-3000:]
     return torch.load(out)
 

@@ -84,6 +84,29 @@ def test_a_job_that_attached_nothing_is_not_called_recorded(tmp_path):
     assert "nothing was recorded" in failing.stderr
 
 
+def test_the_rendezvous_port_is_free_and_below_the_kernels_ephemeral_range(tmp_path):
+    """A port from the ephemeral range can be taken between record's check
+    and rank 0's listen by any connection or listener on the machine (gloo's
+    pairs of a job beside it): rank 0 then fails to start its store."""
+    low = 32768
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except OSError:
+        pass
+    ports = set()
+    for i in range(3):
+        out = tmp_path / f"port{i}"
+        proc = run_record("-o", str(tmp_path / f"run{i}"), "-n", "2", "--", "sh", "-c",
+                          f'echo "$MASTER_ADDR:$MASTER_PORT" >> {out}', cwd=tmp_path)
+        assert proc.returncode == 3, proc.stderr  # nothing attached: nothing recorded
+        seen = set(out.read_text().split())
+        assert len(seen) == 1, seen  # both ranks meet at one address
+        addr, port = seen.pop().split(":")
+        assert addr == "127.0.0.1" and 1024 < int(port) < low, (port, low)
+        ports.add(port)
+    assert len(ports) > 1, ports  # picked at random: two jobs rarely meet on one
+
+
 def test_a_mistyped_policy_name_lists_the_names_and_suggests_one(tmp_path):
     proc = run_record("--policy", "autoo", "-n", "1", "--", "true", cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr

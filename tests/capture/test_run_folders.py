@@ -5,13 +5,12 @@ a job on two nodes recorded with one run id and merged into one run."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import textwrap
 from pathlib import Path
 
 import meshscope
-from conftest import HANG_GUARD_S, PYTHON, SCENARIOS, cli
+from conftest import HANG_GUARD_S, PYTHON, SCENARIOS, cli, free_port
 
 ATTACHING_SCRIPT = textwrap.dedent("""
     import sys
@@ -22,12 +21,6 @@ ATTACHING_SCRIPT = textwrap.dedent("""
     meshscope.detach()
     print("trained", float(x.sum()))
 """)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_script(tmp_path: Path, script: str, env: dict[str, str] | None = None

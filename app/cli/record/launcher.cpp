@@ -77,18 +77,50 @@ const char* signalName(int sig) {
     }
 }
 
+// Whether `port` on the loopback is free to listen on now.
+bool portFree(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return false;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(uint16_t(port));
+    bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(fd);
+    return free;
+}
+
+// The lowest port the kernel hands out for bind(0) and connect()
+// (net.ipv4.ip_local_port_range), 32768 where it cannot be read.
+int ephemeralLow() {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    int low = 0, high = 0;
+    return range >> low >> high && low > 1024 ? low : 32768;
+}
+
+// The rendezvous port of rank 0's store: a free one below the kernel's
+// ephemeral range. Rank 0 listens on it a second or more after this check;
+// a port the kernel hands out could be taken meanwhile by any process's
+// connection or listener (gloo's pairs, another job's), one below the range
+// only by another launcher's random pick. Falls back to the kernel's choice.
 int freePort() {
+    int low = std::min(ephemeralLow(), 65536);
+    int first = std::max(1025, low - 12000);
+    std::mt19937 pick(std::random_device{}());
+    std::uniform_int_distribution<int> port(first, low - 1);
+    for (int attempt = 0; low - 1 > first && attempt < 64; ++attempt)
+        if (int p = port(pick); portFree(p)) return p;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof addr;
-    int port = 29500;
+    int chosen = 29500;
     if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-        port = ntohs(addr.sin_port);
+        chosen = ntohs(addr.sin_port);
     if (fd >= 0) close(fd);
-    return port;
+    return chosen;
 }
 
 using Env = std::map<std::string, std::string>;
