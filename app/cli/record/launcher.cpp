@@ -77,17 +77,22 @@ const char* signalName(int sig) {
     }
 }
 
-// Whether `port` on the loopback is free to listen on now.
-bool portFree(int port) {
+// Binds a socket to `port` on the loopback (0: one the kernel picks) and
+// closes it: the port it got, or 0 when the port is taken.
+int bindLoopback(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) return false;
+    if (fd < 0) return 0;
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = htons(uint16_t(port));
-    bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    socklen_t len = sizeof addr;
+    int bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0
+                    ? ntohs(addr.sin_port)
+                    : 0;
     close(fd);
-    return free;
+    return bound;
 }
 
 // The lowest port the kernel hands out for bind(0) and connect()
@@ -109,18 +114,9 @@ int freePort() {
     std::mt19937 pick(std::random_device{}());
     std::uniform_int_distribution<int> port(first, low - 1);
     for (int attempt = 0; low - 1 > first && attempt < 64; ++attempt)
-        if (int p = port(pick); portFree(p)) return p;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    int chosen = 29500;
-    if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-        chosen = ntohs(addr.sin_port);
-    if (fd >= 0) close(fd);
-    return chosen;
+        if (int p = bindLoopback(port(pick))) return p;
+    int chosen = bindLoopback(0);
+    return chosen ? chosen : 29500;
 }
 
 using Env = std::map<std::string, std::string>;
