@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/agent/agent_memory.h"
 #include "capture/agent/collectives/collective_bridge.h"
 #include "capture/agent/collectives/collective_tracker.h"
 #include "capture/agent/incidents/failures.h"
@@ -71,6 +72,15 @@ struct AgentConfig {
 
 class Agent {
   public:
+    // The agent and the tables inside it (its caches' direct-mapped fronts)
+    // live in the agent's own memory: read on every op (agent_memory.h).
+    static void* operator new(size_t size) {
+        return agentMemory()->allocate(size, alignof(std::max_align_t));
+    }
+    static void operator delete(void* p, size_t size) {
+        agentMemory()->deallocate(p, size, alignof(std::max_align_t));
+    }
+
     // Creates the rank file and starts recording. A rank file that cannot be
     // made (a full disk, a folder it may not write) leaves the agent running
     // without one: its policy works as on every other rank, and everything

@@ -32,6 +32,7 @@ void FrameCache::clear() {
     for (auto& [code, info] : m_codes)
         Py_XDECREF(info.code);
     m_codes.clear();
+    m_codeFront.fill({});
     m_oneFrame.clear();
     m_recentInternal.fill(nullptr);
     m_lastUser = {};
@@ -49,8 +50,13 @@ void FrameCache::rememberInternal(const PyCodeObject* code) {
 }
 
 FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
+    auto& front = m_codeFront[(reinterpret_cast<uintptr_t>(code) >> 4) % kCodeFront];
+    if (front.first == code) return *front.second;
     auto it = m_codes.find(code);
-    if (it != m_codes.end()) return it->second;
+    if (it != m_codes.end()) {
+        front = {code, &it->second};  // map nodes do not move
+        return it->second;
+    }
     if (m_codes.size() > (1u << 16)) clear();  // bounded: code objects are long-lived
     CodeInfo info;
     info.code = reinterpret_cast<PyObject*>(code);
@@ -73,7 +79,9 @@ FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
     info.file = writer.intern(info.fileText);
     info.function = writer.intern(function);
     info.functionText = std::move(function);
-    return m_codes.emplace(code, std::move(info)).first->second;
+    CodeInfo& added = m_codes.emplace(code, std::move(info)).first->second;
+    m_codeFront[(reinterpret_cast<uintptr_t>(code) >> 4) % kCodeFront] = {code, &added};
+    return added;
 }
 
 #ifdef MESHSCOPE_FAST_FRAMES

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "capture/agent/agent_memory.h"
 #include "core/store/records.h"
 
 namespace meshscope {
@@ -117,7 +118,12 @@ class FrameCache {
 
     std::vector<std::string> m_internal;
     std::vector<std::string> m_own;
-    std::unordered_map<PyCodeObject*, CodeInfo> m_codes;
+    std::pmr::unordered_map<PyCodeObject*, CodeInfo> m_codes{agentMemory()};
+    // Direct-mapped in front of m_codes: an op's frame walk reads each
+    // frame's entry, one probe each instead of a hash-node walk. The codes
+    // are the ones m_codes keeps alive; clear() empties it.
+    static constexpr size_t kCodeFront = 256;
+    std::array<std::pair<PyCodeObject*, CodeInfo*>, kCodeFront> m_codeFront{};
     struct FrameKey {
         const void* code;
         int position;  // instruction offset (fast path) or line
@@ -128,7 +134,8 @@ class FrameCache {
             return std::hash<const void*>{}(k.code) * 31 + size_t(k.position);
         }
     };
-    std::unordered_map<FrameKey, OneFrame, FrameKeyHash> m_oneFrame;  // one-frame stacks
+    std::pmr::unordered_map<FrameKey, OneFrame, FrameKeyHash> m_oneFrame{
+        agentMemory()};  // one-frame stacks
 
     // Consecutive ops mostly come from the same few frames (an optimizer's
     // loop, autograd's backward): the internal code objects met last and the

@@ -195,6 +195,7 @@ void TorchTypes::Slot::clear() {
 }
 
 void TorchTypes::clear() {
+    m_specFront.fill({});
     m_specs.clear();
     m_ops.clear();
     m_schemaOps.clear();
@@ -359,13 +360,20 @@ StringId TorchTypes::groupLabel(PyObject* group, PyObject* labeler, RankWriter& 
 DTensorFacts TorchTypes::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
     PyRef spec = m_spec.read(dtensor);
     if (!spec) return {};
+    auto& front = m_specFront[(reinterpret_cast<uintptr_t>(spec.get()) >> 4) % kSpecFront];
+    if (front.first == spec.get()) return front.second->facts;
     auto cached = m_specs.find(spec.get());
-    if (cached != m_specs.end()) return cached->second.facts;
+    if (cached != m_specs.end()) {
+        front = {spec.get(), &cached->second};  // map nodes do not move
+        return cached->second.facts;
+    }
     DTensorFacts facts = specFacts(spec.get(), writer);
     if (!facts.mesh) return facts;
     facts.spec = spec.get();                  // cached: rememberDescription() finds it
     if (m_specs.size() >= kMaxSpecs) trim();  // facts are copies: nothing dangles
-    m_specs.emplace(spec.get(), SpecEntry{PyRef::borrow(spec.get()), facts});
+    auto added = m_specs.emplace(spec.get(), SpecEntry{PyRef::borrow(spec.get()), facts}).first;
+    m_specFront[(reinterpret_cast<uintptr_t>(spec.get()) >> 4) % kSpecFront] = {spec.get(),
+                                                                                &added->second};
     return facts;
 }
 
@@ -378,6 +386,7 @@ void TorchTypes::trim() {
     // DTensor creates new spec and placements objects for redistributions
     // and from_local() every step; once only the cache holds one, it is
     // dead: dropping it keeps the cache (and the Python heap) from growing.
+    m_specFront.fill({});  // before the nodes it points to go
     std::erase_if(m_specs, [](const auto& kv) { return Py_REFCNT(kv.second.spec.get()) == 1; });
     std::erase_if(m_placementTuples,
                   [](const auto& kv) { return Py_REFCNT(kv.second.tuple.get()) == 1; });

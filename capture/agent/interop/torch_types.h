@@ -20,6 +20,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
+#include "capture/agent/agent_memory.h"
 #include "core/store/records.h"
 
 namespace meshscope {
@@ -224,7 +225,7 @@ class TorchTypes {
     // nodes live until the step's end (trim()), so they come from a pool of
     // their own, not from the heap between the training's tensor buffers
     // (see TensorTable). Declared before the caches it serves.
-    std::pmr::unsynchronized_pool_resource m_stepPool;
+    std::pmr::unsynchronized_pool_resource m_stepPool{agentMemory()};
     struct PlacementsEntry {
         PyRef tuple;  // keeps the key alive
         StringId id;
@@ -239,6 +240,11 @@ class TorchTypes {
     };
     std::pmr::unordered_map<PyObject*, SpecEntry> m_specs{&m_stepPool};
     static constexpr size_t kMaxSpecs = 4096;
+    // Direct-mapped in front of m_specs (a DTensor operand's facts are read
+    // on every op): one probe instead of a hash-node walk. Emptied before
+    // trim() or clear() drops the nodes it points to.
+    static constexpr size_t kSpecFront = 512;
+    std::array<std::pair<PyObject*, SpecEntry*>, kSpecFront> m_specFront{};
 };
 
 // "aten::sub.Tensor", "aten::mm" (the default overload has no suffix), as

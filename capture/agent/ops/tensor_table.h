@@ -30,6 +30,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "capture/agent/agent_memory.h"
 #include "core/store/records.h"
 
 namespace meshscope::capture {
@@ -167,7 +168,7 @@ class TensorTable {
     void rebuildFilter();
 
     std::function<TensorId()> m_newId;
-    std::pmr::unsynchronized_pool_resource m_pool;  // before m_entries: outlives it
+    std::pmr::unsynchronized_pool_resource m_pool{agentMemory()};  // before m_entries: outlives it
     std::pmr::unordered_map<const c10::TensorImpl*, Entry> m_entries{&m_pool};
     // Provenance records by content; the key's text views the record's own.
     struct ProvenanceKey {
