@@ -33,6 +33,9 @@ std::atomic<uint64_t> g_generation{0};
 
 }  // namespace
 
+// Agent::operator new hands out max_align_t-aligned blocks.
+static_assert(alignof(Agent) <= alignof(std::max_align_t));
+
 std::atomic<Agent*> Agent::s_current{nullptr};
 std::atomic<Agent*> Agent::s_closing{nullptr};
 std::atomic<uint64_t> Agent::s_attachedGeneration{0};

@@ -9,6 +9,7 @@
 // held, which also serializes access to the tables.
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>

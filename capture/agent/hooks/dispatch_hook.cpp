@@ -326,12 +326,8 @@ enum class BenchCut : uint8_t {
     Scan,        // "scan": operands scanned and marked; only a mixed op handled
     Unrecorded,  // "unrecorded": plain ops as in Full; a DTensor op run under the GIL, not recorded
 };
-// Set by the thread that enables the hook, read by every thread's ops.
+// Set by the thread that enables the hook, read once by every op.
 std::atomic<BenchCut> g_benchCut{BenchCut::Full};
-
-bool cutAt(BenchCut cut) {
-    return g_benchCut.load(std::memory_order_relaxed) == cut;
-}
 
 BenchCut benchCut() {
     const char* v = std::getenv(setting("bench_hook").env.data());
@@ -368,7 +364,8 @@ void captureFallback(WorkCapture& capture, const c10::OperatorHandle& op, c10::D
 
 void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     if (t_capture) return captureFallback(*t_capture, op, ks, stack);
-    if (cutAt(BenchCut::Pass)) [[unlikely]]
+    const BenchCut cut = g_benchCut.load(std::memory_order_relaxed);
+    if (cut == BenchCut::Pass) [[unlikely]]
         return redispatch(op, ks, stack);
     Agent* agent = Agent::current();
     PyTypeObject* dtensorType = agent ? agent->torch().dtensorType() : nullptr;
@@ -377,7 +374,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     Operands inputs = scanStack(*stack, schema.arguments().size(), dtensorType);
     OpKind kind = markMixed(inputs);
     if (kind == OpKind::Mixed) return mixedOp(*agent, op, stack);
-    if (cutAt(BenchCut::Scan)) [[unlikely]]
+    if (cut == BenchCut::Scan) [[unlikely]]
         return redispatch(op, ks, stack);
 
     if (kind == OpKind::Plain && isC10dOp(schema))
@@ -413,7 +410,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     // acquisition an op instead of two, and nothing runs under the GIL that
     // did not without meshscope but this hook's own bookkeeping.
     GilHold gil;
-    if (cutAt(BenchCut::Unrecorded)) [[unlikely]]
+    if (cut == BenchCut::Unrecorded) [[unlikely]]
         return redispatch(op, ks, stack);
     RankWriter& writer = agent->writer();
     int64_t start = writer.nowNs();
@@ -503,8 +500,11 @@ bool installDispatcherHook(std::string& why) {
 }
 
 void enableDispatcherHook(bool on) {
-    if (on) g_benchCut.store(benchCut(), std::memory_order_relaxed);
-    if (on && cutAt(BenchCut::Off)) return;
+    if (on) {
+        BenchCut cut = benchCut();
+        g_benchCut.store(cut, std::memory_order_relaxed);
+        if (cut == BenchCut::Off) return;
+    }
     c10::impl::tls_set_dispatch_key_included(kHookKey, on);
 }
 

@@ -32,7 +32,7 @@ void FrameCache::clear() {
     for (auto& [code, info] : m_codes)
         Py_XDECREF(info.code);
     m_codes.clear();
-    m_codeFront.fill({});
+    m_codeFront.clear();
     m_oneFrame.clear();
     m_recentInternal.fill(nullptr);
     m_lastUser = {};
@@ -50,11 +50,10 @@ void FrameCache::rememberInternal(const PyCodeObject* code) {
 }
 
 FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
-    auto& front = m_codeFront[(reinterpret_cast<uintptr_t>(code) >> 4) % kCodeFront];
-    if (front.first == code) return *front.second;
+    if (CodeInfo* front = m_codeFront.find(code)) return *front;
     auto it = m_codes.find(code);
     if (it != m_codes.end()) {
-        front = {code, &it->second};  // map nodes do not move
+        m_codeFront.remember(code, &it->second);
         return it->second;
     }
     if (m_codes.size() > (1u << 16)) clear();  // bounded: code objects are long-lived
@@ -80,7 +79,7 @@ FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
     info.function = writer.intern(function);
     info.functionText = std::move(function);
     CodeInfo& added = m_codes.emplace(code, std::move(info)).first->second;
-    m_codeFront[(reinterpret_cast<uintptr_t>(code) >> 4) % kCodeFront] = {code, &added};
+    m_codeFront.remember(code, &added);
     return added;
 }
 

@@ -15,6 +15,7 @@
 
 #include "capture/agent/agent_memory.h"
 #include "core/store/records.h"
+#include "core/util/direct_mapped.h"
 
 namespace meshscope {
 class RankWriter;
@@ -122,8 +123,7 @@ class FrameCache {
     // Direct-mapped in front of m_codes: an op's frame walk reads each
     // frame's entry, one probe each instead of a hash-node walk. The codes
     // are the ones m_codes keeps alive; clear() empties it.
-    static constexpr size_t kCodeFront = 256;
-    std::array<std::pair<PyCodeObject*, CodeInfo*>, kCodeFront> m_codeFront{};
+    DirectMapped<PyCodeObject, CodeInfo, 256> m_codeFront;
     struct FrameKey {
         const void* code;
         int position;  // instruction offset (fast path) or line

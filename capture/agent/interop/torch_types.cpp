@@ -195,11 +195,11 @@ void TorchTypes::Slot::clear() {
 }
 
 void TorchTypes::clear() {
-    m_specFront.fill({});
+    m_specFront.clear();
     m_specs.clear();
     m_ops.clear();
     m_schemaOps.clear();
-    m_schemaFront.fill({});
+    m_schemaFront.clear();
     m_dtypeIds.clear();
     m_deviceIds.clear();
     m_meshes.clear();
@@ -249,15 +249,14 @@ OpInfo& TorchTypes::opInfo(PyObject* overload, RankWriter& writer) {
 }
 
 OpInfo& TorchTypes::opInfo(const c10::FunctionSchema& schema, RankWriter& writer) {
-    auto& front = m_schemaFront[(reinterpret_cast<uintptr_t>(&schema) >> 4) % kSchemaFront];
-    if (front.first == &schema) return *front.second;
+    if (OpInfo* front = m_schemaFront.find(&schema)) return *front;
     auto it = m_schemaOps.find(&schema);
     if (it == m_schemaOps.end()) {
         OpInfo info;
         describeOp(info, operatorText(schema.operator_name()), writer);
         it = m_schemaOps.emplace(&schema, std::move(info)).first;
     }
-    front = {&schema, &it->second};  // map nodes do not move
+    m_schemaFront.remember(&schema, &it->second);
     return it->second;
 }
 
@@ -360,11 +359,10 @@ StringId TorchTypes::groupLabel(PyObject* group, PyObject* labeler, RankWriter& 
 DTensorFacts TorchTypes::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
     PyRef spec = m_spec.read(dtensor);
     if (!spec) return {};
-    auto& front = m_specFront[(reinterpret_cast<uintptr_t>(spec.get()) >> 4) % kSpecFront];
-    if (front.first == spec.get()) return front.second->facts;
+    if (SpecEntry* front = m_specFront.find(spec.get())) return front->facts;
     auto cached = m_specs.find(spec.get());
     if (cached != m_specs.end()) {
-        front = {spec.get(), &cached->second};  // map nodes do not move
+        m_specFront.remember(spec.get(), &cached->second);
         return cached->second.facts;
     }
     DTensorFacts facts = specFacts(spec.get(), writer);
@@ -372,8 +370,7 @@ DTensorFacts TorchTypes::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
     facts.spec = spec.get();                  // cached: rememberDescription() finds it
     if (m_specs.size() >= kMaxSpecs) trim();  // facts are copies: nothing dangles
     auto added = m_specs.emplace(spec.get(), SpecEntry{PyRef::borrow(spec.get()), facts}).first;
-    m_specFront[(reinterpret_cast<uintptr_t>(spec.get()) >> 4) % kSpecFront] = {spec.get(),
-                                                                                &added->second};
+    m_specFront.remember(spec.get(), &added->second);
     return facts;
 }
 
@@ -386,7 +383,7 @@ void TorchTypes::trim() {
     // DTensor creates new spec and placements objects for redistributions
     // and from_local() every step; once only the cache holds one, it is
     // dead: dropping it keeps the cache (and the Python heap) from growing.
-    m_specFront.fill({});  // before the nodes it points to go
+    m_specFront.clear();  // before the nodes it points to go
     std::erase_if(m_specs, [](const auto& kv) { return Py_REFCNT(kv.second.spec.get()) == 1; });
     std::erase_if(m_placementTuples,
                   [](const auto& kv) { return Py_REFCNT(kv.second.tuple.get()) == 1; });

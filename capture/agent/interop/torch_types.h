@@ -22,6 +22,7 @@
 
 #include "capture/agent/agent_memory.h"
 #include "core/store/records.h"
+#include "core/util/direct_mapped.h"
 
 namespace meshscope {
 class RankWriter;
@@ -200,8 +201,7 @@ class TorchTypes {
     std::unordered_map<const c10::FunctionSchema*, OpInfo> m_schemaOps;
     // Direct-mapped in front of m_schemaOps: one probe per op instead of a
     // hash-node walk (the dispatcher hook asks for every DTensor op).
-    static constexpr size_t kSchemaFront = 256;
-    std::array<std::pair<const c10::FunctionSchema*, OpInfo*>, kSchemaFront> m_schemaFront{};
+    DirectMapped<c10::FunctionSchema, OpInfo, 256> m_schemaFront;
     std::unordered_map<PyObject*, MeshEntry> m_meshes;
     struct GroupKey {
         PyObject* obj;
@@ -243,8 +243,7 @@ class TorchTypes {
     // Direct-mapped in front of m_specs (a DTensor operand's facts are read
     // on every op): one probe instead of a hash-node walk. Emptied before
     // trim() or clear() drops the nodes it points to.
-    static constexpr size_t kSpecFront = 512;
-    std::array<std::pair<PyObject*, SpecEntry*>, kSpecFront> m_specFront{};
+    DirectMapped<PyObject, SpecEntry, 512> m_specFront;
 };
 
 // "aten::sub.Tensor", "aten::mm" (the default overload has no suffix), as
