@@ -26,6 +26,7 @@
 #include "capture/agent/hooks/adapter_calls.h"
 #include "capture/agent/hooks/collective_calls.h"
 #include "capture/agent/hooks/dispatch_hook.h"
+#include "capture/agent/hooks/hook_phases.h"
 #include "capture/agent/hooks/observer.h"
 #include "capture/agent/incidents/births.h"
 #include "capture/agent/incidents/classifier.h"
@@ -282,6 +283,12 @@ py::dict stats() {
     out["tensor_descriptions"] = agent.descriptions().size();
     out["dtensor_specs"] = agent.torch().cachedSpecs();
     out["rank_file"] = agent.writer().path().string();
+    if (HookPhases::on()) {  // MESHSCOPE_BENCH_HOOK=phases: ns per op, by phase
+        py::dict phases;
+        for (const auto& [name, value] : HookPhases::perOp())
+            phases[py::str(name)] = value;
+        out["hook_phases"] = phases;
+    }
     return out;
 }
 

@@ -38,7 +38,10 @@ hook off (the adapters, the collective wrappers and the writer alone), 10
 the hook passing every op on untouched (its boxed fallback), 11 also
 scanning each op's operands, 12 also plain ops' provenance and c10d
 collectives, with DTensor ops run under the GIL but not recorded; 3 adds
-recording them. The faults column
+recording them. 13 is 3 with each part of a recorded DTensor op timed in
+the process (MESHSCOPE_BENCH_HOOK=phases, the CPU's time-stamp counter): it
+prints ns per op by phase after the table, a breakdown that needs neither a
+profiler on the machine nor the difference of two noisy ratios. The faults column
 counts the minor page faults of a timed step: memory the training keeps
 returning to the kernel and touching anew (an agent that frees the training
 thread's allocations on another thread caused hundreds per step)."""
@@ -107,7 +110,9 @@ CONFIGURATIONS = ("no instrumentation", "CommDebugMode", "torch.profiler(record_
                   "meshscope level dtensor, replica check every step",
                   "meshscope level dtensor, replica check off",
                   "meshscope, hook off (adapters only)", "meshscope, hook passes every op",
-                  "meshscope, hook scans operands", "meshscope, DTensor ops unrecorded")
+                  "meshscope, hook scans operands", "meshscope, DTensor ops unrecorded",
+                  "meshscope level dtensor, hook phases timed")
+PHASES = CONFIGURATIONS[13]
 DEFAULT_CONFIGURATIONS = 5
 
 
@@ -222,7 +227,7 @@ def training(args: argparse.Namespace):
         (lambda: meshscope_level("dtensor", "", "all"), False),
         (lambda: meshscope_level("dtensor", "", "off"), False),
     ] + [(lambda cut=cut: meshscope_level("dtensor", bench_hook=cut), False)
-         for cut in ("off", "pass", "scan", "unrecorded")]))
+         for cut in ("off", "pass", "scan", "unrecorded", "phases")]))
     return step, sync, configs
 
 
@@ -271,6 +276,44 @@ def paired(values: list[float], against: list[float],
             boot[int(0.975 * resamples) - 1])
 
 
+def hook_phases() -> dict[str, float]:
+    """The agent's per-phase ns per op so far (MESHSCOPE_BENCH_HOOK=phases)."""
+    import meshscope
+
+    return meshscope.stats().get("hook_phases", {})
+
+
+def add_phases(total: dict[str, float], before: dict, after: dict) -> None:
+    """Adds the ns of each phase between two hook_phases() readings (each an
+    average per op since attach()) and the ops counted between them."""
+    for counter, keys in (("dtensor_ops", [k for k in after if k.endswith("_ns")
+                                           and k != "plain_ns"]), ("plain_ops", ["plain_ns"])):
+        n0, n1 = before.get(counter, 0.0), after.get(counter, 0.0)
+        total[counter] = total.get(counter, 0.0) + n1 - n0
+        for k in keys:
+            total[k] = total.get(k, 0.0) + after[k] * n1 - before.get(k, 0.0) * n0
+
+
+def print_phases(total: dict[str, float], steps: int) -> None:
+    """Configuration 13's breakdown: ns per recorded DTensor op by phase, the
+    plain ops' own hook time, and what they add up to per step."""
+    ops, plain = total.get("dtensor_ops", 0.0), total.get("plain_ops", 0.0)
+    if not ops:
+        return
+    parts = [k for k in total if k.endswith("_ns") and k not in ("op_ns", "plain_ns")]
+    order = ["gil_ns", "enter_ns", "outputs_ns", "stack_ns", "operands_ns", "submit_ns",
+             "done_ns"]
+    parts.sort(key=lambda k: order.index(k) if k in order else len(order))
+    ours = sum(total[k] for k in parts) / ops
+    print(f"hook phases ({CONFIGURATIONS[13]}): {ops / steps:.0f} DTensor ops a step, ns per op: "
+          + ", ".join(f"{k[:-3]} {total[k] / ops:.0f}" for k in parts)
+          + f"; the agent's {ours:.0f} (the op itself {total['op_ns'] / ops:.0f})")
+    per_plain = total["plain_ns"] / plain if plain else 0.0
+    print(f"  plain ops: {plain / steps:.0f} a step, {per_plain:.0f} ns each in the hook; "
+          f"the agent's time a step: {(ours * ops + per_plain * plain) / steps / 1e3:.0f} us "
+          f"(DTensor ops {ours * ops / steps / 1e3:.0f}, plain {per_plain * plain / steps / 1e3:.0f})")
+
+
 def rank_main(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
@@ -291,6 +334,7 @@ def rank_main(args: argparse.Namespace) -> None:
     training_cpu: dict[str, list[float]] = {name: [] for name in configs}
     writer_cpu: dict[str, list[float]] = {name: [] for name in configs}
     names = list(configs)
+    phases: dict[str, float] = {}  # configuration 13: ns summed by phase over timed steps
     for r in range(args.rounds):
         # a new order each round (the same on every rank): no configuration
         # always follows the same one (leaving torch.profiler has after-effects)
@@ -310,10 +354,13 @@ def rank_main(args: argparse.Namespace) -> None:
                 start, start_cpu = time.perf_counter(), time.process_time()
                 start_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 entry[name].append(start - entered)
+                before = hook_phases() if name == PHASES else {}
                 for _ in range(args.steps):
                     with inner():
                         step()
                 sync()
+                if name == PHASES:
+                    add_phases(phases, before, hook_phases())
                 cpu[name].append((time.process_time() - start_cpu) / args.steps)
                 faults[name].append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                                      - start_faults) / args.steps)
@@ -357,12 +404,14 @@ def rank_main(args: argparse.Namespace) -> None:
                   f"{c:6.3f}x [{c_lo:5.3f},{c_hi:5.3f}] {train} {writer} "
                   f"{statistics.median(faults[name]):7.0f} "
                   f"{'per step' if per_step else f'{extra * 1e3:8.1f}':>9s}")
+        if phases:
+            print_phases(phases, args.rounds * args.steps)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"args": vars(args), "configurations": names,
                            "wall_s": times, "cpu_s": cpu, "training_cpu_ms": training_cpu,
-                           "writer_cpu_ms": writer_cpu, "faults": faults, "entry_s": entry},
-                          f, indent=1)
+                           "writer_cpu_ms": writer_cpu, "faults": faults, "entry_s": entry,
+                           "hook_phases_ns": phases}, f, indent=1)
             print(f"per-round values: {args.json}")
     dist.destroy_process_group()
 

@@ -354,6 +354,32 @@ def test_bench_hook_cuts_leave_out_what_they_name(mesh, run_dir, monkeypatch, cu
     assert (len(incidents(run_dir)) == 1) == incident
 
 
+def test_bench_hook_phases_time_each_recorded_dtensor_op(mesh, run_dir, monkeypatch):
+    """MESHSCOPE_BENCH_HOOK=phases (capture_overhead.py's configuration 13)
+    records as the whole hook does and times each part of a recorded DTensor
+    op: meshscope.stats() counts exactly the DTensor ops recorded and the
+    plain ops the hook only scanned, each phase a positive share; without it
+    stats() has no phases."""
+    monkeypatch.setenv("MESHSCOPE_BENCH_HOOK", "phases")
+    meshscope.attach(run_dir)
+    w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+    for _ in range(5):
+        (w * 2).sum()  # two DTensor ops
+        torch.ones(4) + torch.ones(4)  # three plain ops
+    phases = meshscope.stats()["hook_phases"]
+    meshscope.detach()
+    rank = meshscope.load_run(run_dir)["rank_details"][0]
+    recorded = rank["op_names"]["aten::mul.Tensor"] + rank["op_names"]["aten::sum"]
+    assert recorded == 10 and phases["dtensor_ops"] == recorded, (phases, rank["op_names"])
+    assert phases["plain_ops"] >= 15, phases
+    for name in ("gil", "enter", "op", "outputs", "stack", "operands", "submit", "done", "plain"):
+        assert phases[f"{name}_ns"] > 0, (name, phases)
+    monkeypatch.setenv("MESHSCOPE_BENCH_HOOK", "")
+    meshscope.attach(run_dir.parent / "again")
+    assert "hook_phases" not in meshscope.stats()
+    meshscope.detach()
+
+
 def test_a_long_training_loop_keeps_the_agent_bounded(mesh, run_dir):
     """Every step makes new activations, gradients and optimizer temporaries.
     The agent must not keep one identity (a table entry pinning the tensor's

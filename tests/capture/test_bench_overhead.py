@@ -57,3 +57,28 @@ def test_this_process_has_a_training_thread_time():
     times = co.thread_cpu_ns()
     if times:  # Linux
         assert times["training"] > 0
+
+
+def test_hook_phases_are_summed_over_the_timed_steps_only():
+    """Configuration 13: stats() gives each phase as ns per op since attach;
+    the timed span's ns are the difference of two readings' totals."""
+    before = {"dtensor_ops": 10.0, "plain_ops": 4.0, "stack_ns": 100.0, "op_ns": 1000.0,
+              "plain_ns": 50.0}
+    after = {"dtensor_ops": 30.0, "plain_ops": 8.0, "stack_ns": 150.0, "op_ns": 1000.0,
+             "plain_ns": 75.0}
+    total = {}
+    co.add_phases(total, before, after)
+    co.add_phases(total, {}, after)  # a second block, from attach
+    assert total["dtensor_ops"] == 20 + 30 and total["plain_ops"] == 4 + 8
+    assert total["stack_ns"] == (30 * 150 - 10 * 100) + 30 * 150
+    assert total["plain_ns"] == (8 * 75 - 4 * 50) + 8 * 75
+
+
+def test_hook_phases_print_ns_per_op_and_the_agents_time_a_step(capsys):
+    total = {"dtensor_ops": 100.0, "plain_ops": 50.0, "gil_ns": 2000.0, "stack_ns": 8000.0,
+             "op_ns": 900000.0, "plain_ns": 25000.0}
+    co.print_phases(total, steps=10)
+    out = capsys.readouterr().out
+    assert "10 DTensor ops a step, ns per op: gil 20, stack 80; the agent's 100" in out
+    assert "(the op itself 9000)" in out
+    assert "plain ops: 5 a step, 500 ns each in the hook; the agent's time a step: 4 us" in out

@@ -19,6 +19,7 @@
 
 #include "capture/agent/collectives/c10d_calls.h"
 #include "capture/agent/collectives/collective_tracker.h"
+#include "capture/agent/hooks/hook_phases.h"
 #include "capture/agent/incidents/failures.h"
 #include "capture/agent/incidents/incidents.h"
 #include "capture/agent/ops/arg_editor.h"
@@ -325,6 +326,7 @@ enum class BenchCut : uint8_t {
     Pass,        // "pass": every op redispatched as it came (the boxed fallback itself)
     Scan,        // "scan": operands scanned and marked; only a mixed op handled
     Unrecorded,  // "unrecorded": plain ops as in Full; a DTensor op run under the GIL, not recorded
+    Phases,      // "phases": as Full, each part timed (HookPhases, hook_phases.h)
 };
 // Set by the thread that enables the hook, read once by every op.
 std::atomic<BenchCut> g_benchCut{BenchCut::Full};
@@ -336,6 +338,7 @@ BenchCut benchCut() {
     if (cut == "pass") return BenchCut::Pass;
     if (cut == "scan") return BenchCut::Scan;
     if (cut == "unrecorded") return BenchCut::Unrecorded;
+    if (cut == "phases") return BenchCut::Phases;
     return BenchCut::Full;
 }
 
@@ -362,23 +365,54 @@ void captureFallback(WorkCapture& capture, const c10::OperatorHandle& op, c10::D
     }
 }
 
+// MESHSCOPE_BENCH_HOOK=phases: a plain op's own time in the hook (its scan,
+// provenance bookkeeping), the op it redispatches not counted.
+class PlainTiming {
+  public:
+    explicit PlainTiming(bool on) : m_start(on ? HookPhases::ticks() : 0) {}
+    ~PlainTiming() {
+        if (m_start) HookPhases::plainOp(HookPhases::ticks() - m_start - m_op);
+    }
+    template <typename F>
+    void around(F&& run) {
+        uint64_t before = m_start ? HookPhases::ticks() : 0;
+        run();
+        if (m_start) m_op = HookPhases::ticks() - before;
+    }
+    void skip() { m_start = 0; }  // not a plain op the hook only scans
+    PlainTiming(const PlainTiming&) = delete;
+    PlainTiming& operator=(const PlainTiming&) = delete;
+
+  private:
+    uint64_t m_start, m_op = 0;
+};
+
 void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
     if (t_capture) return captureFallback(*t_capture, op, ks, stack);
     const BenchCut cut = g_benchCut.load(std::memory_order_relaxed);
     if (cut == BenchCut::Pass) [[unlikely]]
         return redispatch(op, ks, stack);
+    PlainTiming plainTiming(cut == BenchCut::Phases);
     Agent* agent = Agent::current();
     PyTypeObject* dtensorType = agent ? agent->torch().dtensorType() : nullptr;
-    if (!dtensorType) return redispatch(op, ks, stack);
+    if (!dtensorType) {
+        plainTiming.skip();
+        return redispatch(op, ks, stack);
+    }
     const c10::FunctionSchema& schema = op.schema();
     Operands inputs = scanStack(*stack, schema.arguments().size(), dtensorType);
     OpKind kind = markMixed(inputs);
-    if (kind == OpKind::Mixed) return mixedOp(*agent, op, stack);
+    if (kind == OpKind::Mixed) {
+        plainTiming.skip();
+        return mixedOp(*agent, op, stack);
+    }
     if (cut == BenchCut::Scan) [[unlikely]]
         return redispatch(op, ks, stack);
 
-    if (kind == OpKind::Plain && isC10dOp(schema))
+    if (kind == OpKind::Plain && isC10dOp(schema)) {
+        plainTiming.skip();
         return c10dCollective(*agent, op, ks, stack, std::move(inputs));
+    }
     if (kind == OpKind::Plain) {  // only provenance bookkeeping, and only when needed
         // no tensor inputs, or torch.tensor()'s lift_fresh: maybe a factory
         // (afterPlainOp knows)
@@ -388,7 +422,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
                          std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
                              return tensors.mayHaveProvenance(o.tensor());
                          });
-        redispatch(op, ks, stack);
+        plainTiming.around([&] { redispatch(op, ks, stack); });
         if (!factory && !propagate) return;
         GilHold gil;
         if (Agent::current() != agent) return;  // detached meanwhile
@@ -409,7 +443,10 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     // nested one and the record after the op needs none of its own: one
     // acquisition an op instead of two, and nothing runs under the GIL that
     // did not without meshscope but this hook's own bookkeeping.
+    plainTiming.skip();  // a DTensor op: its phases are apart
+    HookPhases::Op timing;
     GilHold gil;
+    HookPhases::lap(HookPhase::Gil);
     if (cut == BenchCut::Unrecorded) [[unlikely]]
         return redispatch(op, ks, stack);
     RankWriter& writer = agent->writer();
@@ -428,6 +465,7 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
                                       ? std::optional<double>(read.toScalar().toDouble())
                                       : std::nullopt);
         }
+        HookPhases::opDone();
     };
     // The arguments, kept for the failure's record (the call consumes them)
     // and, when a promotion was laid out as Shard(batch), for one retry: that
@@ -435,8 +473,10 @@ void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::
     // backward of an index lookup whose indices were promoted).
     size_t base = stack->size() - schema.arguments().size();
     c10::SmallVector<c10::IValue, 8> saved(stack->begin() + base, stack->end());
+    HookPhases::lap(HookPhase::Enter);
     try {
         redispatch(op, ks, stack);
+        HookPhases::lap(HookPhase::Op);
     } catch (const std::exception& e) {
         frame.ran();
         if (agent->promotions().anySharded() &&
@@ -503,6 +543,7 @@ void enableDispatcherHook(bool on) {
     if (on) {
         BenchCut cut = benchCut();
         g_benchCut.store(cut, std::memory_order_relaxed);
+        HookPhases::enable(cut == BenchCut::Phases);
         if (cut == BenchCut::Off) return;
     }
     c10::impl::tls_set_dispatch_key_included(kHookKey, on);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/agent/hooks/hook_phases.h"
 #include "capture/agent/incidents/births.h"
 
 namespace meshscope::capture {
@@ -162,6 +163,7 @@ void OpRecorder::addOperands(std::vector<OperandRecord>& out, const Operands& op
 OpSeq OpRecorder::recordOp(int64_t start, int64_t end, const Operands& outputs,
                            IncidentSeq incident, OpInfo& info) {
     injectedFault("record");
+    HookPhases::lap(HookPhase::Outputs);
     Agent& agent = m_op.agent();
     OpRecord rec;
     rec.startNs = start;
@@ -171,13 +173,17 @@ OpSeq OpRecorder::recordOp(int64_t start, int64_t end, const Operands& outputs,
     rec.phase = agent.phase();
     rec.step = agent.step();
     rec.stack = agent.frames().userStack(m_op.writer());
+    HookPhases::lap(HookPhase::Stack);
     rec.depth = Agent::threadDepth();
     rec.incident = incident;
     rec.operands = RankWriter::operandList();  // a written record's, reused
     rec.operands.reserve(m_op.inputs().size() + outputs.size());
     addOperands(rec.operands, m_op.inputs(), OperandRole::Input);
     addOperands(rec.operands, outputs, OperandRole::Output);
-    return m_op.writer().submit(std::move(rec));
+    HookPhases::lap(HookPhase::Operands);
+    OpSeq seq = m_op.writer().submit(std::move(rec));
+    HookPhases::lap(HookPhase::Submit);
+    return seq;
 }
 
 void OpRecorder::recordRan(OpFrame& frame, int64_t start, int64_t end, const Operands& outputs) {
