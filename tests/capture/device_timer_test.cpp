@@ -28,6 +28,7 @@ using meshscope::capture::DeviceTimer;
 std::atomic<double> g_nowMs{0}, g_completedMs{-1};
 std::atomic<int> g_waits{0};        // synchronizeEvent/Stream/Device calls
 std::atomic<int64_t> g_records{0};  // events recorded
+std::atomic<int64_t> g_queries{0};  // events asked whether they have passed
 
 struct FakeEvent {
     double atMs = 0;
@@ -48,6 +49,7 @@ struct FakeDevice final : c10::impl::DeviceGuardImplInterface {
         ++g_records;
     }
     bool queryEvent(void* event) const override {
+        ++g_queries;
         return static_cast<FakeEvent*>(event)->atMs <= g_completedMs;
     }
     double elapsedTime(void* a, void* b, c10::DeviceIndex) const override {
@@ -96,7 +98,7 @@ TEST_F(DeviceTimerTest, DurationsAreWrittenOnceTheDeviceHasPassedTheOp) {
     m_timer->poll();
     g_completedMs = 3;  // op 1 has finished on the device, op 2 not yet
     m_timer->poll();
-    op(3, 0.25);  // recording a new op resolves what is ready too
+    op(3, 0.25);
     g_completedMs = 10;
     m_timer->poll();
     EXPECT_EQ(g_waits, 0) << "the timer waited for the device";
@@ -107,6 +109,23 @@ TEST_F(DeviceTimerTest, DurationsAreWrittenOnceTheDeviceHasPassedTheOp) {
     EXPECT_EQ(times[1].durationNs, 1'500'000);
     EXPECT_EQ(times[2].durationNs, 250'000);
     EXPECT_FALSE(times[0].deviceStartNs);
+}
+
+// An op's span asks the device nothing: query() and elapsedTime() are driver
+// calls, which poll() makes on the agent's monitor thread. poll() says
+// whether durations are still queued (the monitor polls again soon).
+TEST_F(DeviceTimerTest, TheTimedOpAsksTheDeviceNothing) {
+    g_completedMs = 1e9;  // every op has passed
+    int64_t before = g_queries;
+    for (int64_t i = 1; i <= 50; ++i)
+        op(i, 1);
+    EXPECT_EQ(g_queries, before) << "the training thread's op queried the device";
+    EXPECT_FALSE(m_timer->poll());
+    EXPECT_GE(g_queries, before + 50);  // elapsedTime() asks again
+    g_completedMs = -1;
+    op(51, 1);
+    EXPECT_TRUE(m_timer->poll()) << "an op still running on the device is still queued";
+    EXPECT_EQ(written().size(), 50u);
 }
 
 TEST_F(DeviceTimerTest, HostOpsAndUnrecordedOpsAreNotTimed) {

@@ -264,11 +264,11 @@ void CollectiveMonitor::run() {
                        duration_cast<milliseconds>(duration<double>(std::max(m_seconds / 4, 0.05))))
             : kIdleInterval;
     int64_t limit = int64_t(m_seconds * 1e9);
-    bool polling = false;
+    bool polling = false, timesPending = false;
     for (;;) {
         {
             std::unique_lock lock(m_mutex);
-            if (m_wake.wait_for(lock, polling ? kPollInterval : idle,
+            if (m_wake.wait_for(lock, polling || timesPending ? kPollInterval : idle,
                                 [this] { return m_stop || m_woken; }) &&
                 m_stop)
                 return;
@@ -279,6 +279,8 @@ void CollectiveMonitor::run() {
             m_polling.store(false, std::memory_order_release);
             polling = m_agent.tracker().poll();
             if (polling) m_polling.store(true, std::memory_order_release);
+            // GPU durations of ops: resolved here, not on the training thread
+            timesPending = m_agent.deviceTimes().poll();
             if (m_seconds <= 0) continue;
             std::vector<TrackedCollective> late =
                 m_agent.tracker().overdue(m_agent.writer().nowNs(), limit);

@@ -158,7 +158,8 @@ class CollectiveTracker {
 // The thread that asks pending works for completion (every kPollInterval
 // while any waits for its backend, else every kIdleInterval; a work that
 // completes on the device wakes it only when it was idle, so a busy run
-// pays no thread switch per collective)
+// pays no thread switch per collective), that resolves the GPU durations
+// of ops the DeviceTimer queued (every kPollInterval while any is queued),
 // and, as the watchdog, reports a collective pending past `watchdogSeconds`
 // (0: no watchdog) once, with the Python stacks of all threads, leaving the
 // training alone.

@@ -11,7 +11,7 @@ DeviceTimer::DeviceTimer(RankWriter& writer, std::function<void(const std::strin
 
 void DeviceTimer::Span::start(c10::Device device) {
     m_device = device;
-    m_start = m_timer.startEvent(device);
+    m_start = m_timer.recorded(device, /*opening=*/true);
 }
 
 void DeviceTimer::Span::release() {
@@ -28,12 +28,11 @@ void DeviceTimer::Span::finish(OpSeq op) {
     m_end.reset();
 }
 
-// An event recorded now on `device`'s current stream, or none (timing is
-// off for its type, or the queue is full).
-std::optional<c10::Event> DeviceTimer::startEvent(c10::Device device) {
-    {
-        std::lock_guard lock(m_mutex);
+std::optional<c10::Event> DeviceTimer::recorded(c10::Device device, bool opening) {
+    std::unique_lock lock(m_mutex);
+    if (opening) {
         if (m_off.count(device.type())) return std::nullopt;
+        // a full queue: what has finished makes room, else the op goes untimed
         while (m_pending.size() >= kMaxPending && resolveFront()) {
         }
         if (m_pending.size() >= kMaxPending) {
@@ -41,11 +40,6 @@ std::optional<c10::Event> DeviceTimer::startEvent(c10::Device device) {
             return std::nullopt;
         }
     }
-    return recorded(device);
-}
-
-std::optional<c10::Event> DeviceTimer::recorded(c10::Device device) {
-    std::unique_lock lock(m_mutex);
     try {
         c10::Event event = takeEvent(device);
         lock.unlock();
@@ -63,14 +57,13 @@ std::optional<c10::Event> DeviceTimer::recorded(c10::Device device) {
 void DeviceTimer::finish(c10::Event start, c10::Event end, OpSeq op) {
     std::lock_guard lock(m_mutex);
     m_pending.push_back({std::move(start), std::move(end), op});
-    while (resolveFront()) {
-    }
 }
 
-void DeviceTimer::poll() {
+bool DeviceTimer::poll() {
     std::lock_guard lock(m_mutex);
     while (resolveFront()) {
     }
+    return !m_pending.empty();
 }
 
 void DeviceTimer::drain(std::chrono::milliseconds limit) {

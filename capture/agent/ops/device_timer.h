@@ -5,8 +5,10 @@
 // device-generic interface, so nothing here is compiled with CUDA) are
 // recorded on the op's current stream before and after it runs. The pairs
 // wait in a bounded queue and are resolved later with query(), oldest
-// first, so the training thread never waits for the GPU; each resolved pair
-// becomes a DeviceTimeRecord of its op. Events are pooled per device
+// first, by poll() on the agent's monitor thread: the training thread never
+// waits for the GPU and asks it nothing (an event query and an elapsed time
+// are driver calls; it resolves only what frees room in a full queue). Each
+// resolved pair becomes a DeviceTimeRecord of its op. Events are pooled per device
 // (creating one is a driver call). Thread-safe; a backend without timing
 // events turns timing off for its device type, once.
 
@@ -70,8 +72,9 @@ class DeviceTimer {
         std::optional<c10::Event> m_start, m_end;
     };
 
-    // Writes the durations of queued ops whose end event has passed.
-    void poll();
+    // Writes the durations of queued ops whose end event has passed; whether
+    // any is still queued (the monitor polls again soon).
+    bool poll();
     // Writes queued durations as their ops finish on the device, for at most
     // `limit` (detach: not the hot path, yet a hung GPU must not hang it);
     // what is left counts as dropped.
@@ -87,9 +90,10 @@ class DeviceTimer {
         c10::Event start, end;
         OpSeq op;
     };
-    std::optional<c10::Event> startEvent(c10::Device device);
     void finish(c10::Event start, c10::Event end, OpSeq op);
-    std::optional<c10::Event> recorded(c10::Device device);
+    // An event recorded now on `device`'s current stream, or none (timing is
+    // off for its type, or, `opening` an op's span, the queue is full).
+    std::optional<c10::Event> recorded(c10::Device device, bool opening = false);
     // With m_mutex held:
     c10::Event takeEvent(c10::Device device);
     void recycle(c10::Event event);
