@@ -38,25 +38,33 @@ class HookPhases {
 
     // While alive, the DTensor op this thread's hook runs is timed (the
     // clock starts); laps outside one (another path's record) count nothing.
+    // (Each mark reads the process-wide switch before the thread's clock: a
+    // thread_local in this extension costs a __tls_get_addr call, which an
+    // untimed op should not pay.)
     class Op {
       public:
-        Op() {
-            if (on()) t_last = ticks();
+        Op() : m_timed(on()) {
+            if (m_timed) t_last = ticks();
         }
-        ~Op() { t_last = 0; }
+        ~Op() {
+            if (m_timed) t_last = 0;
+        }
         Op(const Op&) = delete;
         Op& operator=(const Op&) = delete;
+
+      private:
+        bool m_timed;
     };
     // `phase` of the timed op ended now; the next one starts.
     static void lap(HookPhase phase) {
-        if (!t_last) return;
+        if (!on() || !t_last) return;
         uint64_t now = ticks();
         add(phase, now - t_last);
         t_last = now;
     }
     // The timed op is recorded: one more op the phases divide over.
     static void opDone() {
-        if (!t_last) return;
+        if (!on() || !t_last) return;
         lap(HookPhase::Done);
         s_ops.fetch_add(1, std::memory_order_relaxed);
     }
