@@ -16,6 +16,7 @@
 #include "core/store/run_directory.h"
 #include "core/store/schema.h"
 #include "core/store/store_error.h"
+#include "core/util/hot_path.h"
 
 namespace meshscope::capture {
 namespace {
@@ -138,7 +139,7 @@ void Agent::recordMeta() {
     meta("command", command);
 }
 
-Phase Agent::phase() const {
+MESHSCOPE_HOT Phase Agent::phase() const {
     if (torch::autograd::get_current_graph_task_id() != -1) return Phase::Backward;
     return t_phase;
 }
@@ -175,11 +176,11 @@ bool Agent::insideLoadStateDict() {
     return t_loadStateDict > 0;
 }
 
-uint16_t& Agent::threadDepth() {
+MESHSCOPE_HOT uint16_t& Agent::threadDepth() {
     return t_depth;
 }
 
-uint32_t Agent::threadIndex() {
+MESHSCOPE_HOT uint32_t Agent::threadIndex() {
     // The first op of a thread names it in the rank's meta ("thread.3" =
     // "pt_autograd_0"), once, so timelines and traces can label the track.
     thread_local uint32_t index = [] {

@@ -21,6 +21,7 @@
 #include "core/store/regular_file.h"
 #include "core/store/schema.h"
 #include "core/store/store_error.h"
+#include "core/util/hot_path.h"
 
 namespace meshscope {
 namespace {
@@ -170,7 +171,7 @@ bool RankWriter::ownedHere() const {
     return g_forkGeneration.load(std::memory_order_relaxed) == m_forkGeneration;
 }
 
-int64_t RankWriter::nowNs() const {
+MESHSCOPE_HOT int64_t RankWriter::nowNs() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
                                                                 m_clockOrigin)
         .count();
@@ -201,12 +202,12 @@ int64_t* RankWriter::seqCounterFor(const Record& record) {
 // record it submitted last, emptied.
 thread_local std::vector<OperandRecord> t_operandList;
 
-std::vector<OperandRecord> RankWriter::operandList() {
+MESHSCOPE_HOT std::vector<OperandRecord> RankWriter::operandList() {
     return std::exchange(t_operandList, {});
 }
 
 template <typename Push>
-int64_t RankWriter::enqueueWith(int64_t* counter, Push&& push) {
+MESHSCOPE_HOT int64_t RankWriter::enqueueWith(int64_t* counter, Push&& push) {
     if (!ownedHere()) {
         countDrop(DropReason::ForkedChild);
         return 0;
@@ -246,7 +247,7 @@ int64_t RankWriter::enqueue(Record&& record, bool refill) {
 
 // An op record, the most frequent: numbered and queued without a variant
 // of its own on the way (one per op, on the training thread).
-OpSeq RankWriter::submit(OpRecord record) {
+MESHSCOPE_HOT OpSeq RankWriter::submit(OpRecord record) {
     return OpSeq{enqueueWith(&m_opSeq, [&](int64_t seq) {
         record.seq = OpSeq{seq};
         m_queue.push(std::move(record), &t_operandList);

@@ -1,6 +1,7 @@
 #include "core/store/record_queue.h"
 
 #include <utility>
+#include "core/util/hot_path.h"
 
 namespace meshscope {
 
@@ -15,7 +16,7 @@ void RecordQueue::Block::clear() {
     m_operandEnd.clear();
 }
 
-RecordQueue::Block& RecordQueue::blockWithRoom() {
+MESHSCOPE_HOT RecordQueue::Block& RecordQueue::blockWithRoom() {
     if (m_blocks.empty() || m_blocks.back()->size() == kBlockSize) {
         if (!m_spare.empty()) {
             m_blocks.push_back(std::move(m_spare.back()));
@@ -39,7 +40,7 @@ void RecordQueue::push(Record&& record, std::vector<OperandRecord>* list) {
     ++m_size;
 }
 
-void RecordQueue::push(OpRecord&& op, std::vector<OperandRecord>* list) {
+MESHSCOPE_HOT void RecordQueue::push(OpRecord&& op, std::vector<OperandRecord>* list) {
     Block& block = blockWithRoom();
     // The list never enters the queue: back to the caller, or freed here
     // (on the thread that allocated it).

@@ -1,6 +1,7 @@
 #include "core/store/string_interner.h"
 
 #include <utility>
+#include "core/util/hot_path.h"
 
 namespace meshscope {
 
@@ -32,7 +33,7 @@ size_t StringInterner::StackHash::operator()(const std::vector<Frame>& frames) c
     return h;
 }
 
-StackId StringInterner::internStack(std::span<const Frame> frames) {
+MESHSCOPE_HOT StackId StringInterner::internStack(std::span<const Frame> frames) {
     if (frames.empty()) return StackId{};
     std::vector<Frame> key(frames.begin(), frames.end());
     std::lock_guard lock(m_mutex);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "capture/agent/agent.h"
+#include "core/util/hot_path.h"
 
 namespace meshscope::capture {
 namespace {
@@ -87,7 +88,7 @@ bool CollectiveBridge::listening() {
     return g_listening.load(std::memory_order_relaxed);
 }
 
-uint64_t CurrentOp::enter(uint64_t& previous) {
+MESHSCOPE_HOT uint64_t CurrentOp::enter(uint64_t& previous) {
     previous = t_token;
     if (!g_listening.load(std::memory_order_relaxed)) return 0;
     uint64_t serial = g_nextToken.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -96,7 +97,7 @@ uint64_t CurrentOp::enter(uint64_t& previous) {
     return t_token;
 }
 
-void CurrentOp::leave(uint64_t token, uint64_t previous) {
+MESHSCOPE_HOT void CurrentOp::leave(uint64_t token, uint64_t previous) {
     if (token) t_token = previous;
 }
 
@@ -110,7 +111,7 @@ std::optional<CollectiveBridge::Subject> CollectiveBridge::recordedSubject(uint6
     return std::nullopt;
 }
 
-void CollectiveBridge::opRecorded(uint64_t token, OpSeq seq) {
+MESHSCOPE_HOT void CollectiveBridge::opRecorded(uint64_t token, OpSeq seq) {
     std::lock_guard lock(m_mutex);
     resolved(token, Subject{seq, CollectiveSeq{}});
 }

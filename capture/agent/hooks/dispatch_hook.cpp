@@ -27,6 +27,7 @@
 #include "capture/agent/ops/op_recorder.h"
 #include "core/analysis/fix_suggestion.h"
 #include "core/model/settings.h"
+#include "core/util/hot_path.h"
 
 namespace meshscope::capture {
 
@@ -73,7 +74,7 @@ class GilHold {
 
 // torch.tensor(data) builds its tensor outside the dispatcher and hands it
 // to aten::lift_fresh: the one sight of that birth.
-bool isLiftFresh(const c10::OperatorHandle& op) {
+MESHSCOPE_HOT bool isLiftFresh(const c10::OperatorHandle& op) {
     static const std::optional<c10::OperatorHandle> lift =
         c10::Dispatcher::singleton().findOp({"aten::lift_fresh", ""});
     return lift && op == *lift;
@@ -82,7 +83,8 @@ bool isLiftFresh(const c10::OperatorHandle& op) {
 // Runs the op below the hook. The key is excluded meanwhile, so the ops
 // DTensor's dispatch runs inside (local compute, redistributions) and the
 // decompositions of composite ops never come back here.
-void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+MESHSCOPE_HOT void redispatch(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                              torch::jit::Stack* stack) {
     c10::impl::ExcludeDispatchKeyGuard guard(kHookKey);
     op.redispatchBoxed(ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kHookKey), stack);
 }
@@ -387,7 +389,8 @@ class PlainTiming {
     uint64_t m_start, m_op = 0;
 };
 
-void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
+                                torch::jit::Stack* stack) {
     if (t_capture) return captureFallback(*t_capture, op, ks, stack);
     const BenchCut cut = g_benchCut.load(std::memory_order_relaxed);
     if (cut == BenchCut::Pass) [[unlikely]]

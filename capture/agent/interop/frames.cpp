@@ -18,6 +18,7 @@
 #include "core/store/rank_writer.h"
 
 #include <utility>
+#include "core/util/hot_path.h"
 
 namespace meshscope::capture {
 
@@ -49,7 +50,7 @@ void FrameCache::rememberInternal(const PyCodeObject* code) {
     m_recentNext = (m_recentNext + 1) % kRecentInternal;
 }
 
-FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
+MESHSCOPE_HOT FrameCache::CodeInfo& FrameCache::info(PyCodeObject* code, RankWriter& writer) {
     if (CodeInfo* front = m_codeFront.find(code)) return *front;
     auto it = m_codes.find(code);
     if (it != m_codes.end()) {
@@ -480,7 +481,7 @@ std::string FrameCache::meshVia(PyObject* mesh, RankWriter& writer, int depth) {
     return name;
 }
 
-UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
+MESHSCOPE_HOT UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
     UserFrame out;
     visitUserFrame(writer, [&](const CodeInfo& ci, const OneFrame& one, PyObject* globals) {
         out.file = ci.fileText;
@@ -495,7 +496,7 @@ UserFrame FrameCache::userFrame(RankWriter& writer, bool withModule) {
     return out;
 }
 
-StackId FrameCache::userStack(RankWriter& writer) {
+MESHSCOPE_HOT StackId FrameCache::userStack(RankWriter& writer) {
     StackId stack;
     visitUserFrame(writer,
                    [&](const CodeInfo&, const OneFrame& one, PyObject*) { stack = one.stack; });

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "core/store/rank_writer.h"
+#include "core/util/hot_path.h"
 
 namespace meshscope::capture {
 namespace {
@@ -248,7 +249,7 @@ OpInfo& TorchTypes::opInfo(PyObject* overload, RankWriter& writer) {
     return m_ops.emplace(overload, std::move(info)).first->second;
 }
 
-OpInfo& TorchTypes::opInfo(const c10::FunctionSchema& schema, RankWriter& writer) {
+MESHSCOPE_HOT OpInfo& TorchTypes::opInfo(const c10::FunctionSchema& schema, RankWriter& writer) {
     if (OpInfo* front = m_schemaFront.find(&schema)) return *front;
     auto it = m_schemaOps.find(&schema);
     if (it == m_schemaOps.end()) {
@@ -356,7 +357,7 @@ StringId TorchTypes::groupLabel(PyObject* group, PyObject* labeler, RankWriter& 
     return id;
 }
 
-DTensorFacts TorchTypes::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
+MESHSCOPE_HOT DTensorFacts TorchTypes::dtensorFacts(PyObject* dtensor, RankWriter& writer) {
     PyRef spec = m_spec.read(dtensor);
     if (!spec) return {};
     if (SpecEntry* front = m_specFront.find(spec.get())) return front->facts;

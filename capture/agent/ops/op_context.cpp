@@ -7,21 +7,23 @@
 #include <string>
 
 #include "core/model/settings.h"
+#include "core/util/hot_path.h"
 
 namespace meshscope::capture {
 namespace {
 
 // The one operand rule of both scans. A DTensor is a Python tensor subclass:
 // its tensor carries the Python key, and its object is of DTensor's type.
-void addOperand(Operands& out, const at::Tensor& t, PyObject* obj, uint16_t index, int16_t element,
-                PyTypeObject* dtensorType) {
+MESHSCOPE_HOT void addOperand(Operands& out, const at::Tensor& t, PyObject* obj, uint16_t index,
+                              int16_t element, PyTypeObject* dtensorType) {
     if (!t.defined()) return;
     bool dtensor = obj && dtensorType && t.key_set().has(c10::DispatchKey::Python) &&
                    PyObject_TypeCheck(obj, dtensorType);
     out.push_back({obj, t, index, element, dtensor, false});
 }
 
-void scanIValue(const c10::IValue& v, uint16_t index, Operands& out, PyTypeObject* dtensorType) {
+MESHSCOPE_HOT void scanIValue(const c10::IValue& v, uint16_t index, Operands& out,
+                              PyTypeObject* dtensorType) {
     auto add = [&](const at::Tensor& t, int16_t element) {
         PyObject* obj = t.defined() ? t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj() : nullptr;
         addOperand(out, t, obj, index, element, dtensorType);
@@ -75,7 +77,8 @@ Operands scanPythonArgs(PyObject* args, PyObject* kwargs, PyTypeObject* dtensorT
     return out;
 }
 
-Operands scanStack(const torch::jit::Stack& stack, size_t count, PyTypeObject* dtensorType) {
+MESHSCOPE_HOT Operands scanStack(const torch::jit::Stack& stack, size_t count,
+                                 PyTypeObject* dtensorType) {
     Operands out;
     out.reserve(count);
     size_t first = stack.size() - count;
@@ -84,7 +87,7 @@ Operands scanStack(const torch::jit::Stack& stack, size_t count, PyTypeObject* d
     return out;
 }
 
-OpKind markMixed(Operands& operands) {
+MESHSCOPE_HOT OpKind markMixed(Operands& operands) {
     bool dtensor = false;
     for (const Operand& o : operands)
         dtensor = dtensor || o.dtensor;
@@ -142,7 +145,7 @@ OpContext::OpContext(Agent& agent, PyObject* func, PyObject* args, PyObject* kwa
       m_inputs(scanPythonArgs(args, kwargs, m_torch.dtensorType())),
       m_kind(markMixed(m_inputs)) {}
 
-OpContext::OpContext(Agent& agent, OpInfo& info, Operands inputs, OpKind kind)
+MESHSCOPE_HOT OpContext::OpContext(Agent& agent, OpInfo& info, Operands inputs, OpKind kind)
     : m_agent(agent),
       m_writer(agent.writer()),
       m_torch(agent.torch()),
@@ -150,7 +153,7 @@ OpContext::OpContext(Agent& agent, OpInfo& info, Operands inputs, OpKind kind)
       m_inputs(std::move(inputs)),
       m_kind(kind) {}
 
-const Operand* OpContext::reference() {
+MESHSCOPE_HOT const Operand* OpContext::reference() {
     if (m_referenceFound) return m_reference;
     m_referenceFound = true;
     for (const Operand& op : m_inputs)
@@ -162,7 +165,7 @@ const Operand* OpContext::reference() {
     return m_reference;
 }
 
-const DTensorFacts& OpContext::referenceFacts() {
+MESHSCOPE_HOT const DTensorFacts& OpContext::referenceFacts() {
     reference();
     return m_refFacts;
 }

@@ -7,6 +7,7 @@
 
 #include "capture/agent/hooks/hook_phases.h"
 #include "capture/agent/incidents/births.h"
+#include "core/util/hot_path.h"
 
 namespace meshscope::capture {
 
@@ -18,7 +19,7 @@ bool OpRecorder::needsProvenance() const {
     return tagsFactory() || m_op.agent().tensors().hasProvenance();
 }
 
-bool OpRecorder::tagsCreations(Agent& agent) {
+MESHSCOPE_HOT bool OpRecorder::tagsCreations(Agent& agent) {
     if (agent.phase() != Phase::Backward) return true;
     PyGILState_STATE gil = PyGILState_Ensure();
     bool user = agent.frames().innermostIsUser(agent.writer());
@@ -26,7 +27,7 @@ bool OpRecorder::tagsCreations(Agent& agent) {
     return user;
 }
 
-void OpRecorder::afterPlainOp(const Operands& outputs) {
+MESHSCOPE_HOT void OpRecorder::afterPlainOp(const Operands& outputs) {
     injectedFault("provenance");
     Agent& agent = m_op.agent();
     const OpInfo& info = m_op.info();
@@ -47,7 +48,7 @@ void OpRecorder::tagOutputs(const Operands& outs, const Provenance& provenance) 
         if (!op.dtensor) m_op.agent().tensors().setProvenance(op.tensor(), provenance);
 }
 
-void OpRecorder::propagate(const Operands& outs) {
+MESHSCOPE_HOT void OpRecorder::propagate(const Operands& outs) {
     Agent& agent = m_op.agent();
     TensorTable& tensors = agent.tensors();
     TensorTable::ProvenancePtr derived;
@@ -75,8 +76,8 @@ void OpRecorder::propagate(const Operands& outs) {
             }
 }
 
-TensorId OpRecorder::tensorId(const Operand& op, const DTensorFacts* facts, bool identity,
-                              const std::string& label) {
+MESHSCOPE_HOT TensorId OpRecorder::tensorId(const Operand& op, const DTensorFacts* facts,
+                                            bool identity, const std::string& label) {
     const at::Tensor& t = op.tensor();
     TensorTable::Entry* entry = m_op.agent().tensors().find(t);
     if (entry && entry->recorded) return entry->id;
@@ -91,7 +92,7 @@ TensorId OpRecorder::tensorId(const Operand& op, const DTensorFacts* facts, bool
     return entry->id;
 }
 
-TensorId OpRecorder::describedId(const Operand& op, const DTensorFacts& facts) {
+MESHSCOPE_HOT TensorId OpRecorder::describedId(const Operand& op, const DTensorFacts& facts) {
     const at::Tensor& t = op.tensor();
     // A DTensor's description is its spec's: remembered with the spec entry
     // (no hashing of the shape per operand).
@@ -139,8 +140,8 @@ void OpRecorder::recordTensor(const Operand& op, const DTensorFacts& facts, Tens
     writer.submit(Record{std::move(rec)});
 }
 
-void OpRecorder::addOperands(std::vector<OperandRecord>& out, const Operands& ops,
-                             OperandRole role) {
+MESHSCOPE_HOT void OpRecorder::addOperands(std::vector<OperandRecord>& out, const Operands& ops,
+                                           OperandRole role) {
     const Operand* reference = m_op.reference();
     for (const Operand& op : ops) {
         OperandRecord r;
@@ -160,8 +161,8 @@ void OpRecorder::addOperands(std::vector<OperandRecord>& out, const Operands& op
     }
 }
 
-OpSeq OpRecorder::recordOp(int64_t start, int64_t end, const Operands& outputs,
-                           IncidentSeq incident, OpInfo& info) {
+MESHSCOPE_HOT OpSeq OpRecorder::recordOp(int64_t start, int64_t end, const Operands& outputs,
+                                         IncidentSeq incident, OpInfo& info) {
     injectedFault("record");
     HookPhases::lap(HookPhase::Outputs);
     Agent& agent = m_op.agent();
@@ -186,7 +187,8 @@ OpSeq OpRecorder::recordOp(int64_t start, int64_t end, const Operands& outputs,
     return seq;
 }
 
-void OpRecorder::recordRan(OpFrame& frame, int64_t start, int64_t end, const Operands& outputs) {
+MESHSCOPE_HOT void OpRecorder::recordRan(OpFrame& frame, int64_t start, int64_t end,
+                                         const Operands& outputs) {
     Agent& agent = m_op.agent();
     agent.counters().ops.fetch_add(1, std::memory_order_relaxed);
     PendingError pending;  // the op's own exception survives our bookkeeping

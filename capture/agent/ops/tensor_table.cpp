@@ -1,15 +1,16 @@
 #include "capture/agent/ops/tensor_table.h"
 
 #include <algorithm>
+#include "core/util/hot_path.h"
 
 namespace meshscope::capture {
 
-TensorTable::Entry* TensorTable::find(const at::Tensor& tensor) {
+MESHSCOPE_HOT TensorTable::Entry* TensorTable::find(const at::Tensor& tensor) {
     if (!tensor.defined() || (m_subclassEntries == 0 && isSubclass(tensor))) return nullptr;
     return live(tensor.unsafeGetTensorImpl());
 }
 
-TensorTable::Entry* TensorTable::live(const c10::TensorImpl* impl) {
+MESHSCOPE_HOT TensorTable::Entry* TensorTable::live(const c10::TensorImpl* impl) {
     auto it = m_entries.find(impl);
     if (it == m_entries.end()) return nullptr;
     if (it->second.weak.expired()) {  // address reused by a new tensor
@@ -59,7 +60,8 @@ TensorTable::ProvenancePtr TensorTable::intern(Provenance provenance) {
     return shared;
 }
 
-TensorTable::Entry* TensorTable::setProvenance(const at::Tensor& tensor, ProvenancePtr provenance) {
+MESHSCOPE_HOT TensorTable::Entry* TensorTable::setProvenance(const at::Tensor& tensor,
+                                                             ProvenancePtr provenance) {
     if (!tensor.defined() || !provenance) return nullptr;
     bool isNew = false;
     Entry& entry = get(tensor, isNew);
@@ -71,7 +73,7 @@ TensorTable::Entry* TensorTable::setProvenance(const at::Tensor& tensor, Provena
     return &entry;
 }
 
-const Provenance* TensorTable::provenance(const at::Tensor& tensor) {
+MESHSCOPE_HOT const Provenance* TensorTable::provenance(const at::Tensor& tensor) {
     Entry* entry = find(tensor);
     return entry ? entry->provenance.get() : nullptr;
 }
@@ -81,7 +83,7 @@ const Provenance* TensorTable::lastStep(const at::Tensor& tensor) {
     return entry ? entry->lastStep.get() : nullptr;
 }
 
-TensorTable::ProvenancePtr TensorTable::derivedProvenance(const at::Tensor& tensor) {
+MESHSCOPE_HOT TensorTable::ProvenancePtr TensorTable::derivedProvenance(const at::Tensor& tensor) {
     Entry* entry = find(tensor);
     if (!entry || !entry->provenance) return nullptr;
     if (!entry->derived) {
