@@ -46,8 +46,9 @@ TEST(AgentMemory, LargeBlocksAreWholeHugePageRegions) {
     // "always" or "madvise" makes an advised region eligible; "never" none
     std::ifstream enabled("/sys/kernel/mm/transparent_hugepage/enabled");
     std::string modes((std::istreambuf_iterator<char>(enabled)), {});
-    if (!modes.empty() && modes.find("[never]") == std::string::npos)
+    if (!modes.empty() && modes.find("[never]") == std::string::npos) {
         EXPECT_EQ(thpEligible(big), 1) << modes;
+    }
     memory->deallocate(big, size_t(1) << 20, 64);
 }
 
