@@ -300,10 +300,8 @@ def print_phases(total: dict[str, float], steps: int) -> None:
     ops, plain = total.get("dtensor_ops", 0.0), total.get("plain_ops", 0.0)
     if not ops:
         return
-    parts = [k for k in total if k.endswith("_ns") and k not in ("op_ns", "plain_ns")]
-    order = ["gil_ns", "enter_ns", "outputs_ns", "stack_ns", "operands_ns", "submit_ns",
-             "done_ns"]
-    parts.sort(key=lambda k: order.index(k) if k in order else len(order))
+    parts = [k for k in ("gil_ns", "enter_ns", "outputs_ns", "stack_ns", "operands_ns",
+                          "submit_ns", "done_ns") if k in total]
     ours = sum(total[k] for k in parts) / ops
     print(f"hook phases ({CONFIGURATIONS[13]}): {ops / steps:.0f} DTensor ops a step, ns per op: "
           + ", ".join(f"{k[:-3]} {total[k] / ops:.0f}" for k in parts)

@@ -367,11 +367,12 @@ void captureFallback(WorkCapture& capture, const c10::OperatorHandle& op, c10::D
     }
 }
 
-// MESHSCOPE_BENCH_HOOK=phases: a plain op's own time in the hook (its scan,
-// provenance bookkeeping), the op it redispatches not counted.
+// MESHSCOPE_BENCH_HOOK=phases: a plain op's own time in the hook from
+// `entered` (its scan, provenance bookkeeping), the op it redispatches not
+// counted; nothing when `entered` is 0.
 class PlainTiming {
   public:
-    explicit PlainTiming(bool on) : m_start(on ? HookPhases::ticks() : 0) {}
+    explicit PlainTiming(uint64_t entered) : m_start(entered) {}
     ~PlainTiming() {
         if (m_start) HookPhases::plainOp(HookPhases::ticks() - m_start - m_op);
     }
@@ -381,7 +382,6 @@ class PlainTiming {
         run();
         if (m_start) m_op = HookPhases::ticks() - before;
     }
-    void skip() { m_start = 0; }  // not a plain op the hook only scans
     PlainTiming(const PlainTiming&) = delete;
     PlainTiming& operator=(const PlainTiming&) = delete;
 
@@ -395,28 +395,21 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
     const BenchCut cut = g_benchCut.load(std::memory_order_relaxed);
     if (cut == BenchCut::Pass) [[unlikely]]
         return redispatch(op, ks, stack);
-    PlainTiming plainTiming(cut == BenchCut::Phases);
+    const uint64_t entered = cut == BenchCut::Phases ? HookPhases::ticks() : 0;
     Agent* agent = Agent::current();
     PyTypeObject* dtensorType = agent ? agent->torch().dtensorType() : nullptr;
-    if (!dtensorType) {
-        plainTiming.skip();
-        return redispatch(op, ks, stack);
-    }
+    if (!dtensorType) return redispatch(op, ks, stack);
     const c10::FunctionSchema& schema = op.schema();
     Operands inputs = scanStack(*stack, schema.arguments().size(), dtensorType);
     OpKind kind = markMixed(inputs);
-    if (kind == OpKind::Mixed) {
-        plainTiming.skip();
-        return mixedOp(*agent, op, stack);
-    }
+    if (kind == OpKind::Mixed) return mixedOp(*agent, op, stack);
     if (cut == BenchCut::Scan) [[unlikely]]
         return redispatch(op, ks, stack);
 
-    if (kind == OpKind::Plain && isC10dOp(schema)) {
-        plainTiming.skip();
+    if (kind == OpKind::Plain && isC10dOp(schema))
         return c10dCollective(*agent, op, ks, stack, std::move(inputs));
-    }
     if (kind == OpKind::Plain) {  // only provenance bookkeeping, and only when needed
+        PlainTiming plainTiming(entered);
         // no tensor inputs, or torch.tensor()'s lift_fresh: maybe a factory
         // (afterPlainOp knows)
         bool factory = (inputs.empty() || isLiftFresh(op)) && OpRecorder::tagsCreations(*agent);
@@ -446,7 +439,6 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
     // nested one and the record after the op needs none of its own: one
     // acquisition an op instead of two, and nothing runs under the GIL that
     // did not without meshscope but this hook's own bookkeeping.
-    plainTiming.skip();  // a DTensor op: its phases are apart
     HookPhases::Op timing;
     GilHold gil;
     HookPhases::lap(HookPhase::Gil);

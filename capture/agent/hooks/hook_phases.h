@@ -57,15 +57,12 @@ class HookPhases {
     };
     // `phase` of the timed op ended now; the next one starts.
     static void lap(HookPhase phase) {
-        if (!on() || !t_last) return;
-        uint64_t now = ticks();
-        add(phase, now - t_last);
-        t_last = now;
+        if (on() && t_last) mark(phase);
     }
     // The timed op is recorded: one more op the phases divide over.
     static void opDone() {
         if (!on() || !t_last) return;
-        lap(HookPhase::Done);
+        mark(HookPhase::Done);
         s_ops.fetch_add(1, std::memory_order_relaxed);
     }
     // A plain op's own time (`own` ticks), counted apart.
@@ -80,6 +77,11 @@ class HookPhases {
     static std::map<std::string, double> perOp();
 
   private:
+    static void mark(HookPhase phase) {
+        uint64_t now = ticks();
+        add(phase, now - t_last);
+        t_last = now;
+    }
     static void add(HookPhase phase, uint64_t n) {
         s_sum[size_t(phase)].fetch_add(n, std::memory_order_relaxed);
     }
