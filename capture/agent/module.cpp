@@ -278,6 +278,7 @@ py::dict stats() {
     out["incidents"] = agent.counters().incidents.load();
     out["reconciled"] = agent.counters().reconciled.load();
     out["agent_errors"] = agent.counters().agentErrors.load();
+    out["provenance_ops"] = agent.counters().provenanceOps.load();
     out["tensor_table"] = agent.tensors().size();
     out["provenance_records"] = agent.tensors().provenanceRecords();
     out["tensor_descriptions"] = agent.descriptions().size();

@@ -380,6 +380,31 @@ def test_bench_hook_phases_time_each_recorded_dtensor_op(mesh, run_dir, monkeypa
     meshscope.detach()
 
 
+def test_only_births_and_provenance_take_the_slow_plain_path(mesh, run_dir):
+    """A plain op without tensor inputs is a birth only when it creates a
+    tensor: the profiler's record_function enter and exit (around every
+    optimizer step, in FSDP2's hooks) have no tensor inputs either and took
+    the GIL and the provenance bookkeeping after each call. Only creation
+    ops and ops on a tagged tensor count in stats()["provenance_ops"]; the
+    birth is still tagged."""
+    meshscope.attach(run_dir)
+    before = meshscope.stats()["provenance_ops"]
+    for _ in range(20):
+        with torch.profiler.record_function("meshscope-test"):
+            pass
+    quiet = meshscope.stats()["provenance_ops"] - before
+    x = torch.zeros(4)  # a birth
+    w = distribute_tensor(torch.ones(4), mesh, [Shard(0)])
+    with pytest.raises(RuntimeError, match="mixed torch.Tensor and DTensor"):
+        w + x
+    births = meshscope.stats()["provenance_ops"] - before - quiet
+    meshscope.detach()
+    assert quiet == 0, quiet
+    assert births >= 1, births
+    found = incidents(run_dir)
+    assert len(found) == 1 and "aten::zeros" in str(found[0]), found
+
+
 def test_a_long_training_loop_keeps_the_agent_bounded(mesh, run_dir):
     """Every step makes new activations, gradients and optimizer temporaries.
     The agent must not keep one identity (a table entry pinning the tensor's

@@ -410,9 +410,12 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
         return c10dCollective(*agent, op, ks, stack, std::move(inputs));
     if (kind == OpKind::Plain) {  // only provenance bookkeeping, and only when needed
         PlainTiming plainTiming(entered);
-        // no tensor inputs, or torch.tensor()'s lift_fresh: maybe a factory
-        // (afterPlainOp knows)
-        bool factory = (inputs.empty() || isLiftFresh(op)) && OpRecorder::tagsCreations(*agent);
+        // A birth: a creation op (no tensor inputs) or torch.tensor()'s
+        // lift_fresh. Other ops without tensor inputs (the profiler's
+        // record_function enter and exit around every optimizer step, FSDP's
+        // hooks) pass on without the GIL.
+        bool factory = (inputs.empty() || isLiftFresh(op)) && isFactoryName(schema.name()) &&
+                       OpRecorder::tagsCreations(*agent);
         TensorTable& tensors = agent->tensors();
         bool propagate = tensors.hasProvenance() &&
                          std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
@@ -420,6 +423,7 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
                          });
         plainTiming.around([&] { redispatch(op, ks, stack); });
         if (!factory && !propagate) return;
+        agent->counters().provenanceOps.fetch_add(1, std::memory_order_relaxed);
         GilHold gil;
         if (Agent::current() != agent) return;  // detached meanwhile
         try {
