@@ -405,6 +405,36 @@ def test_only_births_and_provenance_take_the_slow_plain_path(mesh, run_dir):
     assert len(found) == 1 and "aten::zeros" in str(found[0]), found
 
 
+@pytest.mark.parametrize("op, make", [
+    ("aten::range", lambda: torch.range(0, 3)),
+    ("aten::logspace", lambda: torch.logspace(0, 1, 4)),
+    ("aten::empty_permuted", lambda: torch.empty_permuted((2, 3), (1, 0))),
+    ("aten::hann_window", lambda: torch.hann_window(8)),
+    ("aten::hamming_window", lambda: torch.hamming_window(8)),
+    ("aten::blackman_window", lambda: torch.blackman_window(8)),
+    ("aten::bartlett_window", lambda: torch.bartlett_window(8)),
+    ("aten::kaiser_window", lambda: torch.kaiser_window(8))])
+def test_creation_ops_without_tensor_inputs_are_births(run_dir, op, make):
+    """Every creation op the hook sees without tensor inputs names the
+    tensor's birth, the windows of an STFT front end and torch.range too:
+    only the ops in the agent's list of creation ops are tagged, and these
+    were missing (their tensors had no provenance at all)."""
+    import warnings
+
+    from meshscope import _capture
+
+    meshscope.attach(run_dir)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.range is deprecated
+        made = make()
+    found = _capture.provenance(made)
+    meshscope.detach()
+    assert found is not None, op
+    origin, evidence, derived = found
+    assert (origin, derived) == ("H", False), found
+    assert evidence.startswith(f"created by {op}") and "test_agent.py:" in evidence, evidence
+
+
 def test_a_long_training_loop_keeps_the_agent_bounded(mesh, run_dir):
     """Every step makes new activations, gradients and optimizer temporaries.
     The agent must not keep one identity (a table entry pinning the tensor's

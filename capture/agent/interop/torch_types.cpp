@@ -70,11 +70,15 @@ std::string pyText(PyObject* text) {
 
 bool isFactoryName(std::string_view name) {
     static constexpr std::string_view kFactories[] = {
-        "aten::arange",       "aten::zeros",        "aten::ones",          "aten::full",
-        "aten::empty",        "aten::rand",         "aten::randn",         "aten::randint",
-        "aten::eye",          "aten::linspace",     "aten::scalar_tensor", "aten::tensor",
-        "aten::tril_indices", "aten::triu_indices", "aten::randperm",      "aten::empty_strided",
-        "aten::lift_fresh"};
+        "aten::arange",         "aten::zeros",           "aten::ones",
+        "aten::full",           "aten::empty",           "aten::rand",
+        "aten::randn",          "aten::randint",         "aten::eye",
+        "aten::linspace",       "aten::scalar_tensor",   "aten::tensor",
+        "aten::tril_indices",   "aten::triu_indices",    "aten::randperm",
+        "aten::empty_strided",  "aten::lift_fresh",      "aten::range",
+        "aten::logspace",       "aten::empty_permuted",  "aten::hann_window",
+        "aten::hamming_window", "aten::blackman_window", "aten::bartlett_window",
+        "aten::kaiser_window"};
     for (auto f : kFactories)
         if (name.substr(0, f.size()) == f && (name.size() == f.size() || name[f.size()] == '.'))
             return true;
