@@ -148,8 +148,9 @@ class Agent {
     // Dispatch-hook statistics, for tests and the overhead benchmark.
     struct Counters {
         std::atomic<uint64_t> ops{0}, incidents{0}, reconciled{0}, agentErrors{0};
-        // plain ops that took the provenance path after their op (with the
-        // GIL): births, and ops on an input that may carry a provenance
+        // plain ops that took the provenance path after their op
+        // (OpRecorder::afterPlainOp, either hook): births, and ops on an
+        // input that may carry a provenance
         std::atomic<uint64_t> provenanceOps{0};
     };
     Counters& counters() { return m_counters; }

@@ -423,7 +423,6 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
                          });
         plainTiming.around([&] { redispatch(op, ks, stack); });
         if (!factory && !propagate) return;
-        agent->counters().provenanceOps.fetch_add(1, std::memory_order_relaxed);
         GilHold gil;
         if (Agent::current() != agent) return;  // detached meanwhile
         try {

@@ -30,6 +30,7 @@ MESHSCOPE_HOT bool OpRecorder::tagsCreations(Agent& agent) {
 MESHSCOPE_HOT void OpRecorder::afterPlainOp(const Operands& outputs) {
     injectedFault("provenance");
     Agent& agent = m_op.agent();
+    agent.counters().provenanceOps.fetch_add(1, std::memory_order_relaxed);
     const OpInfo& info = m_op.info();
     if (tagsFactory()) {
         // torch.tensor(data), torch.as_tensor(array) and torch.from_numpy()
