@@ -38,6 +38,7 @@ void RecordQueue::push(Record&& record, std::vector<OperandRecord>* list) {
     block.m_records.push_back(std::move(record));
     block.m_operandEnd.push_back(uint32_t(block.m_operands.size()));
     ++m_size;
+    updateHints(block);
 }
 
 MESHSCOPE_HOT void RecordQueue::push(OpRecord&& op, std::vector<OperandRecord>* list) {
@@ -51,10 +52,37 @@ MESHSCOPE_HOT void RecordQueue::push(OpRecord&& op, std::vector<OperandRecord>* 
     block.m_records.emplace_back(std::in_place_type<OpRecord>, std::move(op));
     block.m_operandEnd.push_back(uint32_t(block.m_operands.size()));
     ++m_size;
+    updateHints(block);
+}
+
+MESHSCOPE_HOT void RecordQueue::updateHints(const Block& block) {
+    const Block* next = &block;
+    if (block.size() == kBlockSize) next = m_spare.empty() ? nullptr : m_spare.back().get();
+    if (!next) {
+        m_nextRecord.store(nullptr, std::memory_order_relaxed);
+        return;
+    }
+    m_nextRecord.store(reinterpret_cast<const char*>(next->m_records.data() + next->size()),
+                       std::memory_order_relaxed);
+    m_nextOperands.store(
+        reinterpret_cast<const char*>(next->m_operands.data() + next->m_operands.size()),
+        std::memory_order_relaxed);
+}
+
+// The lines the next op record spans (a record of its size at any offset
+// within a line) and those of four operands, the common count.
+MESHSCOPE_HOT MESHSCOPE_PREFETCHES void RecordQueue::prefetchNextOp() const {
+    auto [record, operands] = nextOp();
+    if (!record) return;
+    for (size_t offset = 0; offset < sizeof(Record) + 64; offset += 64)
+        __builtin_prefetch(record + offset, 1, 3);
+    for (size_t offset = 0; offset < 4 * sizeof(OperandRecord) + 64; offset += 64)
+        __builtin_prefetch(operands + offset, 1, 3);
 }
 
 RecordQueue::Blocks RecordQueue::takeAll() {
     m_size = 0;
+    m_nextRecord.store(nullptr, std::memory_order_relaxed);  // those blocks are the writer's now
     return std::exchange(m_blocks, std::move(m_spareList));
 }
 
@@ -71,6 +99,7 @@ void RecordQueue::recycle(Blocks&& blocks) {
     }
     blocks.clear();
     if (blocks.capacity() > m_spareList.capacity()) m_spareList = std::move(blocks);
+    if (m_blocks.empty() && !m_spare.empty()) updateHints(*m_spare.back());
 }
 
 }  // namespace meshscope

@@ -13,6 +13,7 @@
 // faults a step on the tensors allocated from it). Not synchronized:
 // RankWriter guards it with its mutex.
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -52,6 +53,19 @@ class RecordQueue {
     void push(OpRecord&& record, std::vector<OperandRecord>* list);
     // Moves every queued record out, in order.
     Blocks takeAll();
+    // Where the next op record and its operands will be copied to: hints,
+    // read by any thread without the lock (a stale one fetches a line for
+    // nothing); null when not known (the next push takes a new block).
+    struct NextOp {
+        const char* record;
+        const char* operands;
+    };
+    NextOp nextOp() const {
+        return {m_nextRecord.load(std::memory_order_relaxed),
+                m_nextOperands.load(std::memory_order_relaxed)};
+    }
+    // Asks the core to fetch that memory for writing.
+    void prefetchNextOp() const;
     // Empties drained blocks, keeping their storage; call outside the lock.
     static void clearBlocks(Blocks& blocks);
     // Takes back cleared blocks for reuse (a few spare blocks at most; the
@@ -60,11 +74,14 @@ class RecordQueue {
 
   private:
     Block& blockWithRoom();
+    void updateHints(const Block& block);
 
     Blocks m_blocks;
     Blocks m_spareList;  // an emptied list of blocks, its storage kept for m_blocks
     Blocks m_spare;
     size_t m_size = 0;
+    // Where the next op record and its operands go (prefetchNextOp()).
+    std::atomic<const char*> m_nextRecord{nullptr}, m_nextOperands{nullptr};
 };
 
 }  // namespace meshscope

@@ -14,10 +14,12 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "core/store/fault_vfs.h"
 #include "core/store/rank_reader.h"
 #include "core/store/rank_writer.h"
+#include "core/store/record_queue.h"
 #include "core/store/store_error.h"
 #include "tests/core/test_support.h"
 
@@ -404,6 +406,45 @@ TEST(RankWriter, ConcurrentProducersGetUniqueOrderedSeqs) {
     ASSERT_EQ(ops.size(), 20000u);
     for (size_t i = 0; i < ops.size(); ++i)
         ASSERT_EQ(ops[i].seq.value(), int64_t(i) + 1);
+}
+
+// The hook prefetches where its next op record goes (RecordQueue::nextOp):
+// a hint that points elsewhere costs a miss for nothing and saves none. It
+// must name the very slots the next push writes, across a block boundary and
+// after the writer took the blocks and handed them back.
+TEST(RecordQueue, NextOpNamesTheSlotsTheNextPushWrites) {
+    RecordQueue queue;
+    std::vector<OperandRecord> list;
+    for (int round = 0; round < 2; ++round) {
+        std::vector<RecordQueue::NextOp> hints;
+        const size_t ops = RecordQueue::kBlockSize + 3;
+        for (size_t i = 0; i < ops; ++i) {
+            hints.push_back(queue.nextOp());
+            OpRecord op;
+            op.startNs = int64_t(i);
+            op.operands = std::move(list);
+            op.operands.resize(1 + i % 3);
+            queue.push(std::move(op), &list);
+        }
+        RecordQueue::Blocks blocks = queue.takeAll();
+        EXPECT_EQ(queue.nextOp().record, nullptr) << "the taken blocks are the writer's";
+        ASSERT_EQ(blocks.size(), 2u);
+        size_t known = 0;
+        for (size_t i = 0; i < ops; ++i) {
+            const RecordQueue::Block& block = *blocks[i / RecordQueue::kBlockSize];
+            size_t at = i % RecordQueue::kBlockSize;
+            if (!hints[i].record) continue;  // a new block: nothing to fetch yet
+            ++known;
+            EXPECT_EQ(hints[i].record, reinterpret_cast<const char*>(&block[at])) << i;
+            EXPECT_EQ(hints[i].operands, reinterpret_cast<const char*>(block.operandsOf(at).data()))
+                << i;
+        }
+        // round 0: the first op of each block found none; round 1: the
+        // blocks came back, and every op's slot was known ahead
+        EXPECT_EQ(known, round == 0 ? ops - 2 : ops);
+        RecordQueue::clearBlocks(blocks);
+        queue.recycle(std::move(blocks));
+    }
 }
 
 TEST(StringInterner, LimitReturnsMarkerAndCounts) {

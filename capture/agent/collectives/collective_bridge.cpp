@@ -111,6 +111,10 @@ std::optional<CollectiveBridge::Subject> CollectiveBridge::recordedSubject(uint6
     return std::nullopt;
 }
 
+MESHSCOPE_HOT MESHSCOPE_PREFETCHES void CollectiveBridge::prefetchSlot(uint64_t token) const {
+    __builtin_prefetch(&m_recent[token % kRecentOps], 1, 3);
+}
+
 MESHSCOPE_HOT void CollectiveBridge::opRecorded(uint64_t token, OpSeq seq) {
     std::lock_guard lock(m_mutex);
     resolved(token, Subject{seq, CollectiveSeq{}});

@@ -33,6 +33,9 @@ class CollectiveBridge {
 
     // Ties the collectives issued under op `token` to the op's seq.
     void opRecorded(uint64_t token, OpSeq seq);
+    // Fetches the table slot opRecorded(token, ...) will write: each op's
+    // is the next of 64k, a line no core holds (OpFrame::prefetchRecord).
+    void prefetchSlot(uint64_t token) const;
     // A collective the agent follows at torch's level (CollectiveTracker) was
     // issued as token `own`: the library calls under it give it their GPU
     // time instead of records of their own.

@@ -452,6 +452,7 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
     OpFrame frame(*agent, inputs);
     auto record = [&](bool ran) {
         int64_t end = writer.nowNs();
+        frame.prefetchRecord();
         if (Agent::current() != agent) return;
         Operands outputs;
         if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);

@@ -49,6 +49,11 @@ PyObject* emptyArgs() {
 
 }  // namespace
 
+MESHSCOPE_HOT void OpFrame::prefetchRecord() {
+    m_agent.writer().prefetchNextOp();
+    if (uint64_t token = m_current.token()) m_agent.collectives().prefetchSlot(token);
+}
+
 void scanPythonValue(PyObject* value, uint16_t index, Operands& out, PyTypeObject* dtensorType) {
     if (THPVariable_Check(value)) {
         addOperand(out, THPVariable_Unpack(value), value, index, -1, dtensorType);

@@ -98,6 +98,10 @@ class OpFrame {
         m_current.recorded(m_agent.collectives(), seq);
         m_gpu.stop(seq);
     }
+    // Fetches the memory recorded() and the op's record will write (the
+    // writer's queue, the collective bridge's slot for this op): call once
+    // the op ran, some work before the record is submitted.
+    void prefetchRecord();
     // CurrentOp's tokens (collective_bridge.h), for a collective issued here.
     uint64_t token() const { return m_current.token(); }
     uint64_t enclosing() const { return m_current.enclosing(); }

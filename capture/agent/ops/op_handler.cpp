@@ -57,6 +57,7 @@ PyObject* OpHandler::dtensorOp(OpContext& op) {
     PyObject* result = op.callAsCalled();
     frame.ran();
     int64_t end = writer.nowNs();
+    frame.prefetchRecord();
     OpRecorder(op).recordRan(frame, start, end, op.scanResult(result));  // none when it raised
     if (result && op.info().isScalarRead) {  // float(), item(): the number read
         double value = PyFloat_AsDouble(result);
