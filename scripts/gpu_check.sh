@@ -125,6 +125,11 @@ environment() {
         date -u
         uname -a
         nvidia-smi -L 2>&1 || echo "nvidia-smi: not available"
+        # what the agent's per-op costs depend on: the CPU, its caches, and
+        # whether clock_gettime reads the TSC in user space (clocksource tsc)
+        # or costs a system call
+        lscpu 2>&1 | grep -E "^(Model name|CPU\(s\)|L2 cache|L3 cache|Hypervisor vendor)" || true
+        echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)"
         "$python" -c 'import sys, torch; print(sys.executable, "torch", torch.__version__,
 "cuda", torch.version.cuda, "available", torch.cuda.is_available(),
 "nccl", torch.cuda.nccl.version() if torch.cuda.is_available() else "-")' 2>&1
