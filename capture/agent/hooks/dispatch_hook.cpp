@@ -452,8 +452,8 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
     OpFrame frame(*agent, inputs);
     auto record = [&](bool ran) {
         int64_t end = writer.nowNs();
-        frame.prefetchRecord();
         if (Agent::current() != agent) return;
+        frame.prefetchRecord();
         Operands outputs;
         if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
         OpContext call(*agent, agent->torch().opInfo(schema, writer), std::move(inputs), kind);
