@@ -44,7 +44,9 @@ prints ns per op by phase after the table, a breakdown that needs neither a
 profiler on the machine nor the difference of two noisy ratios. The faults column
 counts the minor page faults of a timed step: memory the training keeps
 returning to the kernel and touching anew (an agent that frees the training
-thread's allocations on another thread caused hundreds per step)."""
+thread's allocations on another thread caused hundreds per step). The
+switches column counts the training thread's voluntary/involuntary context
+switches per step: whether a configuration's threads preempt it more."""
 
 from __future__ import annotations
 
@@ -312,6 +314,20 @@ def print_phases(total: dict[str, float], steps: int) -> None:
           f"(DTensor ops {ours * ops / steps / 1e3:.0f}, plain {per_plain * plain / steps / 1e3:.0f})")
 
 
+def training_switches(status: str = "") -> tuple[int, int]:
+    """The training thread's context switches so far, (voluntary, involuntary),
+    from its /proc status (or `status`, a file of that form); (0, 0) where there
+    is none. Involuntary ones are preemptions: another thread (the other rank,
+    gloo's, meshscope's) took the core."""
+    try:
+        with open(status or f"/proc/self/task/{os.getpid()}/status") as f:
+            fields = dict(line.split(":", 1) for line in f if "ctxt_switches" in line)
+        return (int(fields["voluntary_ctxt_switches"]),
+                int(fields["nonvoluntary_ctxt_switches"]))
+    except (OSError, KeyError, ValueError):
+        return (0, 0)
+
+
 def rank_main(args: argparse.Namespace) -> None:
     import torch.distributed as dist
 
@@ -331,6 +347,8 @@ def rank_main(args: argparse.Namespace) -> None:
     # CPU ms per step of the training thread and of meshscope's writer
     training_cpu: dict[str, list[float]] = {name: [] for name in configs}
     writer_cpu: dict[str, list[float]] = {name: [] for name in configs}
+    # the training thread's context switches per step: (voluntary, involuntary)
+    switches: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
     names = list(configs)
     phases: dict[str, float] = {}  # configuration 13: ns summed by phase over timed steps
     for r in range(args.rounds):
@@ -349,6 +367,7 @@ def rank_main(args: argparse.Namespace) -> None:
                 sync()
                 dist.barrier()
                 threads = thread_cpu_ns()  # outside the timed span
+                start_switches = training_switches()
                 start, start_cpu = time.perf_counter(), time.process_time()
                 start_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 entry[name].append(start - entered)
@@ -362,6 +381,9 @@ def rank_main(args: argparse.Namespace) -> None:
                 cpu[name].append((time.process_time() - start_cpu) / args.steps)
                 faults[name].append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                                      - start_faults) / args.steps)
+                end_switches = training_switches()
+                switches[name].append(tuple((e - s) / args.steps
+                                            for e, s in zip(end_switches, start_switches)))
                 dist.barrier()
                 times[name].append((time.perf_counter() - start) / args.steps)
                 after = thread_cpu_ns()
@@ -381,12 +403,13 @@ def rank_main(args: argparse.Namespace) -> None:
         print("ratio: median over rounds of (step time / uninstrumented step time of the same "
               "round) [95% bootstrap CI]; cpu: the process's CPU time, all threads; "
               "train: the training thread's CPU time; writer us: meshscope's threads (writer, monitor) "
-              "per step; faults: minor page faults per step (median)")
+              "per step; faults: minor page faults per step (median); switches: the training thread's "
+              "voluntary/involuntary context switches per step (median)")
         print(f"entry ms: entering plus the {args.warm} warm steps, beyond the same steps "
               "uninstrumented (median over rounds; once per training run)")
         print(f"{'configuration':36s} {'ms/step':>8s} {'ratio':>7s} {'95% CI':>13s} "
               f"{'cpu ms':>7s} {'ratio':>7s} {'95% CI':>13s} {'train':>7s} {'writer us':>9s} "
-              f"{'faults':>7s} {'entry ms':>9s}")
+              f"{'faults':>7s} {'switches':>9s} {'entry ms':>9s}")
         base_training = training_cpu[CONFIGURATIONS[0]]
         for name in names:
             wall, wall_lo, wall_hi = paired(times[name], base)
@@ -401,6 +424,8 @@ def rank_main(args: argparse.Namespace) -> None:
                   f"[{wall_lo:5.3f},{wall_hi:5.3f}] {statistics.median(cpu[name]) * 1e3:7.2f} "
                   f"{c:6.3f}x [{c_lo:5.3f},{c_hi:5.3f}] {train} {writer} "
                   f"{statistics.median(faults[name]):7.0f} "
+                  f"{statistics.median(v for v, _ in switches[name]):4.1f}/"
+                  f"{statistics.median(i for _, i in switches[name]):<4.1f} "
                   f"{'per step' if per_step else f'{extra * 1e3:8.1f}':>9s}")
         if phases:
             print_phases(phases, args.rounds * args.steps)
@@ -408,7 +433,8 @@ def rank_main(args: argparse.Namespace) -> None:
             with open(args.json, "w") as f:
                 json.dump({"args": vars(args), "configurations": names,
                            "wall_s": times, "cpu_s": cpu, "training_cpu_ms": training_cpu,
-                           "writer_cpu_ms": writer_cpu, "faults": faults, "entry_s": entry,
+                           "writer_cpu_ms": writer_cpu, "faults": faults, "switches": switches,
+                           "entry_s": entry,
                            "hook_phases_ns": phases}, f, indent=1)
             print(f"per-round values: {args.json}")
     dist.destroy_process_group()

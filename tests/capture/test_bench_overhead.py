@@ -82,3 +82,53 @@ def test_hook_phases_print_ns_per_op_and_the_agents_time_a_step(capsys):
     assert "10 DTensor ops a step, ns per op: gil 20, stack 80; the agent's 100" in out
     assert "(the op itself 9000)" in out
     assert "plain ops: 5 a step, 500 ns each in the hook; the agent's time a step: 4 us" in out
+
+
+def test_context_switches_come_from_the_status_file(tmp_path):
+    status = tmp_path / "status"
+    status.write_text("Name:\tpython\nvoluntary_ctxt_switches:\t12\n"
+                      "nonvoluntary_ctxt_switches:\t7\n")
+    assert co.training_switches(str(status)) == (12, 7)
+    assert co.training_switches(str(tmp_path / "absent")) == (0, 0)
+    status.write_text("Name:\tpython\n")  # a kernel without the counters
+    assert co.training_switches(str(status)) == (0, 0)
+
+
+# tests/bench/hook_cache.py: the agent's ns per DTensor op in groups between
+# cache-evicting work.
+import hook_cache as hc  # noqa: E402
+
+
+def test_hook_cache_divides_each_phase_by_the_ops_timed():
+    total = {"dtensor_ops": 4.0, "gil_ns": 400.0, "enter_ns": 800.0, "outputs_ns": 0.0,
+             "stack_ns": 0.0, "operands_ns": 0.0, "submit_ns": 0.0, "done_ns": 40.0,
+             "op_ns": 4000.0}
+    row = hc.per_op(total)
+    assert row["gil_ns"] == 100.0 and row["enter_ns"] == 200.0 and row["done_ns"] == 10.0
+    assert row["agent_ns"] == 310.0 and row["op_ns"] == 1000.0
+    assert hc.per_op({"dtensor_ops": 0.0}) == {}
+
+
+def test_hook_cache_ratios_are_to_the_largest_group():
+    def row(agent):
+        return {**dict.fromkeys(hc.PHASES, 0.0), "gil_ns": agent, "agent_ns": agent,
+                "op_ns": 9.0}
+    table = hc.summary({1: [row(3000), row(3400), row(3200)], 8: [row(1000), row(1000)]})
+    assert table[1].split()[:3] == ["1", "3200", "3.20x"]
+    assert table[2].split()[:3] == ["8", "1000", "1.00x"]
+    assert "no DTensor op" in hc.summary({1: []})[0]
+
+
+def test_hook_cache_runs_and_prints_a_row_per_group():
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK")}
+    script = os.path.join(os.path.dirname(__file__), "..", "bench", "hook_cache.py")
+    out = subprocess.run([sys.executable, script, "--rounds", "1", "--groups", "1,2",
+                          "--ops", "8", "--evict-mib", "4"], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines() if line.split()[:1] in (["1"], ["2"])]
+    assert [r[0] for r in rows] == ["1", "2"]
+    assert rows[1][2] == "1.00x" and float(rows[0][1]) > 0
