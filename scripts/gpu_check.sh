@@ -33,6 +33,10 @@
 #            torch.profiler, meshscope level dtensor (GPU op timing sampled,
 #            and off), side by side, --rounds rounds (--bench-only adds
 #            capture_overhead.py's configuration 5, timing every op)
+#   cache    tests/bench/hook_cache.py: the agent's ns per DTensor op with
+#            its caches cold (an op alone between 16 MiB of other work) and
+#            warm (8 in a row), on this machine's CPU (CPU tensors: runs
+#            with --no-gpu too)
 #
 #   scripts/gpu_check.sh LOG_DIR [--debs DIR] [--deb PKG.deb]... [--no-gpu]
 #                        [--parts LIST] [--rounds N] [--steps N] [--bench-only LIST]
@@ -46,7 +50,7 @@
 #        LOG_DIR/deps and builds against it; --deb one package, repeatable.
 # --no-gpu: configure, build and unit-test only (what a CPU machine can check).
 # --parts: the comma-separated parts to run after the build (default all:
-#        unit,w1,c10d,w2,tp,hang,bench).
+#        unit,w1,c10d,w2,tp,hang,bench,cache).
 # --examples DIR: a checkout of pytorch/examples, for part tp.
 # --rounds, --steps: rounds of the overhead benchmark and steps per block
 #        (default 100 x 40: a 95 % interval of about +-3 % at 6 ms a step;
@@ -86,7 +90,7 @@ gpu=1
 rounds=100
 bench_only=2,3,6
 steps=40
-parts=unit,w1,c10d,w2,tp,hang,bench
+parts=unit,w1,c10d,w2,tp,hang,bench,cache
 examples=
 while (($#)); do
     case "$1" in
@@ -448,6 +452,18 @@ benchmark() {
     fi
 }
 
+# The agent's per-op time, cold against warm caches, on this CPU: ns per
+# DTensor op for 1, 2, 4 and 8 ops in a row between cache-evicting work.
+cache_part() {
+    if PYTHONPATH="$build/python" timeout 300 "$python" "$root/tests/bench/hook_cache.py" \
+        >"$logs/cache.txt" 2>&1; then
+        report cache passed "$(awk '$1 ~ /^[0-9]+$/ && NF > 3 {
+            printf "%s%s in a row %s ns", sep, $1, $2; sep = ", " }' "$logs/cache.txt") a DTensor op"
+    else
+        report cache FAILED "see cache.txt"
+    fi
+}
+
 environment
 if ! configure_and_build; then
     report build FAILED "see configure.log / build.log"
@@ -458,6 +474,7 @@ wants() { [[ ",$parts," == *",$1,"* ]]; }
 if wants unit; then unit_tests; fi
 if ((!gpu)); then
     for part in w1 c10d w2 tp hang bench; do report "$part" SKIPPED "--no-gpu"; done
+    if wants cache; then cache_part; fi
     exit "$failed"
 fi
 # The recorded runs side by side (each reports its own line), then the
@@ -484,4 +501,5 @@ for part in w1 c10d w2 tp hang; do
 done
 part_start=$SECONDS
 if wants bench; then benchmark $((gpus >= 2 ? 2 : 1)); fi
+if wants cache; then cache_part; fi
 exit "$failed"
