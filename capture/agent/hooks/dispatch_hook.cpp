@@ -301,7 +301,7 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
     PendingError pending;
     OpSeq seq;
     try {
-        OpContext call(agent, agent.torch().opInfo(schema, writer), std::move(inputs));
+        OpContext call(agent, agent.torch().opInfo(schema, writer), inputs);
         seq = OpRecorder(call).recordOp(start, end, Operands{}, IncidentSeq{}, call.info());
     } catch (const std::exception& e) {
         agent.ownError("record", std::string("could not record a c10d collective: ") + e.what());
@@ -427,8 +427,7 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
         if (Agent::current() != agent) return;  // detached meanwhile
         try {
             Operands outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            OpContext plain(*agent, agent->torch().opInfo(schema, agent->writer()),
-                            std::move(inputs));
+            OpContext plain(*agent, agent->torch().opInfo(schema, agent->writer()), inputs);
             OpRecorder(plain).afterPlainOp(outputs);
         } catch (const std::exception& e) {
             agent->ownError("dispatch", std::string("meshscope: provenance: ") + e.what());
@@ -450,13 +449,13 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
     RankWriter& writer = agent->writer();
     int64_t start = writer.nowNs();
     OpFrame frame(*agent, inputs);
-    auto record = [&](bool ran) {
+    auto record = [&](bool ran) MESHSCOPE_HOT_LAMBDA {
         int64_t end = writer.nowNs();
         if (Agent::current() != agent) return;
         frame.prefetchRecord();
-        Operands outputs;
-        if (ran) outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-        OpContext call(*agent, agent->torch().opInfo(schema, writer), std::move(inputs), kind);
+        Operands outputs =
+            ran ? scanStack(*stack, schema.returns().size(), dtensorType) : Operands{};
+        OpContext call(*agent, agent->torch().opInfo(schema, writer), inputs, kind);
         OpRecorder(call).recordRan(frame, start, end, outputs);
         if (ran && call.info().isScalarRead && !stack->empty()) {
             const c10::IValue& read = stack->back();

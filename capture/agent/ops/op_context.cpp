@@ -130,7 +130,7 @@ PyObject* OpOutcome::replay() {
     return nullptr;
 }
 
-void injectedFault(std::string_view phase) {
+MESHSCOPE_HOT void injectedFault(std::string_view phase) {
     static const std::string wanted = [] {
         const char* v = std::getenv(setting("fault").env.data());
         return std::string(v ? v : "");
@@ -147,21 +147,29 @@ OpContext::OpContext(Agent& agent, PyObject* func, PyObject* args, PyObject* kwa
       m_func(func),
       m_args(args),
       m_kwargs(kwargs),
-      m_inputs(scanPythonArgs(args, kwargs, m_torch.dtensorType())),
-      m_kind(markMixed(m_inputs)) {}
+      m_ownInputs(scanPythonArgs(args, kwargs, m_torch.dtensorType())),
+      m_kind(markMixed(m_ownInputs)) {}
 
-MESHSCOPE_HOT OpContext::OpContext(Agent& agent, OpInfo& info, Operands inputs, OpKind kind)
+MESHSCOPE_HOT OpContext::OpContext(Agent& agent, OpInfo& info, const Operands& inputs, OpKind kind)
     : m_agent(agent),
       m_writer(agent.writer()),
       m_torch(agent.torch()),
       m_info(&info),
-      m_inputs(std::move(inputs)),
+      m_inputs(&inputs),
+      m_kind(kind) {}
+
+OpContext::OpContext(Agent& agent, OpInfo& info, Operands&& inputs, OpKind kind)
+    : m_agent(agent),
+      m_writer(agent.writer()),
+      m_torch(agent.torch()),
+      m_info(&info),
+      m_ownInputs(std::move(inputs)),
       m_kind(kind) {}
 
 MESHSCOPE_HOT const Operand* OpContext::reference() {
     if (m_referenceFound) return m_reference;
     m_referenceFound = true;
-    for (const Operand& op : m_inputs)
+    for (const Operand& op : *m_inputs)
         if (op.dtensor) {
             m_reference = &op;
             m_refFacts = m_torch.dtensorFacts(op.obj, m_writer);
@@ -176,7 +184,7 @@ MESHSCOPE_HOT const DTensorFacts& OpContext::referenceFacts() {
 }
 
 const Operand* OpContext::firstMixed() const {
-    for (const Operand& op : m_inputs)
+    for (const Operand& op : *m_inputs)
         if (op.mixed) return &op;
     return nullptr;
 }

@@ -169,7 +169,11 @@ class OpContext {
     OpContext(Agent& agent, PyObject* func, PyObject* args, PyObject* kwargs);
     // The dispatcher hook's op: operands scanned from its boxed stack (and
     // marked by markMixed when it is a DTensor op); no Python arguments.
-    OpContext(Agent& agent, OpInfo& info, Operands inputs, OpKind kind = OpKind::Plain);
+    // Given an lvalue it borrows the operands, which must outlive it (the
+    // hook's own, on its stack: no vector moved an op); given an rvalue it
+    // keeps them.
+    OpContext(Agent& agent, OpInfo& info, const Operands& inputs, OpKind kind = OpKind::Plain);
+    OpContext(Agent& agent, OpInfo& info, Operands&& inputs, OpKind kind = OpKind::Plain);
     OpContext(const OpContext&) = delete;
     OpContext& operator=(const OpContext&) = delete;
 
@@ -178,7 +182,7 @@ class OpContext {
     TorchTypes& torch() const { return m_torch; }
     OpInfo& info() const { return *m_info; }
     OpKind kind() const { return m_kind; }
-    const Operands& inputs() const { return m_inputs; }
+    const Operands& inputs() const { return *m_inputs; }
     // The Python call (null for the dispatcher hook's own ops).
     PyObject* func() const { return m_func; }
     PyObject* args() const { return m_args; }
@@ -207,7 +211,8 @@ class OpContext {
     PyObject* m_func = nullptr;
     PyObject* m_args = nullptr;
     PyObject* m_kwargs = nullptr;
-    Operands m_inputs;
+    Operands m_ownInputs;                     // kept: the Python hook's, or handed over
+    const Operands* m_inputs = &m_ownInputs;  // these or the caller's
     OpKind m_kind = OpKind::Plain;
     bool m_referenceFound = false;
     const Operand* m_reference = nullptr;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/util/hot_path.h"
+
 namespace meshscope::capture {
 
 bool TensorDescriptions::Entry::matches(const Key& key) const {
@@ -10,7 +12,7 @@ bool TensorDescriptions::Entry::matches(const Key& key) const {
            std::equal(sizes.begin(), sizes.end(), key.sizes.begin(), key.sizes.end());
 }
 
-uint64_t TensorDescriptions::hash(const Key& key) {
+MESHSCOPE_HOT uint64_t TensorDescriptions::hash(const Key& key) {
     uint64_t h = 0xCBF29CE484222325ull;
     auto mix = [&h](uint64_t v) { h = (h ^ v) * 0x100000001B3ull; };
     mix(uint64_t(key.dtype));
@@ -23,7 +25,7 @@ uint64_t TensorDescriptions::hash(const Key& key) {
     return h;
 }
 
-TensorId TensorDescriptions::find(const Key& key) const {
+MESHSCOPE_HOT TensorId TensorDescriptions::find(const Key& key) const {
     auto it = m_byHash.find(hash(key));
     if (it == m_byHash.end()) return {};
     for (const Entry& e : it->second)
