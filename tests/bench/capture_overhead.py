@@ -296,14 +296,19 @@ def add_phases(total: dict[str, float], before: dict, after: dict) -> None:
             total[k] = total.get(k, 0.0) + after[k] * n1 - before.get(k, 0.0) * n0
 
 
+# The agent's own phases of a recorded DTensor op (hook_phases.h), in the
+# order the hook runs them; the op itself ("op_ns") is not the agent's.
+AGENT_PHASES = ("gil_ns", "enter_ns", "outputs_ns", "stack_ns", "operands_ns", "submit_ns",
+                "done_ns")
+
+
 def print_phases(total: dict[str, float], steps: int) -> None:
     """Configuration 13's breakdown: ns per recorded DTensor op by phase, the
     plain ops' own hook time, and what they add up to per step."""
     ops, plain = total.get("dtensor_ops", 0.0), total.get("plain_ops", 0.0)
     if not ops:
         return
-    parts = [k for k in ("gil_ns", "enter_ns", "outputs_ns", "stack_ns", "operands_ns",
-                          "submit_ns", "done_ns") if k in total]
+    parts = [k for k in AGENT_PHASES if k in total]
     ours = sum(total[k] for k in parts) / ops
     print(f"hook phases ({CONFIGURATIONS[13]}): {ops / steps:.0f} DTensor ops a step, ns per op: "
           + ", ".join(f"{k[:-3]} {total[k] / ops:.0f}" for k in parts)

@@ -26,9 +26,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from capture_overhead import AGENT_PHASES as PHASES  # noqa: E402
 from capture_overhead import add_phases, hook_phases, rank_environments  # noqa: E402
-
-PHASES = ("gil_ns", "enter_ns", "outputs_ns", "stack_ns", "operands_ns", "submit_ns", "done_ns")
 
 
 def parse() -> argparse.Namespace:

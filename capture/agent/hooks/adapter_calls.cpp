@@ -154,7 +154,7 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
                 OpInfo info;
                 info.name = agent->writer().intern(name);
                 info.text = name;
-                OpContext failed(*agent, info, std::move(inputs));
+                OpContext failed(*agent, info, inputs);
                 std::string note = recordFailureIncident(failed, *kind, error);
                 markRecorded(value, note);
             }
@@ -280,7 +280,7 @@ void tagStripped(Agent& agent, PyObject* out, PyObject* dtensor, int kind) {
         info.text = "DTensor.to_local";
         Operands inputs;
         scanPythonValue(dtensor, 0, inputs, agent.torch().dtensorType());
-        OpContext call(agent, info, std::move(inputs));
+        OpContext call(agent, info, inputs);
         recordPartialRead(call, facts, "to_local()", std::nullopt);
     }
 }

@@ -158,14 +158,6 @@ MESHSCOPE_HOT OpContext::OpContext(Agent& agent, OpInfo& info, const Operands& i
       m_inputs(&inputs),
       m_kind(kind) {}
 
-OpContext::OpContext(Agent& agent, OpInfo& info, Operands&& inputs, OpKind kind)
-    : m_agent(agent),
-      m_writer(agent.writer()),
-      m_torch(agent.torch()),
-      m_info(&info),
-      m_ownInputs(std::move(inputs)),
-      m_kind(kind) {}
-
 MESHSCOPE_HOT const Operand* OpContext::reference() {
     if (m_referenceFound) return m_reference;
     m_referenceFound = true;

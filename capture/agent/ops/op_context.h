@@ -169,11 +169,9 @@ class OpContext {
     OpContext(Agent& agent, PyObject* func, PyObject* args, PyObject* kwargs);
     // The dispatcher hook's op: operands scanned from its boxed stack (and
     // marked by markMixed when it is a DTensor op); no Python arguments.
-    // Given an lvalue it borrows the operands, which must outlive it (the
-    // hook's own, on its stack: no vector moved an op); given an rvalue it
-    // keeps them.
+    // It borrows the operands, which must outlive it (the caller's own, on
+    // its stack: no vector moved an op).
     OpContext(Agent& agent, OpInfo& info, const Operands& inputs, OpKind kind = OpKind::Plain);
-    OpContext(Agent& agent, OpInfo& info, Operands&& inputs, OpKind kind = OpKind::Plain);
     OpContext(const OpContext&) = delete;
     OpContext& operator=(const OpContext&) = delete;
 
@@ -211,8 +209,8 @@ class OpContext {
     PyObject* m_func = nullptr;
     PyObject* m_args = nullptr;
     PyObject* m_kwargs = nullptr;
-    Operands m_ownInputs;                     // kept: the Python hook's, or handed over
-    const Operands* m_inputs = &m_ownInputs;  // these or the caller's
+    Operands m_ownInputs;                     // the Python hook's, scanned here
+    const Operands* m_inputs = &m_ownInputs;  // these or the dispatcher hook's
     OpKind m_kind = OpKind::Plain;
     bool m_referenceFound = false;
     const Operand* m_reference = nullptr;
