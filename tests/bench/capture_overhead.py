@@ -41,7 +41,9 @@ collectives, with DTensor ops run under the GIL but not recorded; 3 adds
 recording them. 13 is 3 with each part of a recorded DTensor op timed in
 the process (MESHSCOPE_BENCH_HOOK=phases, the CPU's time-stamp counter): it
 prints ns per op by phase after the table, a breakdown that needs neither a
-profiler on the machine nor the difference of two noisy ratios. The faults column
+profiler on the machine nor the difference of two noisy ratios. 14 runs the
+uninstrumented loop again as its own block (an A/A pair): what every column
+reads for no difference at all, in the same run. The faults column
 counts the minor page faults of a timed step: memory the training keeps
 returning to the kernel and touching anew (an agent that frees the training
 thread's allocations on another thread caused hundreds per step). The
@@ -113,8 +115,10 @@ CONFIGURATIONS = ("no instrumentation", "CommDebugMode", "torch.profiler(record_
                   "meshscope level dtensor, replica check off",
                   "meshscope, hook off (adapters only)", "meshscope, hook passes every op",
                   "meshscope, hook scans operands", "meshscope, DTensor ops unrecorded",
-                  "meshscope level dtensor, hook phases timed")
+                  "meshscope level dtensor, hook phases timed",
+                  "no instrumentation (again)")
 PHASES = CONFIGURATIONS[13]
+AGAIN = CONFIGURATIONS[14]  # the A/A pair's second half: the noise floor of every column
 DEFAULT_CONFIGURATIONS = 5
 
 
@@ -135,6 +139,16 @@ def rank_environments(world: int) -> list[dict[str, str]]:
     return [{**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank),
              "WORLD_SIZE": str(world), "MASTER_ADDR": "127.0.0.1",
              "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"} for rank in range(world)]
+
+
+def one_rank(run, args: argparse.Namespace) -> int:
+    """Runs `run(args)` as the one rank of a local process group (its
+    environment set here unless a launcher set it); shared with
+    hook_cache.py and adapter_calls.py."""
+    if "RANK" not in os.environ:
+        os.environ.update(rank_environments(1)[0])
+    run(args)
+    return 0
 
 
 # glibc tunables for --steady-heap: tensors up to 32 MiB come from the heap
@@ -229,7 +243,8 @@ def training(args: argparse.Namespace):
         (lambda: meshscope_level("dtensor", "", "all"), False),
         (lambda: meshscope_level("dtensor", "", "off"), False),
     ] + [(lambda cut=cut: meshscope_level("dtensor", bench_hook=cut), False)
-         for cut in ("off", "pass", "scan", "unrecorded", "phases")]))
+         for cut in ("off", "pass", "scan", "unrecorded", "phases")]
+        + [(contextlib.nullcontext, False)]))
     return step, sync, configs
 
 

@@ -27,7 +27,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from capture_overhead import AGENT_PHASES as PHASES  # noqa: E402
-from capture_overhead import add_phases, hook_phases, rank_environments  # noqa: E402
+from capture_overhead import add_phases, hook_phases, one_rank  # noqa: E402
 
 
 def parse() -> argparse.Namespace:
@@ -116,11 +116,7 @@ def run(args: argparse.Namespace) -> None:
 
 
 def main() -> int:
-    args = parse()
-    if "RANK" not in os.environ:
-        os.environ.update(rank_environments(1)[0])
-    run(args)
-    return 0
+    return one_rank(run, parse())
 
 
 if __name__ == "__main__":

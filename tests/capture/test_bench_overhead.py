@@ -18,6 +18,13 @@ def test_the_ratio_pairs_each_block_with_the_uninstrumented_block_of_its_round()
     assert median == 1.05 and lo == 1.05 and hi == 1.05
 
 
+def test_the_a_a_block_is_chosen_by_number_and_never_by_default():
+    assert co.selected(co.CONFIGURATIONS, "3,14") == [co.CONFIGURATIONS[0], co.CONFIGURATIONS[3],
+                                                      co.AGAIN]
+    assert co.AGAIN.startswith(co.CONFIGURATIONS[0])
+    assert co.AGAIN not in co.selected(co.CONFIGURATIONS, "")
+
+
 def test_the_interval_holds_the_median_and_narrows_with_more_rounds():
     import random
 
@@ -132,3 +139,29 @@ def test_hook_cache_runs_and_prints_a_row_per_group():
     rows = [line.split() for line in out.stdout.splitlines() if line.split()[:1] in (["1"], ["2"])]
     assert [r[0] for r in rows] == ["1", "2"]
     assert rows[1][2] == "1.00x" and float(rows[0][1]) > 0
+
+
+# tests/bench/adapter_calls.py: what the adapters add to each call they wrap.
+import adapter_calls as ac  # noqa: E402
+
+
+def test_adapter_calls_rows_give_the_medians_their_difference_and_ratio():
+    lines = ac.summary({"call": ([1000.0, 3000.0, 2000.0], [2500.0, 2600.0, 9000.0]),
+                        "never timed": ([], [])})
+    assert len(lines) == 2
+    name, without, with_, added, ratio = lines[1].rsplit(None, 4)
+    assert (name, without, with_, added, ratio) == ("call", "2.00", "2.60", "+0.60", "1.300x")
+
+
+def test_adapter_calls_runs_and_prints_a_row_per_call():
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK")}
+    script = os.path.join(os.path.dirname(__file__), "..", "bench", "adapter_calls.py")
+    out = subprocess.run([sys.executable, script, "--rounds", "1", "--calls", "20"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.endswith("x")]
+    assert [r.split("  ")[0] for r in rows][-1] == "torch.optim.Adam.step()"
+    assert len(rows) == 6 and all(float(r.rsplit(None, 4)[1]) > 0 for r in rows)
