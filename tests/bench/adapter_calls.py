@@ -8,7 +8,10 @@ ColwiseParallel and of a RowwiseParallel nn.Linear (the Module.__call__
 wrapper, from_local's guard on the input, to_local's provenance on the
 output), DTensor.to_local(), DTensor.from_local(), DTensor.redistribute()
 and an Adam step (the optimizer hooks: the step's record, the step counter,
-the tensor table's sweep and the spec cache's trim). Each round times every
+the tensor table's sweep and the spec cache's trim). A loop ends a step
+(meshscope.mark_step(), nothing without meshscope) every --step-every calls,
+as a training loop's optimizer does: what the agent's caches alone hold is
+dropped there. Each round times every
 call without meshscope and with it attached at level dtensor with the
 dispatcher hook off (MESHSCOPE_BENCH_HOOK=off: the adapters, the collective
 wrappers and the writer alone), in a new order. Per call it prints the
@@ -35,6 +38,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--calls", type=int, default=2000,
                    help="calls a timed loop (an optimizer step: a tenth of them)")
+    p.add_argument("--step-every", type=int, default=8,
+                   help="calls between two meshscope.mark_step() (a training step's end: "
+                        "the agent drops what only its caches still hold)")
     return p.parse_args()
 
 
@@ -50,13 +56,16 @@ def summary(times: dict[str, tuple[list[float], list[float]]]) -> list[str]:
     return lines
 
 
-def timed(call, n: int) -> float:
-    """ns per call of `call` over n calls, after n // 10 untimed."""
+def timed(call, n: int, mark_step, every: int) -> float:
+    """ns per call of `call` over n calls, after n // 10 untimed, with
+    mark_step() after every `every` calls, as a training step ends."""
     for _ in range(max(1, n // 10)):
         call()
     start = time.perf_counter_ns()
-    for _ in range(n):
+    for i in range(1, n + 1):
         call()
+        if i % every == 0:
+            mark_step()
     return (time.perf_counter_ns() - start) / n
 
 
@@ -101,7 +110,8 @@ def run(args: argparse.Namespace) -> None:
                 try:
                     for name in random.Random(1000 + r).sample(list(calls), len(calls)):
                         n = args.calls // 10 if name.startswith("torch.optim") else args.calls
-                        times[name][attached].append(timed(calls[name], max(1, n)))
+                        times[name][attached].append(
+                            timed(calls[name], max(1, n), meshscope.mark_step, args.step_every))
                 finally:
                     if attached:
                         meshscope.detach()
