@@ -435,6 +435,53 @@ def test_creation_ops_without_tensor_inputs_are_births(run_dir, op, make):
     assert evidence.startswith(f"created by {op}") and "test_agent.py:" in evidence, evidence
 
 
+def test_new_placement_tuples_are_recorded_as_their_placements(mesh, run_dir):
+    """DTensor makes a new placements tuple (and spec) for every from_local()
+    and redistribution. The agent knows a tuple of Shard(d) and Replicate()
+    it has seen the content of without formatting it again; every other
+    placement (Partial, _StridedShard) is formatted. Each tensor is recorded
+    with its own placements either way: a new shape per round makes each a
+    new tensor description, so the rounds after the first record through
+    the content path."""
+    import sqlite3
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Partial
+    from torch.distributed.tensor.placement_types import _StridedShard
+
+    mesh2 = init_device_mesh("cpu", (1, 1))
+    cases = [(mesh, lambda: (Shard(0),), "[Shard(0)]"),
+             (mesh, lambda: (Shard(1),), "[Shard(1)]"),
+             (mesh, lambda: (Replicate(),), "[Replicate()]"),
+             (mesh2, lambda: (Shard(0), Replicate()), "[Shard(0), Replicate()]"),
+             (mesh2, lambda: (Replicate(), Shard(0)), "[Replicate(), Shard(0)]"),
+             (mesh2, lambda: (Shard(1), Shard(0)), "[Shard(1), Shard(0)]"),
+             (mesh, lambda: (Partial(),), "[Partial(sum)]"),
+             (mesh2, lambda: (_StridedShard(0, split_factor=1), Replicate()), None)]
+    session = meshscope.attach(run_dir)
+    expected = {}
+    for round_ in range(3):
+        for i, (m, placements, text) in enumerate(cases):
+            shape = (2 + i, 3 + round_)
+            a = DTensor.from_local(torch.ones(*shape), m, placements())
+            a + a
+            expected[str(list(shape))] = text
+    meshscope.detach()
+    with sqlite3.connect(f"file:{session.rank_file}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT g.text, p.text FROM tensors t "
+                          "JOIN strings g ON g.id = t.global_shape_id "
+                          "JOIN strings p ON p.id = t.placements_id WHERE t.is_dtensor").fetchall()
+    recorded = {}
+    for shape, placements in rows:
+        recorded.setdefault(shape, set()).add(placements)
+    for shape, text in expected.items():
+        assert shape in recorded, (shape, sorted(recorded))
+        if text is None:  # _StridedShard: formatted as torch prints it
+            assert len(recorded[shape]) == 1 and "Replicate()" in next(iter(recorded[shape]))
+        else:
+            assert recorded[shape] == {text}, (shape, recorded[shape])
+
+
 def test_a_long_training_loop_keeps_the_agent_bounded(mesh, run_dir):
     """Every step makes new activations, gradients and optimizer temporaries.
     The agent must not keep one identity (a table entry pinning the tensor's

@@ -209,8 +209,9 @@ void TorchTypes::clear() {
     m_deviceIds.clear();
     m_meshes.clear();
     m_groups.clear();
-    m_placementText.clear();
+    m_placementContents.clear();
     m_placementTuples.clear();
+    m_placementText.clear();
     m_dtensorType = nullptr;
     m_dtensorTypeRef = {};
     m_fromLocal = {};
@@ -410,26 +411,71 @@ DTensorFacts TorchTypes::specFacts(PyObject* spec, RankWriter& writer) {
     // DTensor's sharding cache hands out the same placements tuples again
     // and again: format each tuple object once.
     auto cached = m_placementTuples.find(placements.get());
-    if (cached == m_placementTuples.end()) {
-        if (m_placementTuples.size() > 4096) m_placementTuples.clear();
-        std::string text = "[";
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(placements.get()); ++i) {
-            if (i) text += ", ";
-            text += formatPlacement(PyTuple_GET_ITEM(placements.get(), i));
-        }
-        text += "]";
-        auto it = m_placementText.find(text);
-        if (it == m_placementText.end())
-            it = m_placementText.emplace(text, writer.intern(text)).first;
-        cached =
-            m_placementTuples
-                .emplace(placements.get(), PlacementsEntry{PyRef::borrow(placements.get()),
-                                                           it->second, std::string_view(it->first)})
-                .first;
+    if (cached != m_placementTuples.end()) {
+        facts.placements = cached->second.id;
+        facts.placementsText = cached->second.text;
+        return facts;
     }
-    facts.placements = cached->second.id;
-    facts.placementsText = cached->second.text;
+    // A new tuple of placements seen before (by content): nothing to keep.
+    PlacementsContent content;
+    bool byContent = placementsContent(placements.get(), content);
+    if (byContent)
+        for (const PlacementsSeen& seen : m_placementContents)
+            if (seen.content == content) {
+                facts.placements = seen.id;
+                facts.placementsText = seen.text;
+                return facts;
+            }
+    if (m_placementTuples.size() > 4096) m_placementTuples.clear();
+    std::string text = "[";
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(placements.get()); ++i) {
+        if (i) text += ", ";
+        text += formatPlacement(PyTuple_GET_ITEM(placements.get(), i));
+    }
+    text += "]";
+    auto it = m_placementText.find(text);
+    if (it == m_placementText.end()) it = m_placementText.emplace(text, writer.intern(text)).first;
+    facts.placements = it->second;
+    facts.placementsText = it->first;
+    if (byContent) {
+        if (m_placementContents.size() >= kMaxPlacementContents) m_placementContents.clear();
+        m_placementContents.push_back({content, it->second, it->first});
+    } else {
+        m_placementTuples.emplace(placements.get(),
+                                  PlacementsEntry{PyRef::borrow(placements.get()), it->second,
+                                                  std::string_view(it->first)});
+    }
     return facts;
+}
+
+bool TorchTypes::placementsContent(PyObject* tuple, PlacementsContent& out) const {
+    Py_ssize_t n = PyTuple_GET_SIZE(tuple);
+    if (n < 1 || n > Py_ssize_t(kContentRank)) return false;
+    const auto* shard = reinterpret_cast<const PyTypeObject*>(m_shard.get());
+    const auto* replicate = reinterpret_cast<const PyTypeObject*>(m_replicateType.get());
+    for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* p = PyTuple_GET_ITEM(tuple, i);
+        const PyTypeObject* type = Py_TYPE(p);
+        out.type[size_t(i)] = type;
+        if (type == replicate) {
+            out.dim[size_t(i)] = 0;
+        } else if (type == shard) {  // exactly Shard: _StridedShard and others are formatted
+            PyRef dim = PyRef::steal(PyObject_GetAttr(p, m_dimName.get()));
+            if (!dim || !PyLong_Check(dim.get())) {
+                PyErr_Clear();
+                return false;
+            }
+            long d = PyLong_AsLong(dim.get());
+            if (d == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                return false;
+            }
+            out.dim[size_t(i)] = d;  // Shard(-1) too: the type is part of the key
+        } else {
+            return false;
+        }
+    }
+    return true;
 }
 
 std::string TorchTypes::meshText(MeshId id) const {

@@ -232,6 +232,25 @@ class TorchTypes {
         std::string_view text;  // a key of m_placementText
     };
     std::pmr::unordered_map<PyObject*, PlacementsEntry> m_placementTuples{&m_stepPool};
+    // The same placements by content, for the fresh tuples DTensor makes
+    // every step (a redistribution's target, from_local): Shard(d) and
+    // Replicate() of their exact types, up to kContentRank of them, are
+    // their type and dim, so a new tuple of them costs a few type checks
+    // instead of being formatted, interned and kept until the step's end.
+    static constexpr size_t kContentRank = 4;
+    struct PlacementsContent {
+        std::array<const PyTypeObject*, kContentRank> type{};
+        std::array<long, kContentRank> dim{};
+        bool operator==(const PlacementsContent&) const = default;
+    };
+    struct PlacementsSeen {
+        PlacementsContent content;
+        StringId id;
+        std::string_view text;  // a key of m_placementText
+    };
+    std::vector<PlacementsSeen> m_placementContents;  // few: searched in order
+    static constexpr size_t kMaxPlacementContents = 64;
+    bool placementsContent(PyObject* tuple, PlacementsContent& out) const;
     // DTensor's sharding propagation hands out the same DTensorSpec objects
     // again and again: their facts are read once per spec object.
     struct SpecEntry {
