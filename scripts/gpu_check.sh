@@ -31,7 +31,8 @@
 #   (w1, c10d, w2, tp and hang run side by side; the benchmark alone after them)
 #   bench    tests/bench/capture_overhead.py --device cuda: uninstrumented,
 #            torch.profiler, meshscope level dtensor (GPU op timing sampled,
-#            and off), side by side, --rounds rounds (--bench-only adds
+#            and off) and the uninstrumented loop again (an A/A block: the
+#            run's noise floor), side by side, --rounds rounds (--bench-only adds
 #            capture_overhead.py's configuration 5, timing every op)
 #   cache    tests/bench/hook_cache.py: the agent's ns per DTensor op with
 #            its caches cold (an op alone between 16 MiB of other work) and
@@ -55,7 +56,7 @@
 # --rounds, --steps: rounds of the overhead benchmark and steps per block
 #        (default 100 x 40: a 95 % interval of about +-3 % at 6 ms a step;
 #        60 rounds gave +-4 % on an H200).
-# --bench-only LIST: capture_overhead.py's configurations (default 2,3,6).
+# --bench-only LIST: capture_overhead.py's configurations (default 2,3,6,14).
 # Environment: PYTHON (default: python3 on PATH), BUILD_DIR (default:
 # build/gpu-check), JOBS (build jobs, default: all cores), CXX (default:
 # the machine's).
@@ -88,7 +89,7 @@ shift
 debs=()
 gpu=1
 rounds=100
-bench_only=2,3,6
+bench_only=2,3,6,14
 steps=40
 parts=unit,w1,c10d,w2,tp,hang,bench,cache
 examples=
