@@ -408,25 +408,26 @@ DTensorFacts TorchTypes::specFacts(PyObject* spec, RankWriter& writer) {
     facts.mesh = m.id;
     facts.meshObj = m.obj.get();
     facts.meshNdim = m.ndim;
-    // DTensor's sharding cache hands out the same placements tuples again
-    // and again: format each tuple object once.
-    auto cached = m_placementTuples.find(placements.get());
-    if (cached != m_placementTuples.end()) {
-        facts.placements = cached->second.id;
-        facts.placementsText = cached->second.text;
-        return facts;
-    }
-    // A new tuple of placements seen before (by content): nothing to keep.
+    // DTensor makes a new tuple of placements for every from_local() and
+    // redistribution: one of Shard(d) and Replicate() is known by its
+    // content, and nothing of it is kept. Any other tuple is known by the
+    // object (DTensor's sharding cache hands out the same ones again and
+    // again) and kept to the step's end. Either is formatted once.
     PlacementsContent content;
     bool byContent = placementsContent(placements.get(), content);
-    if (byContent)
+    if (byContent) {
         for (const PlacementsSeen& seen : m_placementContents)
             if (seen.content == content) {
                 facts.placements = seen.id;
                 facts.placementsText = seen.text;
                 return facts;
             }
-    if (m_placementTuples.size() > 4096) m_placementTuples.clear();
+    } else if (auto cached = m_placementTuples.find(placements.get());
+               cached != m_placementTuples.end()) {
+        facts.placements = cached->second.id;
+        facts.placementsText = cached->second.text;
+        return facts;
+    }
     std::string text = "[";
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(placements.get()); ++i) {
         if (i) text += ", ";
@@ -441,6 +442,7 @@ DTensorFacts TorchTypes::specFacts(PyObject* spec, RankWriter& writer) {
         if (m_placementContents.size() >= kMaxPlacementContents) m_placementContents.clear();
         m_placementContents.push_back({content, it->second, it->first});
     } else {
+        if (m_placementTuples.size() > 4096) m_placementTuples.clear();
         m_placementTuples.emplace(placements.get(),
                                   PlacementsEntry{PyRef::borrow(placements.get()), it->second,
                                                   std::string_view(it->first)});
