@@ -156,6 +156,39 @@ def test_to_local_and_full_tensor_keep_their_signature_while_attached(mesh, run_
     meshscope.detach()
 
 
+def test_to_local_of_an_async_collective_keeps_its_provenance_across_steps(mesh, run_dir):
+    """After a redistribution, to_local() returns an AsyncCollectiveTensor: a
+    tensor subclass, like a DTensor. The agent skips the table for a
+    subclass operand unless one with an entry may sit at its address; the
+    one tagged here is found among many DTensor operands, again after a
+    step's end sweeps the table, and as the plain side of a mixed op."""
+    from torch.distributed import _functional_collectives as funcol
+
+    from meshscope import _capture
+
+    meshscope.attach(run_dir, policy="observe")
+    # what a redistribution with async_op=True leaves as the local tensor
+    # (on one rank DTensor skips the collective: it is issued here)
+    reduced = DTensor.from_local(funcol.all_reduce(torch.ones(4, 4), "sum", (mesh, 0)), mesh,
+                                 [Replicate()], run_check=False)
+    line = inspect.currentframe().f_lineno + 1
+    local = reduced.to_local()
+    assert isinstance(local, funcol.AsyncCollectiveTensor)
+    w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+    for step in range(3):
+        for _ in range(50):  # DTensor operands at other addresses than `local`'s
+            w = w + 1
+        assert _capture.provenance(local)[:2] == (
+            "C", f"output of to_local() of a DTensor [Replicate()] at {__file__}:{line}"), step
+        meshscope.mark_step()  # sweeps the table: live entries stay findable
+    with pytest.raises(RuntimeError, match="mixed torch.Tensor and DTensor"):
+        w + local
+    local.wait()
+    meshscope.detach()
+    incident = incidents(run_dir)[0]
+    assert incident["origin"] == "C" and "to_local()" in incident["evidence"], incident
+
+
 def test_origin_d_dataloader_batch(mesh, run_dir):
     from torch.utils.data import DataLoader, TensorDataset
 

@@ -6,8 +6,10 @@
 namespace meshscope::capture {
 
 MESHSCOPE_HOT TensorTable::Entry* TensorTable::find(const at::Tensor& tensor) {
-    if (!tensor.defined() || (m_subclassEntries == 0 && isSubclass(tensor))) return nullptr;
-    return live(tensor.unsafeGetTensorImpl());
+    if (!tensor.defined()) return nullptr;
+    const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
+    if (isSubclass(tensor) && !maySubclass(impl)) return nullptr;
+    return live(impl);
 }
 
 MESHSCOPE_HOT TensorTable::Entry* TensorTable::live(const c10::TensorImpl* impl) {
@@ -30,7 +32,7 @@ TensorTable::Entry& TensorTable::get(const at::Tensor& tensor, bool& isNew) {
     }
     isNew = true;
     bool subclass = isSubclass(tensor);
-    m_subclassEntries += subclass;
+    if (subclass) addSubclass(impl);
     Entry entry{c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr()),
                 m_newId(),
                 nullptr,
@@ -43,7 +45,6 @@ TensorTable::Entry& TensorTable::get(const at::Tensor& tensor, bool& isNew) {
 
 void TensorTable::erased(const Entry& entry) {
     if (entry.provenance) --m_withProvenance;
-    m_subclassEntries -= entry.subclass;
 }
 
 TensorTable::Entry* TensorTable::setProvenance(const at::Tensor& tensor, Provenance provenance) {
@@ -118,8 +119,11 @@ void TensorTable::rebuildFilter() {
     int idle = 1 - m_activeFilter.load(std::memory_order_relaxed);
     AddressFilter& next = m_filters[idle];
     next.clear();
-    for (const auto& [impl, entry] : m_entries)
+    m_subclassBits.fill(0);
+    for (const auto& [impl, entry] : m_entries) {
         if (entry.provenance) next.add(impl);
+        if (entry.subclass) addSubclass(impl);
+    }
     m_activeFilter.store(idle, std::memory_order_release);
 }
 
@@ -133,7 +137,6 @@ void TensorTable::clear() {
     m_byPlace.clear();
     m_preexisting.clear();
     m_withProvenance = 0;
-    m_subclassEntries = 0;
     rebuildFilter();
 }
 

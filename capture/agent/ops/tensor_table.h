@@ -200,10 +200,29 @@ class TensorTable {
         m_preexisting;
     size_t m_sweepAt = kSweepFloor;
     std::atomic<size_t> m_withProvenance{0};
-    // Entries of tensor subclasses (DTensors): none in a usual run (only
-    // plain tensors get a provenance or an identity), so the lookup of a
-    // DTensor operand is skipped.
-    size_t m_subclassEntries = 0;
+    // A bit per hashed address of a subclass entry (a tensor with the Python
+    // key). DTensors almost never have an entry (only plain tensors get a
+    // provenance or an identity), but a tensor-parallel step tags the
+    // AsyncCollectiveTensor its to_local() returns, which is a subclass too:
+    // a count of subclass entries would send every DTensor operand to the
+    // table, a bucket that is cold by the next op. With no bit set, the
+    // lookup is skipped. Bits are set as entries are made and rebuilt from
+    // the live entries by sweep(); a stale bit costs one lookup. Read and
+    // written with the table (under the GIL), unlike m_filters.
+    static constexpr int kSubclassLogBits = 10;  // 128 bytes
+    std::array<uint64_t, (size_t(1) << kSubclassLogBits) / 64> m_subclassBits{};
+    static size_t subclassBit(const void* p) {
+        return size_t((reinterpret_cast<uintptr_t>(p) >> 4) * 0x9E3779B97F4A7C15ull >>
+                      (64 - kSubclassLogBits));
+    }
+    void addSubclass(const void* p) {
+        size_t b = subclassBit(p);
+        m_subclassBits[b / 64] |= uint64_t(1) << (b % 64);
+    }
+    bool maySubclass(const void* p) const {
+        size_t b = subclassBit(p);
+        return m_subclassBits[b / 64] & (uint64_t(1) << (b % 64));
+    }
     static bool isSubclass(const at::Tensor& t) {
         return t.key_set().has(c10::DispatchKey::Python);
     }
