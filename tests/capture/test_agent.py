@@ -161,7 +161,8 @@ def test_to_local_of_an_async_collective_keeps_its_provenance_across_steps(mesh,
     tensor subclass, like a DTensor. The agent skips the table for a
     subclass operand unless one with an entry may sit at its address; the
     one tagged here is found among many DTensor operands, again after a
-    step's end sweeps the table, and as the plain side of a mixed op."""
+    step's end sweeps the table, and as the plain side of a mixed op. Its
+    .wait() returns the plain tensor inside, which carries the same tag."""
     from torch.distributed import _functional_collectives as funcol
 
     from meshscope import _capture
@@ -183,10 +184,14 @@ def test_to_local_of_an_async_collective_keeps_its_provenance_across_steps(mesh,
         meshscope.mark_step()  # sweeps the table: live entries stay findable
     with pytest.raises(RuntimeError, match="mixed torch.Tensor and DTensor"):
         w + local
-    local.wait()
+    waited = local.wait()  # the plain tensor inside, as funcol.wait_tensor(local) returns it
+    assert type(waited) is torch.Tensor and _capture.provenance(waited)[0] == "C"
+    with pytest.raises(RuntimeError, match="mixed torch.Tensor and DTensor"):
+        w * waited
     meshscope.detach()
-    incident = incidents(run_dir)[0]
-    assert incident["origin"] == "C" and "to_local()" in incident["evidence"], incident
+    found = incidents(run_dir)
+    assert [i["origin"] for i in found] == ["C", "C"], found
+    assert all("to_local()" in i["evidence"] for i in found), found
 
 
 def test_origin_d_dataloader_batch(mesh, run_dir):

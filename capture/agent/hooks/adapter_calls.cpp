@@ -273,7 +273,11 @@ void tagStripped(Agent& agent, PyObject* out, PyObject* dtensor, int kind) {
             atUserFrame(agent, OriginClass::StrippedDTensor, std::move(evidence), true));
         tensors.rememberPlace(key, p);
     }
-    tensors.setProvenance(THPVariable_Unpack(out), std::move(p));
+    tensors.setProvenance(THPVariable_Unpack(out), p);
+    // After an async redistribution the output is an AsyncCollectiveTensor:
+    // ops on it keep its tag, but .wait() hands out the plain tensor inside.
+    if (PyRef waited = agent.torch().waitedTensor(out); waited && THPVariable_Check(waited.get()))
+        tensors.setProvenance(THPVariable_Unpack(waited.get()), std::move(p));
     if (kind == 0 && isPartial(facts)) {  // each rank's unreduced share, as a plain tensor
         OpInfo info;
         info.name = writer.intern("DTensor.to_local");

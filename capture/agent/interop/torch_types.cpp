@@ -152,6 +152,22 @@ void TorchTypes::load() {
     m_reduceName = PyRef::steal(PyUnicode_InternFromString("reduce_op"));
     m_opName = PyRef::steal(PyUnicode_InternFromString("_op"));
     m_local.load(m_dtensorType, PyRef::steal(PyUnicode_InternFromString("_local_tensor")).get());
+    m_asyncCollectiveType =
+        import("torch.distributed._functional_collectives", "AsyncCollectiveTensor");
+    if (!m_asyncCollectiveType || !PyType_Check(m_asyncCollectiveType.get())) {
+        PyErr_Clear();
+        m_asyncCollectiveType = {};
+    }
+    m_elemName = PyRef::steal(PyUnicode_InternFromString("elem"));
+}
+
+PyRef TorchTypes::waitedTensor(PyObject* obj) const {
+    if (!m_asyncCollectiveType ||
+        !PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(m_asyncCollectiveType.get())))
+        return {};
+    PyRef elem = PyRef::steal(PyObject_GetAttr(obj, m_elemName.get()));
+    if (!elem) PyErr_Clear();
+    return elem;
 }
 
 void TorchTypes::Slot::load(PyTypeObject* type, PyObject* name) {
@@ -219,6 +235,7 @@ void TorchTypes::clear() {
     m_shard = {};
     m_replicateType = {};
     m_partialType = {};
+    m_asyncCollectiveType = {};
     m_spec.clear();
     m_local.clear();
 }

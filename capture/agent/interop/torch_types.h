@@ -134,6 +134,10 @@ class TorchTypes {
     StringId deviceId(const c10::Device& device, RankWriter& writer);
     // The DTensor's local tensor (new reference), or nullptr.
     PyRef localTensor(PyObject* dtensor) const { return m_local.read(dtensor); }
+    // The plain tensor an AsyncCollectiveTensor waits into (its `elem`,
+    // which .wait() and funcol.wait_tensor() return; new reference), or
+    // nullptr for any other object.
+    PyRef waitedTensor(PyObject* obj) const;
 
     // The label of a functional collective's `group` argument ("mesh dim
     // model" for DTensor's (mesh, dim) pairs): `labeler(group)` formats it
@@ -194,6 +198,7 @@ class TorchTypes {
 
     PyTypeObject* m_dtensorType = nullptr;
     PyRef m_dtensorTypeRef, m_fromLocal, m_replicate, m_shard, m_replicateType, m_partialType;
+    PyRef m_asyncCollectiveType, m_elemName;  // absent from a torch without them
     Slot m_spec, m_local;
     std::unordered_map<int, StringId> m_dtypeIds, m_deviceIds;
     PyRef m_placementsName, m_meshName, m_dimName, m_reduceName, m_opName;
