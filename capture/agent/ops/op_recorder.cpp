@@ -53,10 +53,8 @@ MESHSCOPE_HOT void OpRecorder::propagate(const Operands& outs) {
     Agent& agent = m_op.agent();
     TensorTable& tensors = agent.tensors();
     TensorTable::ProvenancePtr derived;
-    for (const Operand& op : m_op.inputs())  // the filter spares the lookup of an untagged input
-        if (tensors.mayHaveProvenance(op.tensor()) &&
-            (derived = tensors.derivedProvenance(op.tensor())))
-            break;
+    for (const Operand& op : m_op.inputs())
+        if ((derived = tensors.derivedProvenance(op.tensor()))) break;
     if (!derived) return;
     // A chain's last step: this op at its user frame (one record per frame
     // and op, shared like provenances).

@@ -8,7 +8,7 @@ namespace meshscope::capture {
 MESHSCOPE_HOT TensorTable::Entry* TensorTable::find(const at::Tensor& tensor) {
     if (!tensor.defined()) return nullptr;
     const c10::TensorImpl* impl = tensor.unsafeGetTensorImpl();
-    if (isSubclass(tensor) && !maySubclass(impl)) return nullptr;
+    if (isSubclass(tensor) && !m_subclasses.mayContain(impl)) return nullptr;
     return live(impl);
 }
 
@@ -32,7 +32,7 @@ TensorTable::Entry& TensorTable::get(const at::Tensor& tensor, bool& isNew) {
     }
     isNew = true;
     bool subclass = isSubclass(tensor);
-    if (subclass) addSubclass(impl);
+    if (subclass) m_subclasses.add(impl);
     Entry entry{c10::weak_intrusive_ptr<c10::TensorImpl>(tensor.getIntrusivePtr()),
                 m_newId(),
                 nullptr,
@@ -85,6 +85,7 @@ const Provenance* TensorTable::lastStep(const at::Tensor& tensor) {
 }
 
 MESHSCOPE_HOT TensorTable::ProvenancePtr TensorTable::derivedProvenance(const at::Tensor& tensor) {
+    if (!mayHaveProvenance(tensor)) return nullptr;  // proven untagged: no lookup
     Entry* entry = find(tensor);
     if (!entry || !entry->provenance) return nullptr;
     if (!entry->derived) {
@@ -117,12 +118,12 @@ void TensorTable::sweep() {
 
 void TensorTable::rebuildFilter() {
     int idle = 1 - m_activeFilter.load(std::memory_order_relaxed);
-    AddressFilter& next = m_filters[idle];
+    auto& next = m_filters[idle];
     next.clear();
-    m_subclassBits.fill(0);
+    m_subclasses.clear();
     for (const auto& [impl, entry] : m_entries) {
         if (entry.provenance) next.add(impl);
-        if (entry.subclass) addSubclass(impl);
+        if (entry.subclass) m_subclasses.add(impl);
     }
     m_activeFilter.store(idle, std::memory_order_release);
 }

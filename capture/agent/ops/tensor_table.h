@@ -136,10 +136,9 @@ class TensorTable {
     void sweep();
 
   private:
-    // A bit per hashed TensorImpl address, set when an entry gets a
-    // provenance. Two of them: sweep() rebuilds the idle one from the live
-    // entries and then makes it the active one, so a reader on another
-    // thread never sees a half-built filter.
+    // A bit per hashed TensorImpl address (2^LogBits bits): false from
+    // mayContain() proves an address was never added since the last clear().
+    template <int LogBits>
     class AddressFilter {
       public:
         void add(const void* p) {
@@ -156,14 +155,17 @@ class TensorTable {
         }
 
       private:
-        static constexpr int kLogBits = 14;  // 2 KiB
         static size_t bit(const void* p) {
             return size_t((reinterpret_cast<uintptr_t>(p) >> 4) * 0x9E3779B97F4A7C15ull >>
-                          (64 - kLogBits));
+                          (64 - LogBits));
         }
-        std::array<std::atomic<uint64_t>, (size_t(1) << kLogBits) / 64> m_words{};
+        std::array<std::atomic<uint64_t>, (size_t(1) << LogBits) / 64> m_words{};
     };
-    std::array<AddressFilter, 2> m_filters;
+    // Set when an entry gets a provenance (2 KiB each). Two of them: sweep()
+    // rebuilds the idle one from the live entries and then makes it the
+    // active one, so a reader on another thread never sees a half-built
+    // filter.
+    std::array<AddressFilter<14>, 2> m_filters;
     std::atomic<int> m_activeFilter{0};
     void rebuildFilter();
 
@@ -207,22 +209,9 @@ class TensorTable {
     // a count of subclass entries would send every DTensor operand to the
     // table, a bucket that is cold by the next op. With no bit set, the
     // lookup is skipped. Bits are set as entries are made and rebuilt from
-    // the live entries by sweep(); a stale bit costs one lookup. Read and
-    // written with the table (under the GIL), unlike m_filters.
-    static constexpr int kSubclassLogBits = 10;  // 128 bytes
-    std::array<uint64_t, (size_t(1) << kSubclassLogBits) / 64> m_subclassBits{};
-    static size_t subclassBit(const void* p) {
-        return size_t((reinterpret_cast<uintptr_t>(p) >> 4) * 0x9E3779B97F4A7C15ull >>
-                      (64 - kSubclassLogBits));
-    }
-    void addSubclass(const void* p) {
-        size_t b = subclassBit(p);
-        m_subclassBits[b / 64] |= uint64_t(1) << (b % 64);
-    }
-    bool maySubclass(const void* p) const {
-        size_t b = subclassBit(p);
-        return m_subclassBits[b / 64] & (uint64_t(1) << (b % 64));
-    }
+    // the live entries by sweep(); a stale bit costs one lookup. Used with
+    // the table (under the GIL): one filter, rebuilt in place.
+    AddressFilter<10> m_subclasses;  // 128 bytes
     static bool isSubclass(const at::Tensor& t) {
         return t.key_set().has(c10::DispatchKey::Python);
     }
