@@ -283,6 +283,7 @@ py::dict stats() {
     out["provenance_records"] = agent.tensors().provenanceRecords();
     out["tensor_descriptions"] = agent.descriptions().size();
     out["dtensor_specs"] = agent.torch().cachedSpecs();
+    out["hook_operators"] = agent.torch().hookOpsRead();
     out["rank_file"] = agent.writer().path().string();
     if (HookPhases::on()) {  // MESHSCOPE_BENCH_HOOK=phases: ns per op, by phase
         py::dict phases;

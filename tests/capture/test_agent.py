@@ -194,6 +194,40 @@ def test_to_local_of_an_async_collective_keeps_its_provenance_across_steps(mesh,
     assert all("to_local()" in i["evidence"] for i in found), found
 
 
+def test_an_operator_defined_again_after_its_library_went_is_read_again(mesh, run_dir):
+    """The dispatcher hook keeps what it reads of an operator (how many
+    arguments to scan, its name) by the operator's address. A torch.library
+    operator that is dropped and defined again with other arguments may get
+    the dropped one's address: read with the old count, the new call's
+    tagged input (not its last argument) would go unseen and its output
+    would carry no provenance."""
+    from meshscope import _capture
+
+    def define(schema, kernel):
+        lib = torch.library.Library("meshscope_test", "DEF")
+        lib.define(schema)
+        lib.impl("twice", kernel, "CPU")
+        return lib
+
+    meshscope.attach(run_dir, policy="observe")
+    batch = torch.ones(4)
+    _capture.tag(batch, "D", "test batch")
+    lib = define("twice(Tensor x) -> Tensor", lambda x: x * 2)
+    assert _capture.provenance(torch.ops.meshscope_test.twice(batch))[0] == "D"
+    read = _capture.stats()["hook_operators"]
+    assert _capture.provenance(torch.ops.meshscope_test.twice(batch))[0] == "D"
+    assert _capture.stats()["hook_operators"] == read  # kept, not read again
+    lib._destroy()
+    lib = define("twice(Tensor x, Tensor scale, Tensor shift) -> Tensor",
+                 lambda x, scale, shift: x * scale + shift)
+    out = torch.ops.meshscope_test.twice(batch, torch.full((4,), 2.0), torch.zeros(4))
+    assert out.tolist() == [2.0] * 4
+    assert _capture.provenance(out)[0] == "D"
+    assert _capture.stats()["hook_operators"] > read  # every operator read again
+    lib._destroy()
+    meshscope.detach()
+
+
 def test_origin_d_dataloader_batch(mesh, run_dir):
     from torch.utils.data import DataLoader, TensorDataset
 

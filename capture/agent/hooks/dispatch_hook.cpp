@@ -72,12 +72,23 @@ class GilHold {
     PyGILState_STATE m_state;
 };
 
-// torch.tensor(data) builds its tensor outside the dispatcher and hands it
-// to aten::lift_fresh: the one sight of that birth.
-MESHSCOPE_HOT bool isLiftFresh(const c10::OperatorHandle& op) {
-    static const std::optional<c10::OperatorHandle> lift =
-        c10::Dispatcher::singleton().findOp({"aten::lift_fresh", ""});
-    return lift && op == *lift;
+// The hook's facts of `op` (TorchTypes::hookOp): read from torch's
+// operator entry the first time, under the GIL; nullptr when the agent went
+// meanwhile or could not read them (the op then runs unseen).
+[[gnu::noinline]] HookOp* addHookOp(Agent& agent, const c10::OperatorHandle& op) {
+    GilHold gil;
+    if (Agent::current() != &agent) return nullptr;
+    try {
+        return &agent.torch().addHookOp(op, agent.writer());
+    } catch (const std::exception& e) {
+        agent.ownError("dispatch", std::string("meshscope: dispatch hook error: ") + e.what());
+        return nullptr;
+    }
+}
+MESHSCOPE_HOT HookOp* hookOp(Agent& agent, const c10::OperatorHandle& op) {
+    if (HookOp* known = agent.torch().hookOp(op)) [[likely]]
+        return known;
+    return addHookOp(agent, op);
 }
 
 // Runs the op below the hook. The key is excluded meanwhile, so the ops
@@ -249,7 +260,9 @@ void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands
                 if (auto latest = agent.tracker().latestOnThisThread()) collective = latest->seq;
             note = agent.tracker().failed(collective, error, op.schema().name());
         } else {
-            OpContext failed(agent, agent.torch().opInfo(op.schema(), agent.writer()), inputs);
+            HookOp* known = hookOp(agent, op);
+            if (!known) return;
+            OpContext failed(agent, known->info, inputs);
             note = recordFailureIncident(failed, *kind, error, argumentsText(op.schema(), args));
         }
         markRecorded(value, note);
@@ -264,8 +277,8 @@ void recordOpFailure(Agent& agent, const c10::OperatorHandle& op, const Operands
 // site. What NCCL runs under it adds its GPU time to that record through the
 // plugin. A call that raises is recorded as failed and raises as without
 // meshscope.
-void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKeySet ks,
-                    torch::jit::Stack* stack, Operands inputs) {
+void c10dCollective(Agent& agent, const c10::OperatorHandle& op, HookOp& known,
+                    c10::DispatchKeySet ks, torch::jit::Stack* stack, Operands inputs) {
     const c10::FunctionSchema& schema = op.schema();
     C10dFacts facts = c10dFacts(schema, torch::jit::last(*stack, schema.arguments().size()));
     RankWriter& writer = agent.writer();
@@ -301,7 +314,7 @@ void c10dCollective(Agent& agent, const c10::OperatorHandle& op, c10::DispatchKe
     PendingError pending;
     OpSeq seq;
     try {
-        OpContext call(agent, agent.torch().opInfo(schema, writer), inputs);
+        OpContext call(agent, known.info, inputs);
         seq = OpRecorder(call).recordOp(start, end, Operands{}, IncidentSeq{}, call.info());
     } catch (const std::exception& e) {
         agent.ownError("record", std::string("could not record a c10d collective: ") + e.what());
@@ -399,22 +412,24 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
     Agent* agent = Agent::current();
     PyTypeObject* dtensorType = agent ? agent->torch().dtensorType() : nullptr;
     if (!dtensorType) return redispatch(op, ks, stack);
-    const c10::FunctionSchema& schema = op.schema();
-    Operands inputs = scanStack(*stack, schema.arguments().size(), dtensorType);
+    HookOp* known = hookOp(*agent, op);
+    if (!known) [[unlikely]]
+        return redispatch(op, ks, stack);
+    Operands inputs = scanStack(*stack, known->arguments, dtensorType);
     OpKind kind = markMixed(inputs);
     if (kind == OpKind::Mixed) return mixedOp(*agent, op, stack);
     if (cut == BenchCut::Scan) [[unlikely]]
         return redispatch(op, ks, stack);
 
-    if (kind == OpKind::Plain && isC10dOp(schema))
-        return c10dCollective(*agent, op, ks, stack, std::move(inputs));
+    if (kind == OpKind::Plain && known->c10d)
+        return c10dCollective(*agent, op, *known, ks, stack, std::move(inputs));
     if (kind == OpKind::Plain) {  // only provenance bookkeeping, and only when needed
         PlainTiming plainTiming(entered);
         // A birth: a creation op (no tensor inputs) or torch.tensor()'s
         // lift_fresh. Other ops without tensor inputs (the profiler's
         // record_function enter and exit around every optimizer step, FSDP's
         // hooks) pass on without the GIL.
-        bool factory = (inputs.empty() || isLiftFresh(op)) && isFactoryName(schema.name()) &&
+        bool factory = (inputs.empty() || known->liftFresh) && known->info.isFactory &&
                        OpRecorder::tagsCreations(*agent);
         TensorTable& tensors = agent->tensors();
         bool propagate = tensors.hasProvenance() &&
@@ -426,8 +441,8 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
         GilHold gil;
         if (Agent::current() != agent) return;  // detached meanwhile
         try {
-            Operands outputs = scanStack(*stack, schema.returns().size(), dtensorType);
-            OpContext plain(*agent, agent->torch().opInfo(schema, agent->writer()), inputs);
+            Operands outputs = scanStack(*stack, known->returns, dtensorType);
+            OpContext plain(*agent, known->info, inputs);
             OpRecorder(plain).afterPlainOp(outputs);
         } catch (const std::exception& e) {
             agent->ownError("dispatch", std::string("meshscope: provenance: ") + e.what());
@@ -453,9 +468,8 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
         int64_t end = writer.nowNs();
         if (Agent::current() != agent) return;
         frame.prefetchRecord();
-        Operands outputs =
-            ran ? scanStack(*stack, schema.returns().size(), dtensorType) : Operands{};
-        OpContext call(*agent, agent->torch().opInfo(schema, writer), inputs, kind);
+        Operands outputs = ran ? scanStack(*stack, known->returns, dtensorType) : Operands{};
+        OpContext call(*agent, known->info, inputs, kind);
         OpRecorder(call).recordRan(frame, start, end, outputs);
         if (ran && call.info().isScalarRead && !stack->empty()) {
             const c10::IValue& read = stack->back();
@@ -469,7 +483,7 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
     // and, when a promotion was laid out as Shard(batch), for one retry: that
     // can meet an op DTensor has no correct strategy for (index_put in the
     // backward of an index lookup whose indices were promoted).
-    size_t base = stack->size() - schema.arguments().size();
+    size_t base = stack->size() - known->arguments;
     c10::SmallVector<c10::IValue, 8> saved(stack->begin() + base, stack->end());
     HookPhases::lap(HookPhase::Enter);
     try {
@@ -526,6 +540,7 @@ bool installDispatcherHook(std::string& why) {
         try {
             auto lib = std::make_unique<torch::Library>(torch::Library::IMPL, "_", kHookKey,
                                                         __FILE__, __LINE__);
+            watchOperatorRemovals();  // before the first op reaches the hook
             lib->fallback(torch::CppFunction::makeFromBoxedFunction<&hookFallback>());
             library = std::move(lib);
             return true;

@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "capture/agent/collectives/c10d_calls.h"
 #include "core/store/rank_writer.h"
 #include "core/util/hot_path.h"
 
@@ -219,8 +220,8 @@ void TorchTypes::clear() {
     m_specFront.clear();
     m_specs.clear();
     m_ops.clear();
-    m_schemaOps.clear();
-    m_schemaFront.clear();
+    for (auto& slot : m_hookSlots)  // the HookOps stay until the agent goes
+        slot.store(nullptr, std::memory_order_relaxed);
     m_dtypeIds.clear();
     m_deviceIds.clear();
     m_meshes.clear();
@@ -271,16 +272,42 @@ OpInfo& TorchTypes::opInfo(PyObject* overload, RankWriter& writer) {
     return m_ops.emplace(overload, std::move(info)).first->second;
 }
 
-MESHSCOPE_HOT OpInfo& TorchTypes::opInfo(const c10::FunctionSchema& schema, RankWriter& writer) {
-    if (OpInfo* front = m_schemaFront.find(&schema)) return *front;
-    auto it = m_schemaOps.find(&schema);
-    if (it == m_schemaOps.end()) {
-        OpInfo info;
-        describeOp(info, operatorText(schema.operator_name()), writer);
-        it = m_schemaOps.emplace(&schema, std::move(info)).first;
-    }
-    m_schemaFront.remember(&schema, &it->second);
-    return it->second;
+namespace detail {
+std::atomic<uint32_t> g_operatorsEpoch{0};
+}
+
+void watchOperatorRemovals() {
+    struct Watch final : c10::OpRegistrationListener {
+        void onOperatorRegistered(const c10::OperatorHandle&) override {}
+        void onOperatorDeregistered(const c10::OperatorHandle&) override {
+            detail::g_operatorsEpoch.fetch_add(1, std::memory_order_relaxed);
+        }
+    };
+    // Kept to the process's end: torch's dispatcher may outlive this
+    // library's statics, and deregisters operators at exit.
+    static auto* watching = new c10::RegistrationHandleRAII(
+        c10::Dispatcher::singleton().addRegistrationListener(std::make_unique<Watch>()));
+    (void)watching;
+}
+
+HookOp& TorchTypes::addHookOp(const c10::OperatorHandle& op, RankWriter& writer) {
+    const void* key = operatorKey(op);
+    uint32_t epoch = operatorsEpoch();
+    std::atomic<HookOp*>& slot = m_hookSlots[hookSlot(key)];
+    if (HookOp* known = slot.load(std::memory_order_relaxed);
+        known && known->key == key && known->epoch == epoch)
+        return *known;
+    const c10::FunctionSchema& schema = op.schema();
+    HookOp& added = m_hookOps.emplace_back();
+    added.key = key;
+    added.epoch = epoch;
+    added.arguments = uint16_t(schema.arguments().size());
+    added.returns = uint16_t(schema.returns().size());
+    added.c10d = isC10dOp(schema);
+    describeOp(added.info, operatorText(schema.operator_name()), writer);
+    added.liftFresh = added.info.text == "aten::lift_fresh";
+    slot.store(&added, std::memory_order_release);
+    return added;
 }
 
 void describeOp(OpInfo& info, std::string text, RankWriter& writer) {

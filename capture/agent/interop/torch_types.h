@@ -8,7 +8,9 @@
 #include <Python.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory_resource>
 #include <string>
 #include <string_view>
@@ -63,15 +65,43 @@ bool isNnInstance(PyObject* obj, const char* cls);
 
 // Facts about one OpOverload (aten.sub.Tensor), cached by object identity.
 struct OpInfo {
-    PyRef overload;  // keeps the cache key alive
-    PyRef call;      // OpOverload._op: the C++ callable, skipping Python __call__
-    StringId name;   // "aten::sub.Tensor"
-    std::string text;
+    // What every recorded op reads first, together in the struct's first bytes.
+    StringId name;              // "aten::sub.Tensor"
     bool isFactory = false;     // aten creation op (zeros, arange, ...): no tensor inputs
     bool isCopy = false;        // copy_: a plain source copied into a DTensor is class F
     bool isInPlace = false;     // add_, _foreach_add_.List: argument 0 is the destination
     bool isScalarRead = false;  // float(t), t.item(): a Partial DTensor's share is read
+    PyRef overload;             // keeps the cache key alive
+    PyRef call;                 // OpOverload._op: the C++ callable, skipping Python __call__
+    std::string text;
 };
+
+// What the dispatcher hook reads of an operator on every call, in the
+// agent's memory by the operator's identity: its schema's counts and name
+// live in torch's operator entry, lines that nothing else on the hook's way
+// keeps in the caches (a read of c10::OperatorEntry::schema() alone cost
+// about 85 ns an op). Written once under the GIL, then read without it.
+struct HookOp {
+    const void* key = nullptr;  // the operator (std::hash<c10::OperatorHandle>)
+    uint32_t epoch = 0;         // operatorsEpoch() when it was read
+    uint16_t arguments = 0;     // its schema's arguments and returns
+    uint16_t returns = 0;
+    bool c10d = false;       // a c10d op (isC10dOp)
+    bool liftFresh = false;  // aten::lift_fresh (torch.tensor(data)'s birth)
+    OpInfo info;             // its name; `overload` and `call` stay empty
+};
+
+// Counts the operators torch's dispatcher dropped (a torch.library.Library
+// deleted): a new operator may then have a dropped one's address, so every
+// HookOp read before is read again. Starts counting at
+// watchOperatorRemovals(), once per process.
+namespace detail {
+extern std::atomic<uint32_t> g_operatorsEpoch;
+}
+inline uint32_t operatorsEpoch() {
+    return detail::g_operatorsEpoch.load(std::memory_order_relaxed);
+}
+void watchOperatorRemovals();
 
 // The tensor record shared by the DTensors of one spec (see
 // TensorDescriptions), remembered with the spec: a DTensor's global shape is
@@ -107,9 +137,15 @@ class TorchTypes {
         return m_dtensorType && PyObject_TypeCheck(obj, m_dtensorType);
     }
     OpInfo& opInfo(PyObject* overload, RankWriter& writer);
-    // The same facts for an operator seen by the dispatcher hook (no Python
-    // object: `overload` and `call` stay empty), by its schema.
-    OpInfo& opInfo(const c10::FunctionSchema& schema, RankWriter& writer);
+    // The hook's facts of `op` (HookOp); safe without the GIL. Null the
+    // first time, or after operators were dropped: then addHookOp().
+    HookOp* hookOp(const c10::OperatorHandle& op) const {
+        const void* key = operatorKey(op);
+        HookOp* known = m_hookSlots[hookSlot(key)].load(std::memory_order_acquire);
+        return known && known->key == key && known->epoch == operatorsEpoch() ? known : nullptr;
+    }
+    // Reads and keeps them. Requires the GIL.
+    HookOp& addHookOp(const c10::OperatorHandle& op, RankWriter& writer);
     // The DTensor type; safe to compare against without the GIL.
     PyTypeObject* dtensorType() const { return m_dtensorType; }
     // Mesh and placements of a DTensor; registers the mesh on first sight.
@@ -120,6 +156,8 @@ class TorchTypes {
     // refers to, and bounds the rest: between steps, and when it is full.
     void trim();
     size_t cachedSpecs() const { return m_specs.size(); }
+    // Operators read by addHookOp(), again after a removal included.
+    size_t hookOpsRead() const { return m_hookOps.size(); }
     std::string meshText(MeshId id) const;  // "mesh [2] ('model')"
     // The mesh dim a per-rank batch is sharded over: the one named like a
     // data-parallel dim ("batch", "data", "dp", ...), else dim 0.
@@ -203,10 +241,18 @@ class TorchTypes {
     std::unordered_map<int, StringId> m_dtypeIds, m_deviceIds;
     PyRef m_placementsName, m_meshName, m_dimName, m_reduceName, m_opName;
     std::unordered_map<PyObject*, OpInfo> m_ops;
-    std::unordered_map<const c10::FunctionSchema*, OpInfo> m_schemaOps;
-    // Direct-mapped in front of m_schemaOps: one probe per op instead of a
-    // hash-node walk (the dispatcher hook asks for every DTensor op).
-    DirectMapped<c10::FunctionSchema, OpInfo, 256> m_schemaFront;
+    static const void* operatorKey(const c10::OperatorHandle& op) {
+        return reinterpret_cast<const void*>(std::hash<c10::OperatorHandle>{}(op));
+    }
+    static size_t hookSlot(const void* key) {
+        return (reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull) >> (64 - kHookSlotBits);
+    }
+    static constexpr int kHookSlotBits = 9;
+    // Direct-mapped; a slot's HookOp is never changed once published, and
+    // lives as long as the agent (a hook on another thread may still read
+    // one a later addHookOp() displaced).
+    std::array<std::atomic<HookOp*>, size_t(1) << kHookSlotBits> m_hookSlots{};
+    std::pmr::deque<HookOp> m_hookOps{agentMemory()};
     std::unordered_map<PyObject*, MeshEntry> m_meshes;
     struct GroupKey {
         PyObject* obj;
