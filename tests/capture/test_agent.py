@@ -228,6 +228,32 @@ def test_an_operator_defined_again_after_its_library_went_is_read_again(mesh, ru
     meshscope.detach()
 
 
+def test_operators_the_hook_keeps_are_read_once_however_many(run_dir):
+    """More operators than the hook's table holds without collisions: a
+    second round of calls reads none of them again (the hook's facts of an
+    operator are read once per agent, not each time a neighbour displaced
+    them)."""
+    from meshscope import _capture
+
+    lib = torch.library.Library("meshscope_many", "DEF")
+    names = [f"f{i}" for i in range(300)]
+    for name in names:
+        lib.define(f"{name}(Tensor x) -> Tensor")
+        lib.impl(name, lambda x: x + 1, "CPU")
+    meshscope.attach(run_dir, policy="observe")
+    x = torch.ones(2)
+    ops = [getattr(torch.ops.meshscope_many, name) for name in names]
+    rounds = []
+    for _ in range(3):
+        rounds.append([op(x).tolist() for op in ops])
+        if len(rounds) == 1:
+            read = _capture.stats()["hook_operators"]
+    assert rounds == [[[2.0, 2.0]] * len(ops)] * 3
+    assert _capture.stats()["hook_operators"] == read
+    meshscope.detach()
+    lib._destroy()
+
+
 def test_origin_d_dataloader_batch(mesh, run_dir):
     from torch.utils.data import DataLoader, TensorDataset
 

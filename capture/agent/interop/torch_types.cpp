@@ -220,8 +220,10 @@ void TorchTypes::clear() {
     m_specFront.clear();
     m_specs.clear();
     m_ops.clear();
-    for (auto& slot : m_hookSlots)  // the HookOps stay until the agent goes
-        slot.store(nullptr, std::memory_order_relaxed);
+    for (auto& bucket : m_hookBuckets)  // the HookOps stay until the agent goes
+        for (auto& way : bucket)
+            way.store(nullptr, std::memory_order_relaxed);
+    m_hookOpsByKey.clear();
     m_dtypeIds.clear();
     m_deviceIds.clear();
     m_meshes.clear();
@@ -291,23 +293,36 @@ void watchOperatorRemovals() {
 }
 
 HookOp& TorchTypes::addHookOp(const c10::OperatorHandle& op, RankWriter& writer) {
+    if (HookOp* there = hookOp(op)) return *there;  // published meanwhile
     const void* key = operatorKey(op);
     uint32_t epoch = operatorsEpoch();
-    std::atomic<HookOp*>& slot = m_hookSlots[hookSlot(key)];
-    if (HookOp* known = slot.load(std::memory_order_relaxed);
-        known && known->key == key && known->epoch == epoch)
-        return *known;
-    const c10::FunctionSchema& schema = op.schema();
-    HookOp& added = m_hookOps.emplace_back();
-    added.key = key;
-    added.epoch = epoch;
-    added.arguments = uint16_t(schema.arguments().size());
-    added.returns = uint16_t(schema.returns().size());
-    added.c10d = isC10dOp(schema);
-    describeOp(added.info, operatorText(schema.operator_name()), writer);
-    added.liftFresh = added.info.text == "aten::lift_fresh";
-    slot.store(&added, std::memory_order_release);
-    return added;
+    if (epoch != m_hookOpsEpoch) {  // operators were dropped: read each again
+        m_hookOpsByKey.clear();
+        m_hookOpsEpoch = epoch;
+    }
+    HookOp*& known = m_hookOpsByKey[key];
+    if (!known) {
+        const c10::FunctionSchema& schema = op.schema();
+        HookOp& added = m_hookOps.emplace_back();
+        added.key = key;
+        added.epoch = epoch;
+        added.arguments = uint16_t(schema.arguments().size());
+        added.returns = uint16_t(schema.returns().size());
+        added.c10d = isC10dOp(schema);
+        describeOp(added.info, operatorText(schema.operator_name()), writer);
+        added.liftFresh = added.info.text == "aten::lift_fresh";
+        known = &added;
+    }
+    // into the first way that is empty or stale, else in place of the last
+    HookBucket& bucket = m_hookBuckets[hookBucket(key)];
+    std::atomic<HookOp*>* into = &bucket.back();
+    for (auto& way : bucket)
+        if (HookOp* held = way.load(std::memory_order_relaxed); !held || held->epoch != epoch) {
+            into = &way;
+            break;
+        }
+    into->store(known, std::memory_order_release);
+    return *known;
 }
 
 void describeOp(OpInfo& info, std::string text, RankWriter& writer) {

@@ -141,8 +141,13 @@ class TorchTypes {
     // first time, or after operators were dropped: then addHookOp().
     HookOp* hookOp(const c10::OperatorHandle& op) const {
         const void* key = operatorKey(op);
-        HookOp* known = m_hookSlots[hookSlot(key)].load(std::memory_order_acquire);
-        return known && known->key == key && known->epoch == operatorsEpoch() ? known : nullptr;
+        uint32_t epoch = operatorsEpoch();
+        for (const auto& way : m_hookBuckets[hookBucket(key)]) {
+            HookOp* known = way.load(std::memory_order_acquire);
+            if (!known) break;  // ways fill in order
+            if (known->key == key && known->epoch == epoch) return known;
+        }
+        return nullptr;
     }
     // Reads and keeps them. Requires the GIL.
     HookOp& addHookOp(const c10::OperatorHandle& op, RankWriter& writer);
@@ -244,15 +249,21 @@ class TorchTypes {
     static const void* operatorKey(const c10::OperatorHandle& op) {
         return reinterpret_cast<const void*>(std::hash<c10::OperatorHandle>{}(op));
     }
-    static size_t hookSlot(const void* key) {
-        return (reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull) >> (64 - kHookSlotBits);
+    static size_t hookBucket(const void* key) {
+        return (reinterpret_cast<uintptr_t>(key) * 0x9E3779B97F4A7C15ull) >> (64 - kHookBucketBits);
     }
-    static constexpr int kHookSlotBits = 9;
-    // Direct-mapped; a slot's HookOp is never changed once published, and
+    static constexpr int kHookBucketBits = 7;
+    // Four ways a bucket (32 bytes): operators whose addresses collide do
+    // not displace each other. A HookOp is never changed once published and
     // lives as long as the agent (a hook on another thread may still read
-    // one a later addHookOp() displaced).
-    std::array<std::atomic<HookOp*>, size_t(1) << kHookSlotBits> m_hookSlots{};
+    // one a full bucket displaced).
+    using HookBucket = std::array<std::atomic<HookOp*>, 4>;
+    std::array<HookBucket, size_t(1) << kHookBucketBits> m_hookBuckets{};
     std::pmr::deque<HookOp> m_hookOps{agentMemory()};
+    // Every HookOp of the current epoch by operator (under the GIL): one
+    // read per operator, whatever the buckets still hold.
+    std::unordered_map<const void*, HookOp*> m_hookOpsByKey;
+    uint32_t m_hookOpsEpoch = 0;
     std::unordered_map<PyObject*, MeshEntry> m_meshes;
     struct GroupKey {
         PyObject* obj;
