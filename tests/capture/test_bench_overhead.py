@@ -40,6 +40,48 @@ def test_the_interval_holds_the_median_and_narrows_with_more_rounds():
     assert abs(many[0] - 1.04) < 0.03
 
 
+def test_the_part_table_pairs_each_part_with_the_uninstrumented_block_of_its_round():
+    names = ["base", "agent"]
+    # rounds 1 and 2 were slow for everyone's forward but the agent's in round
+    # 2: paired, the agent adds 10 us in two rounds of three (the medians of
+    # each column alone would differ by -990); 3 us to every optimizer step
+    base = [[60.0, 2000.0, 200.0, 2500.0, 3000.0], [60.0, 3000.0, 200.0, 2500.0, 4500.0],
+            [60.0, 3000.0, 200.0, 2500.0, 3000.0]]
+    agent = [[60.0, 2010.0, 200.0, 2500.0, 3003.0], [60.0, 3010.0, 200.0, 2500.0, 4503.0],
+             [60.0, 2010.0, 200.0, 2500.0, 3003.0]]
+    lines = co.part_table({"base": base, "agent": agent}, names)
+    assert lines[0].split()[1:] == list(co.STEP_PARTS)
+    assert lines[1].split() == ["base", "60.0", "3000.0", "200.0", "2500.0", "3000.0"]
+    cells = lines[2].split()
+    assert cells[0] == "agent"
+    assert cells[1:4] == ["60.0", "+0.0", "[+0,+0]"]  # zero_grad
+    assert cells[4:8] == ["2010.0", "+10.0", "[-990,+10]", "200.0"]  # forward, then loss
+    assert cells[-3:] == ["3003.0", "+3.0", "[+3,+3]"]  # optimizer
+
+
+def test_parts_run_and_print_a_row_per_configuration():
+    """A real two-rank run with --parts: the part table follows the ratios,
+    one row per configuration, every part timed."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK")}
+    script = os.path.join(os.path.dirname(__file__), "..", "bench", "capture_overhead.py")
+    out = subprocess.run([sys.executable, script, "--rounds", "1", "--steps", "2", "--warm", "1",
+                          "--settle", "0", "--only", "3", "--parts", "--dim", "16", "--hidden",
+                          "32", "--batch", "4", "--layers", "1"], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("training thread CPU us"))
+    assert lines[at + 1].split()[1:] == list(co.STEP_PARTS)
+    base, agent = lines[at + 2].split(), lines[at + 3].split()
+    assert base[:2] == ["no", "instrumentation"] and len(base) == 2 + 5
+    assert all(float(v) > 0 for v in base[2:])  # every part took CPU time
+    assert agent[:4] == ["meshscope", "observe,", "level", "dtensor"]
+    assert len(agent) == 4 + 5 * 3  # per part: us, difference, interval
+
+
 def write_task(root, tid, comm, ns):
     d = root / str(tid)
     d.mkdir()
