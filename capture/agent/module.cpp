@@ -258,6 +258,7 @@ py::object provenance(py::handle tensor) {
 
 void recordOptimizerStep(int64_t step, const std::string& name, int64_t startNs, int64_t endNs,
                          int64_t params) {
+    HookPhases::Adapter timing(AdapterCall::Step, /*counts=*/false);
     Agent* agent = Agent::current();
     if (!agent) return;
     RankWriter& w = agent->writer();
@@ -340,7 +341,10 @@ PYBIND11_MODULE(_capture, m) {
                          py::reinterpret_steal<py::object>(PyCFunction_New(def, nullptr)));
     m.def("step", [] { return attached().step(); });
     m.def("set_step", [](int64_t s) { attached().setStep(s); });
-    m.def("advance_step", [] { return attached().advanceStep(); });
+    m.def("advance_step", [] {
+        HookPhases::Adapter timing(AdapterCall::Step);
+        return attached().advanceStep();
+    });
     m.def("now_ns", [] { return attached().writer().nowNs(); });
     m.def("record_optimizer_step", &recordOptimizerStep);
     // Whether a plugin below torch (the NCCL profiler) records collectives.

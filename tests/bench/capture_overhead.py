@@ -41,7 +41,10 @@ collectives, with DTensor ops run under the GIL but not recorded; 3 adds
 recording them. 13 is 3 with each part of a recorded DTensor op timed in
 the process (MESHSCOPE_BENCH_HOOK=phases, the CPU's time-stamp counter): it
 prints ns per op by phase after the table, a breakdown that needs neither a
-profiler on the machine nor the difference of two noisy ratios. 14 runs the
+profiler on the machine nor the difference of two noisy ratios, and the
+same for the adapters' C++ calls (a functional collective's issue and
+wait, to_local's provenance, the step's bookkeeping): calls a step and the
+agent's own us a call, the original each wraps left out. 14 runs the
 uninstrumented loop again as its own block (an A/A pair): what every column
 reads for no difference at all, in the same run. The faults column
 counts the minor page faults of a timed step: memory the training keeps
@@ -364,16 +367,33 @@ def hook_phases() -> dict[str, float]:
     return meshscope.stats().get("hook_phases", {})
 
 
+def phase_counter(key: str) -> str:
+    """The count a hook_phases() "..._ns" value is an average over: the
+    recorded DTensor ops, the plain ops, or an adapter call's own calls."""
+    if key == "plain_ns":
+        return "plain_ops"
+    if key.startswith(ADAPTER):
+        return key[:-len("_ns")] + "_calls"
+    return "dtensor_ops"
+
+
 def add_phases(total: dict[str, float], before: dict, after: dict) -> None:
     """Adds the ns of each phase between two hook_phases() readings (each an
-    average per op since attach()) and the ops counted between them."""
-    for counter, keys in (("dtensor_ops", [k for k in after if k.endswith("_ns")
-                                           and k != "plain_ns"]), ("plain_ops", ["plain_ns"])):
-        n0, n1 = before.get(counter, 0.0), after.get(counter, 0.0)
-        total[counter] = total.get(counter, 0.0) + n1 - n0
-        for k in keys:
-            total[k] = total.get(k, 0.0) + after[k] * n1 - before.get(k, 0.0) * n0
+    average per op, or per adapter call, since attach()) and the ops and
+    calls counted between them."""
+    counters = {phase_counter(k) for k in after if k.endswith("_ns")}
+    for counter in counters:
+        total[counter] = total.get(counter, 0.0) + after.get(counter, 0.0) - before.get(counter, 0.0)
+    for k in after:
+        if k.endswith("_ns"):
+            counter = phase_counter(k)
+            total[k] = (total.get(k, 0.0) + after[k] * after.get(counter, 0.0)
+                        - before.get(k, 0.0) * before.get(counter, 0.0))
 
+
+# hook_phases() keys of the adapters' calls (HookPhases::Adapter):
+# "adapter_<call>_ns" per call, "adapter_<call>_calls".
+ADAPTER = "adapter_"
 
 # The agent's own phases of a recorded DTensor op (hook_phases.h), in the
 # order the hook runs them; the op itself ("op_ns") is not the agent's.
@@ -396,6 +416,15 @@ def print_phases(total: dict[str, float], steps: int) -> None:
     print(f"  plain ops: {plain / steps:.0f} a step, {per_plain:.0f} ns each in the hook; "
           f"the agent's time a step: {(ours * ops + per_plain * plain) / steps / 1e3:.0f} us "
           f"(DTensor ops {ours * ops / steps / 1e3:.0f}, plain {per_plain * plain / steps / 1e3:.0f})")
+    calls = [(k[len(ADAPTER):-len("_calls")], total[k]) for k in sorted(total)
+             if k.startswith(ADAPTER) and k.endswith("_calls") and total[k] > 0]
+    if calls:
+        cells = [(name, n / steps, total[f"{ADAPTER}{name}_ns"] / n) for name, n in calls]
+        print("  adapter calls, the agent's own time (the call they wrap left out): "
+              + ", ".join(f"{name} {per_step:.1f} a step x {ns / 1e3:.1f} us"
+                          for name, per_step, ns in cells)
+              + f"; the adapters' time a step: "
+              f"{sum(per_step * ns for _, per_step, ns in cells) / 1e3:.0f} us")
 
 
 def training_switches(status: str = "") -> tuple[int, int]:

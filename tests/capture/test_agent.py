@@ -478,6 +478,43 @@ def test_bench_hook_phases_time_each_recorded_dtensor_op(mesh, run_dir, monkeypa
     meshscope.detach()
 
 
+def test_bench_hook_phases_time_the_adapters_own_work_per_call(mesh, run_dir, monkeypatch):
+    """MESHSCOPE_BENCH_HOOK=phases also times the C++ ends of the adapters,
+    call by call, in the steps the benchmark times: to_local's provenance,
+    a functional collective's issue and its wait, DTensor.from_local's
+    guard, the root module call and an optimizer step's bookkeeping. Each
+    counts its calls and its own ns (the original it wraps left out: a
+    collective's own time stays far below the sleep it wraps)."""
+    import time
+
+    from torch.distributed import _functional_collectives as funcol
+
+    monkeypatch.setenv("MESHSCOPE_BENCH_HOOK", "phases")
+    original = funcol.all_reduce
+    monkeypatch.setattr(funcol, "all_reduce",
+                        lambda *a, **k: (time.sleep(0.02), original(*a, **k))[1])
+    meshscope.attach(run_dir)  # wraps the sleeping all_reduce
+    w = torch.nn.Parameter(distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)]))
+    opt = torch.optim.SGD([w], lr=0.1)
+    model = torch.nn.Identity()
+    for _ in range(3):
+        w.to_local()
+    for _ in range(2):
+        funcol.wait_tensor(funcol.all_reduce(torch.ones(4), "sum", (mesh, 0)))
+    DTensor.from_local(torch.ones(4, 4), mesh, [Replicate()])
+    (model(w) * 2).sum().backward()
+    opt.step()
+    phases = meshscope.stats()["hook_phases"]
+    meshscope.detach()
+    calls = {k[len("adapter_"):-len("_calls")]: v for k, v in phases.items()
+             if k.startswith("adapter_") and k.endswith("_calls")}
+    # an AsyncCollectiveTensor waited for calls funcol.wait_tensor once more inside
+    assert calls["to_local"] == 3 and calls["collective"] == 2 and calls["wait_tensor"] >= 2
+    assert calls["guarded"] >= 1 and calls["forward"] == 1 and calls["step"] == 1, calls
+    for name in ("to_local", "collective", "wait_tensor", "guarded", "forward", "step"):
+        assert 0 < phases[f"adapter_{name}_ns"] < 5e6, (name, phases)  # under 5 ms a call
+
+
 def test_only_births_and_provenance_take_the_slow_plain_path(mesh, run_dir):
     """A plain op without tensor inputs is a birth only when it creates a
     tensor: the profiler's record_function enter and exit (around every

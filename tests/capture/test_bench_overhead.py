@@ -123,6 +123,19 @@ def test_hook_phases_are_summed_over_the_timed_steps_only():
     assert total["plain_ns"] == (8 * 75 - 4 * 50) + 8 * 75
 
 
+def test_adapter_calls_are_averaged_over_their_own_calls():
+    """An adapter's ns are per call of its own, not per DTensor op."""
+    before = {"dtensor_ops": 10.0, "plain_ops": 0.0, "op_ns": 1000.0,
+              "adapter_collective_calls": 2.0, "adapter_collective_ns": 5000.0}
+    after = {"dtensor_ops": 110.0, "plain_ops": 0.0, "op_ns": 1000.0,
+             "adapter_collective_calls": 4.0, "adapter_collective_ns": 6000.0}
+    total = {}
+    co.add_phases(total, before, after)
+    assert total["adapter_collective_calls"] == 2
+    assert total["adapter_collective_ns"] == 4 * 6000 - 2 * 5000
+    assert total["dtensor_ops"] == 100 and total["op_ns"] == 100 * 1000
+
+
 def test_hook_phases_print_ns_per_op_and_the_agents_time_a_step(capsys):
     total = {"dtensor_ops": 100.0, "plain_ops": 50.0, "gil_ns": 2000.0, "stack_ns": 8000.0,
              "op_ns": 900000.0, "plain_ns": 25000.0}
@@ -131,6 +144,19 @@ def test_hook_phases_print_ns_per_op_and_the_agents_time_a_step(capsys):
     assert "10 DTensor ops a step, ns per op: gil 20, stack 80; the agent's 100" in out
     assert "(the op itself 9000)" in out
     assert "plain ops: 5 a step, 500 ns each in the hook; the agent's time a step: 4 us" in out
+    assert "adapter" not in out  # none timed
+
+
+def test_hook_phases_print_the_adapters_calls_a_step_and_their_time(capsys):
+    total = {"dtensor_ops": 100.0, "plain_ops": 0.0, "gil_ns": 2000.0, "op_ns": 900000.0,
+             "plain_ns": 0.0, "adapter_collective_calls": 20.0, "adapter_collective_ns": 150000.0,
+             "adapter_to_local_calls": 40.0, "adapter_to_local_ns": 120000.0,
+             "adapter_work_wait_calls": 0.0, "adapter_work_wait_ns": 0.0}
+    co.print_phases(total, steps=10)
+    out = capsys.readouterr().out
+    assert ("adapter calls, the agent's own time (the call they wrap left out): "
+            "collective 2.0 a step x 7.5 us, to_local 4.0 a step x 3.0 us; "
+            "the adapters' time a step: 27 us") in out
 
 
 def test_context_switches_come_from_the_status_file(tmp_path):

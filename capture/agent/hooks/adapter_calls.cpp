@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "capture/agent/agent.h"
+#include "capture/agent/hooks/hook_phases.h"
 #include "capture/agent/incidents/failures.h"
 #include "capture/agent/ops/op_context.h"
 #include "core/analysis/fix_suggestion.h"
@@ -206,6 +207,7 @@ PyObject* enterForward(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
         PyErr_SetString(PyExc_TypeError, "enter_forward(module, args)");
         return nullptr;
     }
+    HookPhases::Adapter timing(AdapterCall::Forward);
     return guarded("forward", [&](Agent& agent) -> PyObject* {
         Phase phase = agent.phase();
         if (phase == Phase::Backward || phase == Phase::Optimizer) Py_RETURN_NONE;
@@ -295,10 +297,13 @@ void tagStripped(Agent& agent, PyObject* out, PyObject* dtensor, int kind) {
 // Python frame of its own: the call costs what the original does, plus the
 // tag.
 PyObject* strippedCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+    HookPhases::Adapter timing(AdapterCall::ToLocal);
     PyObject* original = PyTuple_GET_ITEM(self, 0);
     int kind = PyTuple_GET_ITEM(self, 1) == Py_True ? 1 : 0;
+    timing.pause();
     PyObject* out = callRecordingFailure(kind ? "DTensor.full_tensor" : "DTensor.to_local",
                                          original, args, nargs, kwnames);
+    timing.resume();
     if (!out || nargs < 1) return out;
     return afterCall(out, "to_local() provenance",
                      [&](Agent& agent) { tagStripped(agent, out, args[0], kind); });
@@ -328,9 +333,13 @@ PyObject* strippingCall(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
 // `self` is (original, name). A failure is recorded with the call's tensor
 // arguments and raised as before.
 PyObject* guardedCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+    HookPhases::Adapter timing(AdapterCall::Guarded);
     const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(self, 1));
-    return callRecordingFailure(name ? name : "DTensor call", PyTuple_GET_ITEM(self, 0), args,
-                                nargs, kwnames);
+    timing.pause();
+    PyObject* out = callRecordingFailure(name ? name : "DTensor call", PyTuple_GET_ITEM(self, 0),
+                                         args, nargs, kwnames);
+    timing.resume();
+    return out;
 }
 
 PyMethodDef g_guardedDef = {

@@ -9,6 +9,7 @@
 #include "capture/agent/agent.h"
 #include "capture/agent/hooks/adapter_calls.h"
 #include "capture/agent/hooks/dispatch_hook.h"
+#include "capture/agent/hooks/hook_phases.h"
 #include "capture/agent/incidents/failures.h"
 #include "capture/agent/ops/op_context.h"
 #include "core/analysis/fix_suggestion.h"
@@ -89,6 +90,7 @@ void recordFailure(Agent& agent, Id id, std::string_view what) {
 // anything can wait for it).
 PyObject* collectiveCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                          PyObject* kwnames) {
+    HookPhases::Adapter timing(AdapterCall::Collective);
     PyObject* original = PyTuple_GET_ITEM(self, 0);
     Agent* agent = Agent::current();
     PyObject* group = Py_None;
@@ -119,7 +121,9 @@ PyObject* collectiveCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs
     bool handedOver;
     {
         WorkCapture capture(agent, id, current.token());
+        timing.pause();
         out = PyObject_Vectorcall(original, args, size_t(nargs), kwnames);
+        timing.resume();
         handedOver = capture.handedOver();
     }
     if (!id || Agent::current() != agent) return out;
@@ -164,6 +168,7 @@ PyObject* collectiveWrapper(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
 // once the call returned or raised.
 PyObject* waitTensorCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                          PyObject* kwnames) {
+    HookPhases::Adapter timing(AdapterCall::WaitTensor);
     Agent* agent = Agent::current();
     Id id;
     if (agent && nargs >= 1 && THPVariable_Check(args[0])) try {
@@ -171,7 +176,9 @@ PyObject* waitTensorCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs
         } catch (const std::exception& e) {
             agent->ownError("collective", std::string("meshscope: wait_tensor: ") + e.what());
         }
+    timing.pause();
     PyObject* out = PyObject_Vectorcall(self, args, size_t(nargs), kwnames);
+    timing.resume();
     if (!agent || Agent::current() != agent) return out;
     if (!out) {
         recordFailure(*agent, id, "wait_tensor");
@@ -220,6 +227,7 @@ Id idFrom(PyObject* obj) {
 
 // work_waiting(work) -> token: Work.wait() starts on this thread.
 PyObject* workWaiting(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    HookPhases::Adapter timing(AdapterCall::WorkWait);
     Agent* agent = Agent::current();
     if (!agent || argc != 1) return idObject(Id{});
     try {
@@ -232,6 +240,7 @@ PyObject* workWaiting(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
 
 // work_waited(token): Work.wait() returned.
 PyObject* workWaited(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+    HookPhases::Adapter timing(AdapterCall::WorkWait, /*counts=*/false);
     Agent* agent = Agent::current();
     if (agent && argc == 1) try {
             agent->tracker().waited(idFrom(argv[0]));

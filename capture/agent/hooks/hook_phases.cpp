@@ -24,6 +24,8 @@ std::atomic<int64_t> g_ns0{0};
 constexpr std::array<const char*, kHookPhaseCount> kNames = {
     "gil_ns",      "enter_ns",  "op_ns",   "outputs_ns", "stack_ns",
     "operands_ns", "submit_ns", "done_ns", "plain_ns"};
+constexpr std::array<const char*, kAdapterCallCount> kAdapterNames = {
+    "collective", "wait_tensor", "work_wait", "to_local", "guarded", "forward", "step"};
 
 }  // namespace
 
@@ -39,6 +41,9 @@ void HookPhases::enable(bool on) {
     if (on) {
         for (auto& s : s_sum)
             s.store(0, std::memory_order_relaxed);
+        for (auto* sums : {&s_adapterSum, &s_adapterCalls})
+            for (auto& s : *sums)
+                s.store(0, std::memory_order_relaxed);
         s_ops.store(0, std::memory_order_relaxed);
         s_plainOps.store(0, std::memory_order_relaxed);
         g_ns0.store(steadyNs(), std::memory_order_relaxed);
@@ -62,6 +67,14 @@ std::map<std::string, double> HookPhases::perOp() {
     }
     out["dtensor_ops"] = double(ops);
     out["plain_ops"] = double(plain);
+    for (size_t i = 0; i < kAdapterCallCount; ++i) {
+        uint64_t calls = s_adapterCalls[i].load(std::memory_order_relaxed);
+        std::string name = std::string("adapter_") + kAdapterNames[i];
+        out[name + "_ns"] = calls ? double(s_adapterSum[i].load(std::memory_order_relaxed)) *
+                                        nsPerTick / double(calls)
+                                  : 0.0;
+        out[name + "_calls"] = double(calls);
+    }
     return out;
 }
 

@@ -7,6 +7,12 @@
 // beside the wall-clock ratios: a breakdown that needs no profiler on the
 // machine (the lent GPU machines have none) and no differencing of noisy
 // ratios. Off (one relaxed load a phase) unless a benchmark turned it on.
+//
+// The same switch times the C++ ends of the Python adapters in the same
+// steps (HookPhases::Adapter): each call's own ticks, the original call it
+// wraps left out. A loop of one call (tests/bench/adapter_calls.py) keeps
+// code and data warm; here each call meets the caches a training step
+// leaves, which is what the overhead benchmark's adapters cost.
 
 #include <array>
 #include <atomic>
@@ -29,6 +35,18 @@ enum class HookPhase : uint8_t {
     Plain,     // a plain op's own hook time (its op not counted), per plain op
 };
 inline constexpr size_t kHookPhaseCount = 9;
+
+// The adapter calls HookPhases::Adapter times, by the call that counts.
+enum class AdapterCall : uint8_t {
+    Collective,  // a functional collective's wrapper (issue, hand-over to the tracker)
+    WaitTensor,  // funcol.wait_tensor's wrapper (the collective waited for, ended, recorded)
+    WorkWait,    // Work.wait()'s two calls into the agent (before and after the wait)
+    ToLocal,     // DTensor.to_local()/full_tensor(): the output's provenance
+    Guarded,     // DTensor.from_local()/redistribute()/distribute_tensor(): the guard
+    Forward,     // the root module call's enter_forward (phase, inputs tagged)
+    Step,        // an optimizer step's record and the step's bookkeeping (advance_step)
+};
+inline constexpr size_t kAdapterCallCount = 7;
 
 class HookPhases {
   public:
@@ -65,6 +83,32 @@ class HookPhases {
         mark(HookPhase::Done);
         s_ops.fetch_add(1, std::memory_order_relaxed);
     }
+    // While alive, the adapter call `kind` is timed; pause() and resume()
+    // leave out the original call it wraps. `counts`: a call of its own
+    // (false: more ticks of the call counted last, as Work.wait()'s second
+    // call into the agent).
+    class Adapter {
+      public:
+        explicit Adapter(AdapterCall kind, bool counts = true)
+            : m_kind(kind), m_counts(counts), m_start(on() ? ticks() : 0) {}
+        ~Adapter() {
+            if (m_start) adapter(m_kind, ticks() - m_start - m_excluded, m_counts);
+        }
+        void pause() {
+            if (m_start) m_paused = ticks();
+        }
+        void resume() {
+            if (m_start) m_excluded += ticks() - m_paused;
+        }
+        Adapter(const Adapter&) = delete;
+        Adapter& operator=(const Adapter&) = delete;
+
+      private:
+        AdapterCall m_kind;
+        bool m_counts;
+        uint64_t m_start, m_paused = 0, m_excluded = 0;
+    };
+
     // A plain op's own time (`own` ticks), counted apart.
     static void plainOp(uint64_t own) {
         add(HookPhase::Plain, own);
@@ -73,7 +117,9 @@ class HookPhases {
     static uint64_t ticks();
 
     // Nanoseconds per op of each phase ("gil_ns", ..., "plain_ns"), with
-    // "dtensor_ops" and "plain_ops"; empty when never enabled.
+    // "dtensor_ops" and "plain_ops", and per adapter call
+    // ("adapter_collective_ns", ...) with their counts
+    // ("adapter_collective_calls", ...); empty when never enabled.
     static std::map<std::string, double> perOp();
 
   private:
@@ -85,9 +131,15 @@ class HookPhases {
     static void add(HookPhase phase, uint64_t n) {
         s_sum[size_t(phase)].fetch_add(n, std::memory_order_relaxed);
     }
+    static void adapter(AdapterCall kind, uint64_t n, bool counts) {
+        s_adapterSum[size_t(kind)].fetch_add(n, std::memory_order_relaxed);
+        if (counts) s_adapterCalls[size_t(kind)].fetch_add(1, std::memory_order_relaxed);
+    }
     static inline std::atomic<bool> s_on{false};
     static inline std::array<std::atomic<uint64_t>, kHookPhaseCount> s_sum{};
     static inline std::atomic<uint64_t> s_ops{0}, s_plainOps{0};
+    static inline std::array<std::atomic<uint64_t>, kAdapterCallCount> s_adapterSum{},
+        s_adapterCalls{};
     static inline thread_local uint64_t t_last = 0;
 };
 
