@@ -33,7 +33,9 @@
 #            torch.profiler, meshscope level dtensor (GPU op timing sampled,
 #            and off) and the uninstrumented loop again (an A/A block: the
 #            run's noise floor), side by side, --rounds rounds (--bench-only adds
-#            capture_overhead.py's configuration 5, timing every op)
+#            capture_overhead.py's configuration 5, timing every op), with
+#            what each adds to forward, backward and the optimizer step
+#            (--parts)
 #   cache    tests/bench/hook_cache.py: the agent's ns per DTensor op with
 #            its caches cold (an op alone between 16 MiB of other work) and
 #            warm (8 in a row), on this machine's CPU (CPU tensors: runs
@@ -445,7 +447,8 @@ benchmark() {
     local world=$1
     if PYTHONPATH="$build/python" timeout 900 "$python" \
         "$root/tests/bench/capture_overhead.py" --device cuda --world "$world" \
-        --rounds "$rounds" --steps "$steps" --only "$bench_only" --json "$logs/bench.json" \
+        --rounds "$rounds" --steps "$steps" --only "$bench_only" --parts \
+        --json "$logs/bench.json" \
         >"$logs/bench.txt" 2>&1; then
         report bench passed "$world rank(s) on cuda, $rounds rounds of $steps steps: see bench.txt"
     else
