@@ -222,27 +222,23 @@ def training(args: argparse.Namespace):
 
     def step(parts: list[int] | None = None) -> None:
         """One training step; with `parts`, adds the training thread's CPU
-        ns of each of STEP_PARTS to it."""
-        if parts is None:
-            opt.zero_grad()
-            loss = ((model(x) - y) ** 2).mean()
-            loss.backward()
-            opt.step()
-            return
-        clock = time.thread_time_ns
+        ns of each of STEP_PARTS to it (without, the clock is int(): 0)."""
+        clock = int if parts is None else time.thread_time_ns
         t0 = clock()
         opt.zero_grad()
         t1 = clock()
         out = model(x)
         t2 = clock()
         loss = ((out - y) ** 2).mean()
+        del out  # as in one expression: not kept through backward
         t3 = clock()
         loss.backward()
         t4 = clock()
         opt.step()
         t5 = clock()
-        for i, (a, b) in enumerate(((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5))):
-            parts[i] += b - a
+        if parts is not None:
+            for i, (a, b) in enumerate(((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5))):
+                parts[i] += b - a
 
     runs = tempfile.mkdtemp(prefix="meshscope-bench-")
     counter = [0]
@@ -298,7 +294,6 @@ def part_table(parts: dict[str, list[list[float]]], names: list[str],
     base = parts[names[0]]
     width = max(len(n) for n in names)
     lines = [f"{'configuration':{width}s} " + " ".join(f"{p:>24s}" for p in STEP_PARTS)]
-    rng = random.Random(0)
     for name in names:
         rows = parts[name]
         cells = []
@@ -307,11 +302,8 @@ def part_table(parts: dict[str, list[list[float]]], names: list[str],
             if name == names[0]:
                 cells.append(f"{us:8.1f}{'':16s}")
                 continue
-            diffs = [r[i] - b[i] for r, b in zip(rows, base)]
-            boot = sorted(statistics.median(rng.choices(diffs, k=len(diffs)))
-                          for _ in range(resamples))
-            lo, hi = boot[int(0.025 * resamples) - 1], boot[int(0.975 * resamples) - 1]
-            cells.append(f"{us:8.1f} {statistics.median(diffs):+6.1f} [{lo:+.0f},{hi:+.0f}]")
+            diff, lo, hi = median_interval([r[i] - b[i] for r, b in zip(rows, base)], resamples)
+            cells.append(f"{us:8.1f} {diff:+6.1f} [{lo:+.0f},{hi:+.0f}]")
         lines.append(f"{name:{width}s} " + " ".join(f"{c:>24s}" for c in cells))
     return lines
 
@@ -349,16 +341,20 @@ def thread_cpu_ns(task_dir: str = "/proc/self/task") -> dict[str, int]:
     return out
 
 
+def median_interval(values: list[float], resamples: int = 2000) -> tuple[float, float, float]:
+    """The median of `values` with its 95 % bootstrap interval."""
+    rng = random.Random(0)
+    boot = sorted(statistics.median(rng.choices(values, k=len(values)))
+                  for _ in range(resamples))
+    return (statistics.median(values), boot[int(0.025 * resamples) - 1],
+            boot[int(0.975 * resamples) - 1])
+
+
 def paired(values: list[float], against: list[float],
            resamples: int = 2000) -> tuple[float, float, float]:
     """The ratio of `values` to the uninstrumented block of the same round
     (drift cancels): median over rounds with a 95 % bootstrap interval."""
-    ratios = [v / b for v, b in zip(values, against)]
-    rng = random.Random(0)
-    boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
-                  for _ in range(resamples))
-    return (statistics.median(ratios), boot[int(0.025 * resamples) - 1],
-            boot[int(0.975 * resamples) - 1])
+    return median_interval([v / b for v, b in zip(values, against)], resamples)
 
 
 def hook_phases() -> dict[str, float]:

@@ -380,28 +380,6 @@ void captureFallback(WorkCapture& capture, const c10::OperatorHandle& op, c10::D
     }
 }
 
-// MESHSCOPE_BENCH_HOOK=phases: a plain op's own time in the hook from
-// `entered` (its scan, provenance bookkeeping), the op it redispatches not
-// counted; nothing when `entered` is 0.
-class PlainTiming {
-  public:
-    explicit PlainTiming(uint64_t entered) : m_start(entered) {}
-    ~PlainTiming() {
-        if (m_start) HookPhases::plainOp(HookPhases::ticks() - m_start - m_op);
-    }
-    template <typename F>
-    void around(F&& run) {
-        uint64_t before = m_start ? HookPhases::ticks() : 0;
-        run();
-        if (m_start) m_op = HookPhases::ticks() - before;
-    }
-    PlainTiming(const PlainTiming&) = delete;
-    PlainTiming& operator=(const PlainTiming&) = delete;
-
-  private:
-    uint64_t m_start, m_op = 0;
-};
-
 MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
                                 torch::jit::Stack* stack) {
     if (t_capture) return captureFallback(*t_capture, op, ks, stack);
@@ -423,8 +401,8 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
 
     if (kind == OpKind::Plain && known->c10d)
         return c10dCollective(*agent, op, *known, ks, stack, std::move(inputs));
-    if (kind == OpKind::Plain) {  // only provenance bookkeeping, and only when needed
-        PlainTiming plainTiming(entered);
+    if (kind == OpKind::Plain) {              // only provenance bookkeeping, and only when needed
+        HookPhases::PlainOp timing(entered);  // MESHSCOPE_BENCH_HOOK=phases
         // A birth: a creation op (no tensor inputs) or torch.tensor()'s
         // lift_fresh. Other ops without tensor inputs (the profiler's
         // record_function enter and exit around every optimizer step, FSDP's
@@ -436,7 +414,9 @@ MESHSCOPE_HOT void hookFallback(const c10::OperatorHandle& op, c10::DispatchKeyS
                          std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
                              return tensors.mayHaveProvenance(o.tensor());
                          });
-        plainTiming.around([&] { redispatch(op, ks, stack); });
+        timing.pause();
+        redispatch(op, ks, stack);
+        timing.resume();
         if (!factory && !propagate) return;
         GilHold gil;
         if (Agent::current() != agent) return;  // detached meanwhile

@@ -83,38 +83,57 @@ class HookPhases {
         mark(HookPhase::Done);
         s_ops.fetch_add(1, std::memory_order_relaxed);
     }
-    // While alive, the adapter call `kind` is timed; pause() and resume()
-    // leave out the original call it wraps. `counts`: a call of its own
-    // (false: more ticks of the call counted last, as Work.wait()'s second
-    // call into the agent).
-    class Adapter {
+    static uint64_t ticks();
+
+    // The agent's own ticks of a call that wraps another: from `start` (0:
+    // not timed) to its end, the wrapped call's ticks, between pause() and
+    // resume(), left out.
+    class OwnTime {
       public:
-        explicit Adapter(AdapterCall kind, bool counts = true)
-            : m_kind(kind), m_counts(counts), m_start(on() ? ticks() : 0) {}
-        ~Adapter() {
-            if (m_start) adapter(m_kind, ticks() - m_start - m_excluded, m_counts);
-        }
+        explicit OwnTime(uint64_t start) : m_start(start) {}
         void pause() {
             if (m_start) m_paused = ticks();
         }
         void resume() {
             if (m_start) m_excluded += ticks() - m_paused;
         }
-        Adapter(const Adapter&) = delete;
-        Adapter& operator=(const Adapter&) = delete;
+        OwnTime(const OwnTime&) = delete;
+        OwnTime& operator=(const OwnTime&) = delete;
+
+      protected:
+        bool timed() const { return m_start != 0; }
+        uint64_t own() const { return ticks() - m_start - m_excluded; }
+
+      private:
+        uint64_t m_start, m_paused = 0, m_excluded = 0;
+    };
+    // A plain op's own time in the hook from `entered` (the hook's entry
+    // ticks, 0 when not timed), the op it redispatches paused out; counted
+    // apart from the DTensor ops' phases.
+    class PlainOp : public OwnTime {
+      public:
+        explicit PlainOp(uint64_t entered) : OwnTime(entered) {}
+        ~PlainOp() {
+            if (!timed()) return;
+            add(HookPhase::Plain, own());
+            s_plainOps.fetch_add(1, std::memory_order_relaxed);
+        }
+    };
+    // While alive, the adapter call `kind` is timed, the original it wraps
+    // paused out. `counts`: a call of its own (false: more ticks of the call
+    // counted last, as Work.wait()'s second call into the agent).
+    class Adapter : public OwnTime {
+      public:
+        explicit Adapter(AdapterCall kind, bool counts = true)
+            : OwnTime(on() ? ticks() : 0), m_kind(kind), m_counts(counts) {}
+        ~Adapter() {
+            if (timed()) adapter(m_kind, own(), m_counts);
+        }
 
       private:
         AdapterCall m_kind;
         bool m_counts;
-        uint64_t m_start, m_paused = 0, m_excluded = 0;
     };
-
-    // A plain op's own time (`own` ticks), counted apart.
-    static void plainOp(uint64_t own) {
-        add(HookPhase::Plain, own);
-        s_plainOps.fetch_add(1, std::memory_order_relaxed);
-    }
-    static uint64_t ticks();
 
     // Nanoseconds per op of each phase ("gil_ns", ..., "plain_ns"), with
     // "dtensor_ops" and "plain_ops", and per adapter call

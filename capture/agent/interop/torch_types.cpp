@@ -69,6 +69,9 @@ std::string pyText(PyObject* text) {
     return std::string(data, size);
 }
 
+namespace {
+
+// A creation op: its output is a birth (describeOp's isFactory).
 bool isFactoryName(std::string_view name) {
     static constexpr std::string_view kFactories[] = {
         "aten::arange",         "aten::zeros",           "aten::ones",
@@ -85,6 +88,8 @@ bool isFactoryName(std::string_view name) {
             return true;
     return false;
 }
+
+}  // namespace
 
 PyRef& PyRef::operator=(PyRef&& other) noexcept {
     if (this != &other) {

@@ -330,7 +330,6 @@ class TorchTypes {
 // "aten::sub.Tensor", "aten::mm" (the default overload has no suffix), as
 // OpOverload.name() spells it.
 std::string operatorText(const c10::OperatorName& name);
-bool isFactoryName(std::string_view name);
 // Name, factory/copy/in-place flags of `info` from the op's name.
 void describeOp(OpInfo& info, std::string text, RankWriter& writer);
 
