@@ -61,6 +61,9 @@ inline constexpr std::array kSettings = std::to_array<Setting>({
     {"bench_hook", "MESHSCOPE_BENCH_HOOK", "",
      "benchmarks only: how far the dispatcher hook's work on an op goes (off, pass, scan, "
      "unrecorded), to measure what each part costs; records less than the agent does"},
+    {"bench_boxed", "MESHSCOPE_BENCH_BOXED", "",
+     "benchmarks only: 1 sends every op through the dispatcher hook's boxed fallback, none "
+     "through its own kernels of common ops, to measure what those save"},
 });
 
 // The setting named `key`; a key the table lacks does not compile.

@@ -46,7 +46,9 @@ same for the adapters' C++ calls (a functional collective's issue and
 wait, to_local's provenance, the step's bookkeeping): calls a step and the
 agent's own us a call, the original each wraps left out. 14 runs the
 uninstrumented loop again as its own block (an A/A pair): what every column
-reads for no difference at all, in the same run. The faults column
+reads for no difference at all, in the same run. 15 is 3 with every op
+through the dispatcher hook's boxed fallback (MESHSCOPE_BENCH_BOXED=1),
+none through its own unboxed kernels of common ops: what those save. The faults column
 counts the minor page faults of a timed step: memory the training keeps
 returning to the kernel and touching anew (an agent that frees the training
 thread's allocations on another thread caused hundreds per step). The
@@ -135,7 +137,8 @@ CONFIGURATIONS = ("no instrumentation", "CommDebugMode", "torch.profiler(record_
                   "meshscope, hook off (adapters only)", "meshscope, hook passes every op",
                   "meshscope, hook scans operands", "meshscope, DTensor ops unrecorded",
                   "meshscope level dtensor, hook phases timed",
-                  "no instrumentation (again)")
+                  "no instrumentation (again)",
+                  "meshscope level dtensor, every op boxed")
 PHASES = CONFIGURATIONS[13]
 AGAIN = CONFIGURATIONS[14]  # the A/A pair's second half: the noise floor of every column
 DEFAULT_CONFIGURATIONS = 5
@@ -245,11 +248,12 @@ def training(args: argparse.Namespace):
 
     @contextlib.contextmanager
     def meshscope_level(level: str, device_timing: str = "", replica_check: str = "",
-                        bench_hook: str = ""):
+                        bench_hook: str = "", boxed: bool = False):
         counter[0] += 1
         os.environ["MESHSCOPE_DEVICE_TIMING"] = device_timing  # "": the default sampling
         os.environ["MESHSCOPE_REPLICA_CHECK"] = replica_check
         os.environ["MESHSCOPE_BENCH_HOOK"] = bench_hook  # "": the whole hook
+        os.environ["MESHSCOPE_BENCH_BOXED"] = "1" if boxed else ""
         meshscope.attach(os.path.join(runs, f"{level}-{counter[0]}"), policy="observe", level=level)
         try:
             yield
@@ -277,7 +281,8 @@ def training(args: argparse.Namespace):
         (lambda: meshscope_level("dtensor", "", "off"), False),
     ] + [(lambda cut=cut: meshscope_level("dtensor", bench_hook=cut), False)
          for cut in ("off", "pass", "scan", "unrecorded", "phases")]
-        + [(contextlib.nullcontext, False)]))
+        + [(contextlib.nullcontext, False)]
+        + [(lambda: meshscope_level("dtensor", boxed=True), False)]))
     return step, sync, configs
 
 

@@ -16,7 +16,7 @@ import torch
 from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 
 import meshscope
-from conftest import incidents
+from conftest import cli, incidents
 
 
 def test_attach_is_idempotent_and_detach_restores_everything(mesh, run_dir):
@@ -513,6 +513,81 @@ def test_bench_hook_phases_time_the_adapters_own_work_per_call(mesh, run_dir, mo
     assert calls["guarded"] >= 1 and calls["forward"] == 1 and calls["step"] == 1, calls
     for name in ("to_local", "collective", "wait_tensor", "guarded", "forward", "step"):
         assert 0 < phases[f"adapter_{name}_ns"] < 5e6, (name, phases)  # under 5 ms a call
+
+
+def _recorded_facts(run: Path) -> dict:
+    """What a rank file holds of its ops, tensors and incidents, strings
+    resolved: the op statistics (names, counts, placements) as the JSON
+    report gives them, every tensor record in id order and every incident
+    with its operands."""
+    import json
+    import sqlite3
+    import subprocess
+
+    con = sqlite3.connect(run / "rank-00000.msdb")
+    text = dict(con.execute("select id, text from strings"))
+    resolve = lambda row, at: tuple(text.get(v) if i in at else v for i, v in enumerate(row))
+    tensors = [resolve(r, {1, 2, 3, 4, 6, 7}) for r in con.execute(
+        "select id, dtype_id, global_shape_id, local_shape_id, device_id, mesh_id, placements_id,"
+        " label_id, created_stack_id, numel, is_dtensor from tensors order by id")]
+    found = [resolve(r, {1, 4, 7}) for r in con.execute(
+        "select seq, op_id, operand_index, origin, evidence_id, action, outcome, error_id"
+        " from incidents order by seq")]
+    operands = [resolve(r, {6}) for r in con.execute(
+        "select incident_seq, role, idx, kind, tensor_id, scalar, placements_id"
+        " from incident_operands order by incident_seq, role, idx")]
+    con.close()
+    report = run.parent / f"{run.name}.json"
+    subprocess.run([cli(), "report", str(run), "--format", "json", "-o", str(report)],
+                   check=True, capture_output=True)
+    ops = sorted((o["name"], o["count"], tuple(o["placements"]))
+                 for o in json.loads(report.read_text())["time"]["ops"])
+    return {"ops": ops, "tensors": tensors, "incidents": found, "incident_operands": operands}
+
+
+def test_the_hooks_own_kernels_record_what_its_boxed_fallback_does(mesh, tmp_path, monkeypatch):
+    """The dispatcher hook has unboxed kernels of its own for the ops a
+    training step calls most (unboxed_ops.h); every other op, and every op
+    with MESHSCOPE_BENCH_BOXED=1, takes its boxed fallback. Two tensor-parallel
+    Adam steps, mixed ops (out of place and in place) reconciled by the
+    policy, a Partial read with item(), an op that fails in DTensor's
+    dispatch and a provenance chain through plain ops, recorded both ways,
+    give the same ops with the same placements, the same tensor records and
+    the same incidents with the same operands."""
+    from torch import nn
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    facts, results = {}, {}
+    for boxed in ("1", ""):
+        monkeypatch.setenv("MESHSCOPE_BENCH_BOXED", boxed)
+        run = tmp_path / f"boxed-{boxed or 0}"
+        meshscope.attach(run, policy="replicate")
+        torch.manual_seed(0)
+        model = parallelize_module(
+            nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8)), mesh,
+            {"0": ColwiseParallel(), "2": RowwiseParallel()})
+        opt = torch.optim.Adam(model.parameters(), lr=0.1)
+        x, y = torch.randn(4, 8), torch.randn(4, 8)
+        for _ in range(2):
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+        w = distribute_tensor(torch.ones(4, 4), mesh, [Shard(0)])
+        added = w + torch.full((4, 4), 2.0)  # mixed: promoted, then run
+        w.mul_(torch.full((4, 4), 3.0))  # mixed in place: w itself comes back
+        read = w.sum().item()  # a Partial's share read as a number
+        with pytest.raises(RuntimeError):
+            torch.mm(w, distribute_tensor(torch.ones(3, 4), mesh, [Shard(0)]))
+        meshscope.detach()
+        results[boxed] = (loss.item(), added.full_tensor().tolist(), w.full_tensor().tolist(), read)
+        facts[boxed] = _recorded_facts(run)
+    assert results["1"] == results[""]
+    assert facts["1"]["incidents"] and facts["1"]["tensors"], facts["1"]
+    assert {o[0] for o in facts["1"]["ops"]} >= {"aten::linear", "aten::addcdiv_", "aten::item"}
+    for key in ("ops", "tensors", "incidents", "incident_operands"):
+        assert facts["1"][key] == facts[""][key], key
 
 
 def test_only_births_and_provenance_take_the_slow_plain_path(mesh, run_dir):

@@ -7,7 +7,9 @@
 //   registers), included in the attaching thread's dispatch; autograd carries
 //   it into backward. It runs above autograd and above every Python mode and
 //   subclass, so it sees each op as the user called it, before DTensor's
-//   mixed-tensor check fires. A DTensor op is timed and recorded in C++,
+//   mixed-tensor check fires. The ops a step calls most (unboxed_ops.h)
+//   have unboxed kernels of the hook's own on that key, which do the same
+//   work without making IValues of their arguments. A DTensor op is timed and recorded in C++,
 //   taking the GIL only to read placements; a plain op costs a scan of its
 //   arguments. A mixed op is handed, as Python objects, to the same handler
 //   the mode uses (OpHandler, op_handler.h). The key is excluded while the

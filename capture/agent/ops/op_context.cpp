@@ -22,11 +22,20 @@ MESHSCOPE_HOT void addOperand(Operands& out, const at::Tensor& t, PyObject* obj,
     out.push_back({obj, t, index, element, dtensor, false});
 }
 
+}  // namespace
+
+MESHSCOPE_HOT void addTensorOperand(Operands& out, const at::Tensor& t, uint16_t index,
+                                    int16_t element, PyTypeObject* dtensorType) {
+    PyObject* obj = t.defined() ? t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj() : nullptr;
+    addOperand(out, t, obj, index, element, dtensorType);
+}
+
+namespace {
+
 MESHSCOPE_HOT void scanIValue(const c10::IValue& v, uint16_t index, Operands& out,
                               PyTypeObject* dtensorType) {
     auto add = [&](const at::Tensor& t, int16_t element) {
-        PyObject* obj = t.defined() ? t.unsafeGetTensorImpl()->pyobj_slot()->load_pyobj() : nullptr;
-        addOperand(out, t, obj, index, element, dtensorType);
+        addTensorOperand(out, t, index, element, dtensorType);
     };
     if (v.isTensor()) {
         add(v.toTensor(), -1);

@@ -49,6 +49,10 @@ void scanPythonValue(PyObject* value, uint16_t index, Operands& out, PyTypeObjec
 // or returns), by the same rule. Needs no GIL: DTensor-ness is read from the
 // tensor's Python object, whose type does not change while the tensor holds it.
 Operands scanStack(const torch::jit::Stack& stack, size_t count, PyTypeObject* dtensorType);
+// One tensor of an op's unboxed arguments or returns (element: its position
+// in a list argument, else -1), by the same rule; an undefined one is none.
+void addTensorOperand(Operands& out, const at::Tensor& t, uint16_t index, int16_t element,
+                      PyTypeObject* dtensorType);
 
 // A plain operand DTensor's dispatch would reject (it replicates one-element
 // tensors and wrapped numbers itself).
