@@ -233,3 +233,33 @@ def test_adapter_calls_runs_and_prints_a_row_per_call():
     rows = [line for line in out.stdout.splitlines() if line.endswith("x")]
     assert [r.split("  ")[0] for r in rows][-1] == "torch.optim.Adam.step()"
     assert len(rows) == 6 and all(float(r.rsplit(None, 4)[1]) > 0 for r in rows)
+
+
+# tests/bench/hook_kernels.py: what the hook's own kernels save per op.
+import hook_kernels as hk  # noqa: E402
+
+
+def test_hook_kernels_rows_give_each_way_and_what_the_hook_adds():
+    lines = hk.summary({
+        "op": {"without": [1000.0, 1200.0, 1100.0], "kernels": [1250.0, 1300.0, 1200.0],
+               "boxed": [1400.0, 1300.0, 1350.0]},
+        "never timed": {"without": [], "kernels": [], "boxed": []}})
+    assert len(lines) == 2
+    assert lines[1].split() == ["op", "1100", "1250", "1350", "+150", "+250"]
+
+
+def test_hook_kernels_runs_and_prints_a_row_per_op():
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_RANK",
+                        "MESHSCOPE_BENCH_BOXED")}
+    script = os.path.join(os.path.dirname(__file__), "..", "bench", "hook_kernels.py")
+    out = subprocess.run([sys.executable, script, "--rounds", "1", "--calls", "40"], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if "(a kernel)" in line or "(no kernel)" in line]
+    assert len(rows) == 3
+    for row in rows:
+        cells = row.rsplit(None, 5)
+        assert all(float(c) > 0 for c in cells[1:4]), row
