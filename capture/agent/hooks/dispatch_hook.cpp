@@ -1,6 +1,5 @@
 #include "capture/agent/hooks/dispatch_hook.h"
 
-#include <ATen/core/IListRef.h>
 #include <ATen/core/boxing/impl/boxing.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -447,43 +446,6 @@ class BoxedCall {
     c10::SmallVector<c10::IValue, 8> m_saved;
 };
 
-// An unboxed op's operands, by scanStack's rule: tensors, optional tensors
-// and the tensors of list arguments; anything else is none.
-inline void addOperands(Operands& out, const at::Tensor& t, uint16_t index, PyTypeObject* type) {
-    addTensorOperand(out, t, index, -1, type);
-}
-inline void addOperands(Operands& out, const std::optional<at::Tensor>& t, uint16_t index,
-                        PyTypeObject* type) {
-    if (t) addTensorOperand(out, *t, index, -1, type);
-}
-inline void addOperands(Operands& out, at::TensorList list, uint16_t index, PyTypeObject* type) {
-    for (size_t i = 0; i < list.size(); ++i)
-        addTensorOperand(out, list[i], index, int16_t(i), type);
-}
-inline void addOperands(Operands& out, const at::ITensorListRef& list, uint16_t index,
-                        PyTypeObject* type) {
-    int16_t i = 0;
-    for (const at::Tensor& t : list)
-        addTensorOperand(out, t, index, i++, type);
-}
-inline void addOperands(Operands& out, const c10::List<std::optional<at::Tensor>>& list,
-                        uint16_t index, PyTypeObject* type) {
-    for (size_t i = 0; i < list.size(); ++i)
-        if (std::optional<at::Tensor> t = list.get(i))
-            addTensorOperand(out, *t, index, int16_t(i), type);
-}
-inline void addOperands(Operands& out, const std::vector<at::Tensor>& list, uint16_t index,
-                        PyTypeObject* type) {
-    addOperands(out, at::TensorList(list), index, type);
-}
-template <class... T>
-void addOperands(Operands& out, const std::tuple<T...>& values, uint16_t, PyTypeObject* type) {
-    uint16_t i = 0;
-    std::apply([&](const auto&... v) { (addOperands(out, v, i++, type), ...); }, values);
-}
-template <class T>
-void addOperands(Operands&, const T&, uint16_t, PyTypeObject*) {}
-
 // UnboxedCall: a kernel of the hook's own for a common op (UnboxedOps), with
 // its arguments as the caller passed them. Through the boxed fallback every
 // argument becomes an IValue for the hook and autograd's kernel below takes
@@ -504,19 +466,19 @@ class UnboxedCall {
     MESHSCOPE_HOT Operands inputs(const HookOp&, PyTypeObject* dtensorType) const {
         Operands out;
         uint16_t i = 0;
-        std::apply([&](const auto&... a) { (addOperands(out, a, i++, dtensorType), ...); }, m_args);
+        std::apply([&](const auto&... a) { (scanUnboxed(out, a, i++, dtensorType), ...); }, m_args);
         return out;
     }
     MESHSCOPE_HOT Operands outputs(const HookOp&, PyTypeObject* dtensorType) const {
         Operands out;
-        if (m_result) addOperands(out, result(), 0, dtensorType);  // a reference
+        if (m_result) scanUnboxed(out, result(), 0, dtensorType);
         return out;
     }
     MESHSCOPE_HOT void run() {
         c10::impl::ExcludeDispatchKeyGuard guard(kHookKey);
         c10::DispatchKeySet below =
             m_ks & c10::DispatchKeySet(c10::DispatchKeySet::FULL_AFTER, kHookKey);
-        keep(std::apply([&](auto&... a) -> R { return Op::redispatch(below, a...); }, m_args));
+        hold(std::apply([&](auto&... a) -> R { return Op::redispatch(below, a...); }, m_args));
     }
     void keep(const HookOp&) {}  // the arguments outlive the call
     c10::ArrayRef<c10::IValue> arguments() {
@@ -526,7 +488,7 @@ class UnboxedCall {
     bool retry(Agent& agent, const Operands& inputs, const std::exception& first) {
         torch::jit::Stack stack;
         if (!retryReplicated(agent, m_op, inputs, arguments(), stack, 0, first)) return false;
-        keepFrom(stack);
+        holdFrom(stack);
         return true;
     }
     void mixed(Agent&) { viaFallback(); }
@@ -539,7 +501,7 @@ class UnboxedCall {
     }
     // The boxed fallback with these arguments (the result kept).
     void viaFallback() {
-        keep(std::apply(
+        hold(std::apply(
             [&](auto&... a) -> R {
                 return c10::impl::BoxedKernelWrapper<R(A...)>::call(
                     c10::BoxedKernel::makeFromFunction<&hookFallback>(), m_op, m_ks, a...);
@@ -555,14 +517,14 @@ class UnboxedCall {
     }
 
   private:
-    void keep(R r) {
+    void hold(R r) {
         if constexpr (std::is_reference_v<R>)
             m_result = &r;
         else
             m_result.emplace(std::move(r));
     }
     // The result a retry left on its stack; an in-place op's is its first argument.
-    void keepFrom(torch::jit::Stack& stack) {
+    void holdFrom(torch::jit::Stack& stack) {
         if constexpr (std::is_reference_v<R>)
             m_result = &std::get<0>(m_args);
         else

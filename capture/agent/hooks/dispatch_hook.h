@@ -9,9 +9,9 @@
 //   subclass, so it sees each op as the user called it, before DTensor's
 //   mixed-tensor check fires. The ops a step calls most (unboxed_ops.h)
 //   have unboxed kernels of the hook's own on that key, which do the same
-//   work without making IValues of their arguments. A DTensor op is timed and recorded in C++,
-//   taking the GIL only to read placements; a plain op costs a scan of its
-//   arguments. A mixed op is handed, as Python objects, to the same handler
+//   work without making IValues of their arguments. A DTensor op is timed
+//   and recorded in C++, taking the GIL only to read placements; a plain op
+//   costs a scan of its arguments. A mixed op is handed, as Python objects, to the same handler
 //   the mode uses (OpHandler, op_handler.h). The key is excluded while the
 //   op runs below, so DTensor's inner ops (local compute, collectives) and
 //   composite ops' decompositions never come back here. Promotions happen

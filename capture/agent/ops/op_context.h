@@ -11,6 +11,8 @@
 
 #include <Python.h>
 
+#include <ATen/core/IListRef.h>
+#include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
 #include <c10/util/SmallVector.h>
@@ -18,6 +20,8 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <tuple>
+#include <vector>
 
 #include "capture/agent/agent.h"
 
@@ -53,6 +57,44 @@ Operands scanStack(const torch::jit::Stack& stack, size_t count, PyTypeObject* d
 // in a list argument, else -1), by the same rule; an undefined one is none.
 void addTensorOperand(Operands& out, const at::Tensor& t, uint16_t index, int16_t element,
                       PyTypeObject* dtensorType);
+
+// The operands of one unboxed argument or result at `index` (a kernel's
+// own, not a boxed stack), by scanStack's rule: tensors, optional tensors
+// and the tensors of lists and tuples; anything else is none.
+inline void scanUnboxed(Operands& out, const at::Tensor& t, uint16_t index, PyTypeObject* type) {
+    addTensorOperand(out, t, index, -1, type);
+}
+inline void scanUnboxed(Operands& out, const std::optional<at::Tensor>& t, uint16_t index,
+                        PyTypeObject* type) {
+    if (t) addTensorOperand(out, *t, index, -1, type);
+}
+inline void scanUnboxed(Operands& out, at::TensorList list, uint16_t index, PyTypeObject* type) {
+    for (size_t i = 0; i < list.size(); ++i)
+        addTensorOperand(out, list[i], index, int16_t(i), type);
+}
+inline void scanUnboxed(Operands& out, const at::ITensorListRef& list, uint16_t index,
+                        PyTypeObject* type) {
+    int16_t i = 0;
+    for (const at::Tensor& t : list)
+        addTensorOperand(out, t, index, i++, type);
+}
+inline void scanUnboxed(Operands& out, const c10::List<std::optional<at::Tensor>>& list,
+                        uint16_t index, PyTypeObject* type) {
+    for (size_t i = 0; i < list.size(); ++i)
+        if (std::optional<at::Tensor> t = list.get(i))
+            addTensorOperand(out, *t, index, int16_t(i), type);
+}
+inline void scanUnboxed(Operands& out, const std::vector<at::Tensor>& list, uint16_t index,
+                        PyTypeObject* type) {
+    scanUnboxed(out, at::TensorList(list), index, type);
+}
+template <class... T>
+void scanUnboxed(Operands& out, const std::tuple<T...>& values, uint16_t, PyTypeObject* type) {
+    uint16_t i = 0;
+    std::apply([&](const auto&... v) { (scanUnboxed(out, v, i++, type), ...); }, values);
+}
+template <class T>
+void scanUnboxed(Operands&, const T&, uint16_t, PyTypeObject*) {}
 
 // A plain operand DTensor's dispatch would reject (it replicates one-element
 // tensors and wrapped numbers itself).
