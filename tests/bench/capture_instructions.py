@@ -167,13 +167,23 @@ def counted(out_prefix: str, cache_sim: bool) -> tuple[int, int, int]:
     return main, main + others, estimated_cycles(events) if cache_sim else 0
 
 
-def function_costs(path: str) -> dict[tuple[str, str], dict[str, int]]:
+AGENT_OBJECT = re.compile(r"^_capture\.")
+
+
+def function_costs(path: str) -> dict[str, tuple[str, dict[str, int]]]:
     """Self cost of each function in a callgrind dump, by event, keyed by
-    (shared object, file:function), as callgrind_annotate prints them."""
+    its file:function as callgrind_annotate prints it, with the shared
+    object named beside it. Callgrind keeps one entry per function name: a
+    symbol that several libraries hold (an intrusive_ptr method, std::vector
+    of IValue, pybind11's dispatcher) is one entry, named after whichever
+    object ran it first in that run, so the object says little for such
+    names and is not part of the key (keyed by it, a function that moved
+    from libtorch_cpu to libtorch_python between two runs read as +100 k in
+    one and -100 k in the other)."""
     out = subprocess.run(["callgrind_annotate", "--threshold=100", "--auto=no", path],
                          capture_output=True, text=True, check=True).stdout
     events: list[str] = []
-    costs: dict[tuple[str, str], dict[str, int]] = {}
+    costs: dict[str, tuple[str, dict[str, int]]] = {}
     for line in out.splitlines():
         if line.startswith("Events shown:"):
             events = line.split(":", 1)[1].split()
@@ -192,31 +202,69 @@ def function_costs(path: str) -> dict[tuple[str, str], dict[str, int]]:
         shared = re.search(r"\[(/[^\[\]]*)\]$", name)  # the object's absolute path
         obj = os.path.basename(shared.group(1)) if shared else "(object not named)"
         name = re.sub(r"'\d+", "", name[:shared.start()] if shared else name).strip()
-        entry = costs.setdefault((obj, name), dict.fromkeys(events, 0))
+        entry = costs.setdefault(name, (obj, dict.fromkeys(events, 0)))[1]
         for event, value in zip(events, values):
             entry[event] += value
     return costs
 
 
+def whose(name: str, obj: str) -> str:
+    """Whose code a function is: the agent's (its extension, or a function
+    of meshscope's types inlined from a header, which callgrind names by
+    the header), the interpreter's, or the rest (torch, libc, ...)."""
+    if AGENT_OBJECT.match(obj) or "meshscope::" in name:
+        return "meshscope's code"
+    if obj.startswith("libpython") or "/Python/" in name or "/Objects/" in name:
+        return "Python's interpreter"
+    return "torch, libc and the rest"
+
+
+# The events a split by kind shows: instructions, first-level misses, and
+# last-level misses (instruction fetches and data apart).
+KINDS = [("instructions", ("Ir",)), ("L1 misses", ("I1mr", "D1mr", "D1mw")),
+         ("LL misses, code", ("ILmr",)), ("LL misses, data", ("DLmr", "DLmw"))]
+
+
 def print_by_function(base_dump: str, dump: str, steps: int, top: int, cycles: bool) -> None:
     """What a configuration adds to the uninstrumented loop, per step, by
-    function and by shared object (self costs of the training thread)."""
+    whose code it is, by shared object and by function (self costs of the
+    training thread)."""
     def cost(events: dict[str, int]) -> int:
         return estimated_cycles(events) if cycles else events.get("Ir", 0)
     base, new = function_costs(base_dump), function_costs(dump)
-    added = {key: (cost(new.get(key, {})) - cost(base.get(key, {}))) / steps
-             for key in base.keys() | new.keys()}
+    empty: dict[str, int] = {}
+    added: dict[str, tuple[str, dict[str, float]]] = {}
+    for name in base.keys() | new.keys():
+        obj = (base.get(name) or new[name])[0]  # the uninstrumented run's, where it ran
+        b, n = base.get(name, ("", empty))[1], new.get(name, ("", empty))[1]
+        delta = {e: (n.get(e, 0) - b.get(e, 0)) / steps for e in set(b) | set(n)}
+        delta["cost"] = (cost(n) - cost(b)) / steps
+        added[name] = (obj, delta)
     unit = "est. cycles" if cycles else "instructions"
-    print(f"  added {unit} a step, by shared object:")
+    print(f"  added {unit} a step, by whose code it is:")
+    groups: dict[str, dict[str, float]] = {}
+    for name, (obj, delta) in added.items():
+        group = groups.setdefault(whose(name, obj), {})
+        for event, value in delta.items():
+            group[event] = group.get(event, 0.0) + value
+    kinds = KINDS if cycles else []  # the cache events exist with --cache-sim only
+    head = "".join(f"  {label:>16s}" for label, _ in kinds)
+    print(f"    {unit:>12s}{head}")
+    for group, delta in sorted(groups.items(), key=lambda kv: -kv[1]["cost"]):
+        cells = "".join(f"  {sum(delta.get(e, 0.0) for e in events) / 1e3:+14.1f} k"
+                        for _, events in kinds)
+        print(f"    {delta['cost'] / 1e3:+10.1f} k{cells}  {group}")
+    print(f"  added {unit} a step, by shared object (of the uninstrumented run, where a "
+          f"function ran in both):")
     objects: dict[str, float] = {}
-    for (obj, _), value in added.items():
-        objects[obj] = objects.get(obj, 0.0) + value
+    for obj, delta in added.values():
+        objects[obj] = objects.get(obj, 0.0) + delta["cost"]
     for obj, value in sorted(objects.items(), key=lambda kv: -abs(kv[1])):
         if abs(value) >= 1000:
             print(f"    {value / 1e3:+10.1f} k  {obj}")
     print(f"  the {top} functions that add the most {unit} a step:")
-    for (obj, name), value in sorted(added.items(), key=lambda kv: -kv[1])[:top]:
-        print(f"    {value / 1e3:+10.1f} k  {name[:110]}  [{obj}]")
+    for name, (obj, delta) in sorted(added.items(), key=lambda kv: -kv[1][1]["cost"])[:top]:
+        print(f"    {delta['cost'] / 1e3:+10.1f} k  {name[:110]}  [{obj}]")
 
 
 def measure(args: argparse.Namespace, name: str, control: str,
