@@ -167,9 +167,6 @@ def counted(out_prefix: str, cache_sim: bool) -> tuple[int, int, int]:
     return main, main + others, estimated_cycles(events) if cache_sim else 0
 
 
-AGENT_OBJECT = re.compile(r"^_capture\.")
-
-
 def function_costs(path: str) -> dict[str, tuple[str, dict[str, int]]]:
     """Self cost of each function in a callgrind dump, by event, keyed by
     its file:function as callgrind_annotate prints it, with the shared
@@ -212,7 +209,7 @@ def whose(name: str, obj: str) -> str:
     """Whose code a function is: the agent's (its extension, or a function
     of meshscope's types inlined from a header, which callgrind names by
     the header), the interpreter's, or the rest (torch, libc, ...)."""
-    if AGENT_OBJECT.match(obj) or "meshscope::" in name:
+    if obj.startswith("_capture.") or "meshscope::" in name:
         return "meshscope's code"
     if obj.startswith("libpython") or "/Python/" in name or "/Objects/" in name:
         return "Python's interpreter"

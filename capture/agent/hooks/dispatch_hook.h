@@ -11,11 +11,14 @@
 //   have unboxed kernels of the hook's own on that key, which do the same
 //   work without making IValues of their arguments. A DTensor op is timed
 //   and recorded in C++, taking the GIL only to read placements; a plain op
-//   costs a scan of its arguments. A mixed op is handed, as Python objects, to the same handler
-//   the mode uses (OpHandler, op_handler.h). The key is excluded while the
-//   op runs below, so DTensor's inner ops (local compute, collectives) and
-//   composite ops' decompositions never come back here. Promotions happen
-//   above autograd, so backward receives the promoted DTensors themselves.
+//   costs a scan of its arguments. A mixed op is handed, as Python objects,
+//   to the same handler the mode uses (OpHandler, op_handler.h). The key is
+//   excluded while the op runs below, so DTensor's inner ops (local compute,
+//   collectives) and composite ops' decompositions never come back here.
+//   Promotions happen above autograd, so backward receives the promoted
+//   DTensors themselves. dispatch_hook.cpp holds the hook's common way, its
+//   kernels and switches; hook_paths.cpp the ways off it (a mixed op, a
+//   retry, a failure, a c10d call, the calls inside a functional collective).
 // - The TorchDispatchMode (fallback where the key is taken; MESHSCOPE_HOOK=mode):
 //   its __torch_dispatch__ is this file's C++ function, so per-op work costs
 //   no Python frame, but torch's mode machinery costs a Python round trip per
