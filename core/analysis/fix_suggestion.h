@@ -30,7 +30,7 @@ std::string_view toString(FixPlace::How how);
 struct FixSuggestion {
     std::string summary;  // one sentence
     std::string code;     // a concrete line of Python to start from
-    FixPlace place;
+    FixPlace place{};
 };
 
 // "before train.py:30", "after ...", "in place of ..."; "" when unplaced.
@@ -116,8 +116,8 @@ struct FailedCall {
     std::string_view op;                  // "aten::glu"
     std::vector<std::string> placements;  // each DTensor operand's, in argument order
     int ndim = -1;                        // the first DTensor operand's dims (-1 unknown)
-    std::string_view args;                // its non-tensor arguments: "dim=-1, keepdim=False"
-    std::string_view name;                // the user's name for the first DTensor operand
+    std::string_view args{};              // its non-tensor arguments: "dim=-1, keepdim=False"
+    std::string_view name{};              // the user's name for the first DTensor operand
 };
 
 // The same, knowing the call's arguments. A no-sharding-strategy fix then

@@ -36,7 +36,7 @@ struct RecordingReach {
     // The recording ends before the rank did (or has gaps): running out of
     // entries there is no divergence.
     bool truncated = false;
-    std::string note;  // for `check` and the reports; "" when nothing is left out
+    std::string note{};  // for `check` and the reports; "" when nothing is left out
 
     bool includes(int64_t timeNs, int64_t step) const {
         return timeNs < untilNs && step < belowStep;

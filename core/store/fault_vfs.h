@@ -24,7 +24,7 @@ struct DiskFault {
     // When set, writes succeed until this file exists instead (afterBytes is
     // not used): a test fails the disk at a point of the job it chose, after
     // what it flushed, whatever the writer's batches were.
-    std::string whenExists;
+    std::string whenExists{};
 };
 
 // "full-after=BYTES[,free-after=FAILS]", "readonly-after=BYTES", or

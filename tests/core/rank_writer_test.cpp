@@ -251,7 +251,9 @@ TEST_P(DiskFaults, EveryRecordIsWrittenOrCountedByReason) {
     RankSummary s = RankReader::open(dir / "r.msdb").summary();
     EXPECT_GT(s.ops, 0);
     EXPECT_EQ(uint64_t(s.ops) + lost, uint64_t(total));
-    if (GetParam().storedAtEnd) EXPECT_EQ(dropped(s, GetParam().reason), lost);
+    if (GetParam().storedAtEnd) {
+        EXPECT_EQ(dropped(s, GetParam().reason), lost);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(RankWriter, DiskFaults,

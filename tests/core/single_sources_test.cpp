@@ -99,9 +99,10 @@ void expectTableAsDeclared(sql::Db& db, const schema::Table<N>& t) {
         bool key = type.find("PRIMARY KEY") != std::string::npos ||
                    std::string(t.key).find(name) != std::string::npos;
         EXPECT_EQ(info.int64(2) != 0, key) << t.name << "." << name << ": primary key";
-        if (!key)  // a WITHOUT ROWID table's key is NOT NULL whatever its type says
+        if (!key) {  // a WITHOUT ROWID table's key is NOT NULL whatever its type says
             EXPECT_EQ(info.int64(3) != 0, type.find("NOT NULL") != std::string::npos)
                 << t.name << "." << name << ": NOT NULL";
+        }
     }
     EXPECT_EQ(i, N) << t.name << ": the file has fewer columns than declared";
 }

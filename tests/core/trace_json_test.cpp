@@ -274,8 +274,9 @@ TEST(ProfilerTrace, OneRankInTorchProfilersShape) {
             if (e["ph"] != "X") continue;
             EXPECT_EQ(e["pid"], rank.info().pid) << e;
             byName[e["name"]] = e;
-            if (e["cat"] == "cpu_op" && e["name"] != "all_reduce")
+            if (e["cat"] == "cpu_op" && e["name"] != "all_reduce") {
                 EXPECT_TRUE(e["args"]["External id"].is_number_integer()) << e;
+            }
         }
         ASSERT_TRUE(byName.contains("aten::linear"));
         EXPECT_EQ(byName["aten::linear"]["cat"], "cpu_op");

@@ -48,9 +48,13 @@ class SpanCacheTest : public ::testing::Test {
         RankTimeline track;
         initRank(reader(), track);
         std::string why;
-        if (cache) EXPECT_TRUE(beginSpanCache(rankFile(), track, why)) << why;
+        if (cache) {
+            EXPECT_TRUE(beginSpanCache(rankFile(), track, why)) << why;
+        }
         EXPECT_EQ(feedRank(reader(), track, kNoLimit).error, "");
-        if (cache) EXPECT_TRUE(finishSpanCache(rankFile(), track, why)) << why;
+        if (cache) {
+            EXPECT_TRUE(finishSpanCache(rankFile(), track, why)) << why;
+        }
         return track;
     }
     void overwrite(std::streamoff at, char byte) const {

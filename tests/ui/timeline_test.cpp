@@ -252,7 +252,9 @@ TEST(SpanColumn, AZoomedOutViewReadsSummariesNotSpans) {
         const DrawItem& it = items[k];
         EXPECT_EQ(it.start, spans[it.first].start);
         EXPECT_GE(it.end, spans[it.first + it.count - 1].end());
-        if (k > 0) EXPECT_EQ(items[k - 1].first + items[k - 1].count, it.first);
+        if (k > 0) {
+            EXPECT_EQ(items[k - 1].first + items[k - 1].count, it.first);
+        }
     }
     // 1 px per ns in the middle: each span of the window on its own
     visibleItems(rank.lanes[0], {&id, 13'000'000.0, 1.0}, 200, 3, items);

@@ -117,12 +117,16 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
     try {
         if (value && !alreadyRecorded(value)) {
             std::string error = exceptionText(value);
-            std::optional<IncidentKind> kind = classifyFailure(error);
-            if (kind == IncidentKind::CollectiveError) {
+            std::optional<IncidentKind> classified = classifyFailure(error);
+            // A collective's error is the tracker's, any other kind is recorded here,
+            // an error of no known kind is left alone (none: read as a collective's
+            // below, which records nothing here).
+            const IncidentKind kind = classified.value_or(IncidentKind::CollectiveError);
+            const bool recordHere = kind != IncidentKind::CollectiveError;
+            if (classified && !recordHere) {
                 std::optional<TrackedCollective> inner = agent->tracker().latestOnThisThread();
                 markRecorded(value, agent->tracker().failed(inner ? inner->seq : CollectiveSeq{},
                                                             error, name));
-                kind.reset();
             }
             Operands inputs;
             TorchTypes& types = agent->torch();
@@ -151,12 +155,12 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
                                     ")";
                     }
                 }
-            if (kind) {
+            if (recordHere) {
                 OpInfo info;
                 info.name = agent->writer().intern(name);
                 info.text = name;
                 OpContext failed(*agent, info, inputs);
-                std::string note = recordFailureIncident(failed, *kind, error);
+                std::string note = recordFailureIncident(failed, kind, error);
                 markRecorded(value, note);
             }
         }

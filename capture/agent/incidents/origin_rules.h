@@ -32,7 +32,7 @@ struct OwnerFacts {
     OriginClass origin = OriginClass::Unknown;
     std::string evidence;
     bool bornElsewhere = false;  // its birth is another tensor's (a gradient's parameter)
-    StackId bornAt;              // that tensor's birth site, when known
+    StackId bornAt{};            // that tensor's birth site, when known
 };
 
 // Everything the rules read about the plain operand of a mixed op.
