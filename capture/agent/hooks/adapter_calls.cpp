@@ -118,12 +118,10 @@ void recordCallFailure(const std::string& name, PyObject* const* args, Py_ssize_
         if (value && !alreadyRecorded(value)) {
             std::string error = exceptionText(value);
             std::optional<IncidentKind> classified = classifyFailure(error);
-            // A collective's error is the tracker's, any other kind is recorded here,
-            // an error of no known kind is left alone (none: read as a collective's
-            // below, which records nothing here).
+            // recorded here unless of no known kind or a collective's (the tracker's)
             const IncidentKind kind = classified.value_or(IncidentKind::CollectiveError);
             const bool recordHere = kind != IncidentKind::CollectiveError;
-            if (classified && !recordHere) {
+            if (classified == IncidentKind::CollectiveError) {
                 std::optional<TrackedCollective> inner = agent->tracker().latestOnThisThread();
                 markRecorded(value, agent->tracker().failed(inner ? inner->seq : CollectiveSeq{},
                                                             error, name));
