@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/analysis/run_summary.h"
 #include "core/store/schema.h"
 #include "core/store/writer_process.h"
 
@@ -40,16 +41,22 @@ std::string_view toString(RecordingReach::End end) {
 }
 
 std::vector<RecordingReach> recordingReach(const RunReader& run) {
+    return recordingReach(run, rankSummaries(run));
+}
+
+std::vector<RecordingReach> recordingReach(const RunReader& run,
+                                           const std::vector<RankSummary>& counts) {
     std::vector<RecordingReach> out;
-    for (const RankReader& rank : run.ranks()) {
-        const RankInfo& info = rank.info();
+    for (size_t i = 0; i < run.ranks().size(); ++i) {
+        const RankInfo& info = run.ranks()[i].info();
+        const RankSummary& rankCounts = counts.at(i);
         RecordingReach r;
         r.rank = info.rank;
         std::string launched;
         if (auto it = run.launchEnds().find(r.rank); it != run.launchEnds().end())
             launched = it->second;
         std::string abort = metaValue(info, "abort");
-        int64_t step = rank.summary().steps;  // the step it was in: steps completed so far
+        int64_t step = rankCounts.steps;  // the step it was in: steps completed so far
         auto told = run.launchRecording().find(r.rank);
         bool closedByWord = told != run.launchRecording().end() && told->second.closed;
         if (info.endedNs || closedByWord) {
@@ -86,7 +93,7 @@ std::vector<RecordingReach> recordingReach(const RunReader& run) {
                 r.rank, step);
         }
         std::string firstLoss = metaValue(info, schema::kMetaFirstLossNs);
-        RankSummary counted = rank.summary();
+        RankSummary counted = rankCounts;
         if (closedByWord)  // the counts it told `record`, where its file could not take them
             for (const auto& [reason, n] : told->second.drops)
                 counted.drops[reason] = std::max(counted.drops[reason], n);

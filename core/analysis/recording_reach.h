@@ -45,6 +45,9 @@ struct RecordingReach {
 
 // One per readable rank, in the run's rank order.
 std::vector<RecordingReach> recordingReach(const RunReader& run);
+// The same from the ranks' own counts (rankSummaries(run), run_summary.h).
+std::vector<RecordingReach> recordingReach(const RunReader& run,
+                                           const std::vector<RankSummary>& counted);
 
 // "killed", "live", ...: how reports and JSON name an end.
 std::string_view toString(RecordingReach::End end);

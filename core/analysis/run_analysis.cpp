@@ -2,6 +2,7 @@
 
 #include "core/analysis/incident_explanation.h"
 #include "core/analysis/sequence_compare.h"
+#include "core/model/run_clock.h"
 
 #include <algorithm>
 #include <set>
@@ -71,7 +72,7 @@ void compareOps(const RunReader& run, const AnalysisOptions& options, RunAnalysi
     for (size_t i = 0; i < run.ranks().size(); ++i) {
         const RankReader& r = run.ranks()[i];
         streams.push_back({&r, r.info().rank, &out.reach[i]});
-        total += r.summary().ops;
+        total = saturatingAdd(total, out.summary.ranks[i].summary.ops);
     }
     std::function<void(int64_t)> progress;
     if (options.progress)
@@ -576,7 +577,7 @@ void findStops(const RunReader& run, RunAnalysis& a) {
                 s.exceptionSite.function = site.substr(in + 4);
             }
         }
-        s.collectives = rank.summary().collectives;
+        s.collectives = a.summary.ranks[i].summary.collectives;
         auto siteOf = [&](const CollectiveRecord& c) {
             StackId stack = c.stack;
             if (!stack && c.op) {
@@ -666,8 +667,10 @@ std::string RankStop::state() const {
 
 RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     RunAnalysis a;
-    a.summary = summarize(run);
-    a.reach = recordingReach(run);
+    // Each rank's counts are read once, side by side, for all of it.
+    std::vector<RankSummary> counted = rankSummaries(run);
+    a.reach = recordingReach(run, counted);
+    a.summary = summarize(run, std::move(counted));
     listMissingRanks(run, a);
     PromotionIndex promotions = groupIncidents(run, options, a);
     judgePromotions(promotions, a);
@@ -675,6 +678,9 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     if (options.compareOps) compareOps(run, options, a);
     if (options.timeBreakdown) {
         TimeBreakdownOptions timing;
+        timing.totalOps = 0;
+        for (const RankSummaryRow& r : a.summary.ranks)
+            timing.totalOps = saturatingAdd(timing.totalOps, r.summary.ops);
         if (options.progress)
             timing.progress = [&](int64_t done, int64_t total) {
                 options.progress("timing ops and steps", done, total);

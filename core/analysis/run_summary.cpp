@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <exception>
 
 #include <nlohmann/json.hpp>
 
+#include "core/util/parallel.h"
 #include "core/util/terminal_text.h"
 
 namespace meshscope {
@@ -66,13 +68,35 @@ std::string rankStatusText(const RunReader& run, const RankInfo& info) {
     return "open or killed";
 }
 
+std::vector<RankSummary> rankSummaries(const RunReader& run) {
+    const std::vector<RankReader>& ranks = run.ranks();
+    std::vector<RankSummary> out(ranks.size());
+    std::vector<std::exception_ptr> failed(ranks.size());
+    // each reader has its own connection; one thread reads one rank at a time
+    forEachInParallel(ranks.size(), [&](size_t i) {
+        try {
+            out[i] = ranks[i].summary();
+        } catch (...) {
+            failed[i] = std::current_exception();
+        }
+    });
+    for (const std::exception_ptr& e : failed)
+        if (e) std::rethrow_exception(e);
+    return out;
+}
+
 RunSummary summarize(const RunReader& run) {
+    return summarize(run, rankSummaries(run));
+}
+
+RunSummary summarize(const RunReader& run, std::vector<RankSummary> counted) {
     RunSummary s;
     s.worldSize = run.worldSize();
     if (run.manifest()) s.runId = run.manifest()->runId;
-    for (const RankReader& rank : run.ranks()) {
+    for (size_t i = 0; i < run.ranks().size(); ++i) {
+        const RankReader& rank = run.ranks()[i];
         if (s.runId.empty()) s.runId = rank.info().runId;
-        RankSummary summary = rank.summary();
+        RankSummary summary = std::move(counted.at(i));
         // the counts the rank told `record`, where its file could not take them
         if (auto it = run.launchRecording().find(rank.info().rank);
             it != run.launchRecording().end())

@@ -27,7 +27,15 @@ struct RunSummary {
     std::vector<std::string> problems;  // one line each
 };
 
+// Each rank's summary() as its file counts it, in the run's rank order,
+// read side by side (a query per table of each rank file: on a 1,024-rank
+// run the largest part of `summary`). A rank whose file fails to answer
+// throws its StoreError, the first in rank order.
+std::vector<RankSummary> rankSummaries(const RunReader& run);
+
 RunSummary summarize(const RunReader& run);
+// The same from rankSummaries(run), read once for all of `check`.
+RunSummary summarize(const RunReader& run, std::vector<RankSummary> counted);
 
 // "0,1" and "0-15,17": runs of three or more ranks as a range, at most 16
 // items, the rest counted (" and 40 more rank(s) (57 in all)"), so a

@@ -1,10 +1,12 @@
 #include "core/analysis/sequence_compare.h"
 
 #include "core/store/op_chunk.h"
+#include "core/util/parallel.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <exception>
 #include <tuple>
 #include <unordered_map>
 
@@ -17,6 +19,10 @@ constexpr int64_t kEnd = -1;
 // shrinks with the number of ranks (never below a chunk, kMaxOpsPerChunk).
 constexpr int64_t kOpPage = 65536;
 constexpr int64_t kOpsPerRound = int64_t(1) << 21;
+// Pages of up to this many ranks, and this many ops in all (about 8 MiB
+// held), are read side by side before they are compared.
+constexpr size_t kRanksReadTogether = 32;
+constexpr int64_t kOpsReadTogether = int64_t(1) << 18;
 
 int64_t referenceValue(const std::vector<std::pair<int, int64_t>>& values) {
     std::map<int64_t, std::pair<int, int>> tally;  // value -> (count, lowest rank)
@@ -196,7 +202,13 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
         }
         return it->second;
     };
-    std::map<std::pair<size_t, uint32_t>, StackId> lastStack;  // (rank index, thread)
+    // The last user frame of each (rank index, thread): few threads a rank.
+    std::vector<std::vector<std::pair<uint32_t, StackId>>> lastStack(ranks.size());
+    auto lastStackOf = [&](size_t i, uint32_t thread) -> StackId& {
+        for (auto& [t, stack] : lastStack[i])
+            if (t == thread) return stack;
+        return lastStack[i].emplace_back(thread, StackId{}).second;
+    };
     // Level `all` also records every aten op the RecordFunction observer
     // sees (no user frame of their own): those legitimately differ per rank
     // (distribute_tensor scatters from rank 0 while the others allocate).
@@ -209,38 +221,75 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
     }
     const int64_t page = std::clamp<int64_t>(
         kOpsPerRound / std::max<int64_t>(1, int64_t(ranks.size())), kMaxOpsPerChunk, kOpPage);
+    // A page of one rank as the comparison reads it. The pages of a batch of
+    // ranks are read side by side (each reader its own connection), then
+    // compared in rank order, as if read one after the other.
+    struct Compared {
+        uint32_t thread;
+        StringId name;
+        int64_t step;
+        StackId stack;
+    };
+    struct Page {
+        std::vector<Compared> ops;
+        int64_t count = 0;
+        std::exception_ptr failed;  // thrown here, as a read in rank order would have
+    };
+    const size_t batch =
+        std::clamp<size_t>(size_t(kOpsReadTogether / page), 1,
+                           std::max<size_t>(1, std::min(ranks.size(), kRanksReadTogether)));
+    std::vector<Page> pages(batch);
     int64_t read = 0;
     for (bool more = true; more;) {
         more = false;
-        for (size_t i = 0; i < ranks.size(); ++i) {
-            if (done[i]) continue;
-            int64_t count = 0;
-            const RecordingReach* reach = ranks[i].reach;
-            last[i] = ranks[i].reader->scanOps(last[i], page, [&](const OpRecord& op) {
-                ++count;
-                if (dtensorOnly[i] && !op.stack) return;  // an observer op
-                if (reach && !reach->includes(op.startNs, op.step)) return;
-                auto it = comparers.find(op.thread);
-                if (it == comparers.end()) {
-                    // once per thread: a loop over every rank per op made
-                    // 1,024 ranks quadratic
-                    it = comparers
-                             .emplace(op.thread,
-                                      SequenceComparer(Divergence::Kind::Ops, op.thread, ids))
-                             .first;
-                    for (const RankStream& r : ranks)
-                        if (r.reach && r.reach->truncated) it->second.setTruncated(r.id);
+        for (size_t first = 0; first < ranks.size(); first += batch) {
+            const size_t n = std::min(batch, ranks.size() - first);
+            forEachInParallel(n, [&](size_t k) {
+                const size_t i = first + k;
+                Page& p = pages[k];
+                p.ops.clear();
+                p.count = 0;
+                p.failed = nullptr;
+                if (done[i]) return;
+                const RecordingReach* reach = ranks[i].reach;
+                try {
+                    last[i] = ranks[i].reader->scanOps(last[i], page, [&](const OpRecord& op) {
+                        ++p.count;
+                        if (dtensorOnly[i] && !op.stack) return;  // an observer op
+                        if (reach && !reach->includes(op.startNs, op.step)) return;
+                        p.ops.push_back({op.thread, op.name, op.step, op.stack});
+                    });
+                } catch (...) {
+                    p.failed = std::current_exception();
                 }
-                StackId& last = lastStack[{i, op.thread}];
-                if (op.stack) last = op.stack;
-                it->second.push(ranks[i].id, {names.id(*ranks[i].reader, int(i), op.name), op.step,
-                                              last, !op.stack && last});
             });
-            read += count;
-            if (count < page)
-                done[i] = true;
-            else
-                more = true;
+            for (size_t k = 0; k < n; ++k) {
+                const size_t i = first + k;
+                if (done[i]) continue;
+                if (pages[k].failed) std::rethrow_exception(pages[k].failed);
+                for (const Compared& op : pages[k].ops) {
+                    auto it = comparers.find(op.thread);
+                    if (it == comparers.end()) {
+                        // once per thread: a loop over every rank per op made
+                        // 1,024 ranks quadratic
+                        it = comparers
+                                 .emplace(op.thread,
+                                          SequenceComparer(Divergence::Kind::Ops, op.thread, ids))
+                                 .first;
+                        for (const RankStream& r : ranks)
+                            if (r.reach && r.reach->truncated) it->second.setTruncated(r.id);
+                    }
+                    StackId& lastSeen = lastStackOf(i, op.thread);
+                    if (op.stack) lastSeen = op.stack;
+                    it->second.push(ranks[i].id, {names.id(*ranks[i].reader, int(i), op.name),
+                                                  op.step, lastSeen, !op.stack && lastSeen});
+                }
+                read += pages[k].count;
+                if (pages[k].count < page)
+                    done[i] = true;
+                else
+                    more = true;
+            }
         }
         // After every page, so threads first seen late know who has ended.
         for (size_t i = 0; i < ranks.size(); ++i)

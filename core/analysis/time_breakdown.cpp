@@ -238,8 +238,9 @@ TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<Incid
             firstStep = std::min(firstStep, o.step);
             lastStep = std::max(lastStep, o.step);
         }
-        totalOps = saturatingAdd(totalOps, r.summary().ops);
+        if (options.totalOps < 0) totalOps = saturatingAdd(totalOps, r.summary().ops);
     }
+    if (options.totalOps >= 0) totalOps = options.totalOps;
     if (lastStep >= 0) {
         // in unsigned arithmetic: a damaged file may span the whole int64 range
         uint64_t span = uint64_t(lastStep) - uint64_t(firstStep) + 1;

@@ -105,6 +105,8 @@ inline constexpr size_t kPlacementsListed = 6;
 struct TimeBreakdownOptions {
     // Called now and then: ops read, ops in all (0 unknown).
     std::function<void(int64_t, int64_t)> progress;
+    // The ops of every rank, when the caller has counted them; -1: counted here.
+    int64_t totalOps = -1;
 };
 
 TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<IncidentRef>& incidents,

@@ -112,9 +112,10 @@ void checkRankSchema(sql::Db& db, const std::filesystem::path& path) {
                                                 ", which no meshscope writer makes");
         }
     }
+    sql::Stmt columns(db, "SELECT name, hidden FROM pragma_table_xinfo(?1)");  // one per file
     for (const std::string& name : tables) {
         const schema::TableShape& shape = shapes.at(name);
-        sql::Stmt columns(db, "SELECT name, hidden FROM pragma_table_xinfo(?1)");
+        columns.reset();
         columns.bind(1, name);
         size_t i = 0;
         while (columns.step()) {

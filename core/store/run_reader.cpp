@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <exception>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "core/store/regular_file.h"
 #include "core/store/run_directory.h"
 #include "core/store/schema.h"
+#include "core/util/parallel.h"
 
 #include <optional>
 
@@ -130,19 +132,35 @@ RunReader RunReader::open(const std::filesystem::path& path) {
     if (files.empty() && !run.m_manifest)
         throw StoreError(path.string(), "not a meshscope run (no manifest.json and no rank files)");
 
-    std::set<int> present;
-    for (const auto& file : files) {
+    // The files are opened side by side (each reader its own connection;
+    // opening reads and checks its schema and header), then taken in order.
+    std::vector<std::optional<RankReader>> opened(files.size());
+    std::vector<std::optional<StoreError>> refused(files.size());
+    std::vector<std::exception_ptr> failed(files.size());  // anything else: thrown as before
+    forEachInParallel(files.size(), [&](size_t i) {
         try {
-            RankReader reader = RankReader::open(file);
-            if (run.m_manifest && reader.info().runId != run.m_manifest->runId)
-                run.m_problems.emplace_back(
-                    file.string(), "belongs to another run (run id " + reader.info().runId + ")");
-            present.insert(reader.info().rank);
-            run.m_ranks.push_back(std::move(reader));
+            opened[i].emplace(RankReader::open(files[i]));
         } catch (const StoreError& e) {
-            run.m_problems.push_back(e);
-            if (auto rank = rankFromFileName(file)) present.insert(*rank);
+            refused[i] = e;
+        } catch (...) {
+            failed[i] = std::current_exception();
         }
+    });
+    std::set<int> present;
+    for (size_t i = 0; i < files.size(); ++i) {
+        const auto& file = files[i];
+        if (failed[i]) std::rethrow_exception(failed[i]);
+        if (refused[i]) {
+            run.m_problems.push_back(*refused[i]);
+            if (auto rank = rankFromFileName(file)) present.insert(*rank);
+            continue;
+        }
+        RankReader& reader = *opened[i];
+        if (run.m_manifest && reader.info().runId != run.m_manifest->runId)
+            run.m_problems.emplace_back(
+                file.string(), "belongs to another run (run id " + reader.info().runId + ")");
+        present.insert(reader.info().rank);
+        run.m_ranks.push_back(std::move(reader));
     }
     if (run.m_manifest && !singleFile) {
         std::vector<int> absent;

@@ -35,7 +35,8 @@ enum class OpenMode { ReadOnly, Immutable, ReadWriteCreate };
 
 // For a process that holds many connections (`check` of 4,096 ranks, the
 // GUI): no initial bulk page-cache allocation per connection (20 pages,
-// about 170 KB each; pages are then allocated as read). Call first thing in
+// about 170 KB each; pages are then allocated as read) and no allocation
+// statistics (a process-wide mutex per allocation). Call first thing in
 // main(), before any other SQLite call and before threads start; later it
 // changes nothing (SQLite is initialized by then).
 void preferManyConnections();

@@ -175,6 +175,60 @@ TEST(RunAnalysis, DifferentOpOnOneRankOfThree) {
     EXPECT_EQ(a.divergences[0].others, (std::vector<int>{0, 2}));
 }
 
+// Ranks' op pages are read side by side in batches (32 ranks) and compared
+// in rank order: a divergence in a rank of the third batch, far into its
+// ops, is found and named as in a rank of the first; every op is counted.
+TEST(RunAnalysis, ManyRanksReadSideBySideAreComparedInRankOrder) {
+    test::TempDir dir;
+    constexpr int kWorld = 70, kOps = 1500;
+    for (int rank = 0; rank < kWorld; ++rank) {
+        Manifest initial;
+        initial.runId = "analysis-run";
+        initial.worldSize = kWorld;
+        auto w = createRankWriter(dir.path(), initial, rank);
+        const std::array<const char*, 3> names = {"aten::mm", "aten::add.Tensor", "aten::relu"};
+        for (int i = 0; i < kOps; ++i) {
+            OpRecord op;
+            op.name = w->intern(rank == 66 && i == 1234 ? "aten::gelu" : names[size_t(i % 3)]);
+            w->submit(std::move(op));
+        }
+        w->close();
+    }
+    RunAnalysis a = analyze(RunReader::open(dir.path()));
+    EXPECT_EQ(a.opsCompared, int64_t(kWorld) * kOps);
+    ASSERT_EQ(a.divergences.size(), 1u);
+    EXPECT_EQ(a.divergences[0].rank, 66);
+    EXPECT_EQ(a.divergences[0].index, 1234);
+    EXPECT_EQ(a.divergences[0].expected, "aten::add.Tensor");
+    EXPECT_EQ(a.divergences[0].actual, "aten::gelu");
+    EXPECT_EQ(a.divergences[0].others.size(), size_t(kWorld - 1));
+}
+
+// A damaged op chunk in a rank read on another thread is the StoreError a
+// read on the calling thread gives, not the end of the process.
+TEST(RunAnalysis, ADamagedRankReadSideBySideThrowsItsStoreError) {
+    test::TempDir dir;
+    for (int rank = 0; rank < 40; ++rank)
+        writeRank(dir.path(), 40, rank, 50, {});
+    {
+        sqlite3* db = nullptr;
+        ASSERT_EQ(sqlite3_open(rankFilePath(dir.path(), 37).c_str(), &db), SQLITE_OK);
+        ASSERT_EQ(sqlite3_exec(db, "UPDATE op_chunks SET count=count-1", nullptr, nullptr, nullptr),
+                  SQLITE_OK);
+        sqlite3_close(db);
+    }
+    RunReader run = RunReader::open(dir.path());
+    ASSERT_EQ(run.ranks().size(), 40u);
+    try {
+        analyze(run);
+        ADD_FAILURE() << "a damaged op chunk was compared";
+    } catch (const StoreError& e) {
+        std::string file = rankFilePath(dir.path(), 37).filename().string();
+        EXPECT_NE(std::string(e.what()).find(file + ": corrupt op chunk"), std::string::npos)
+            << e.what();
+    }
+}
+
 // Three collectives per rank from train.py lines 10, 20, 30 (+ rank): the
 // last of `kinds` differs by rank where asked.
 void writeCollectives(const std::filesystem::path& dir, int rank,

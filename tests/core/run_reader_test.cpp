@@ -115,6 +115,26 @@ TEST(RunReader, PartialRunOpensWhatIsReadableAndSaysWhatIsNot) {
     EXPECT_NE(formatSummaryText(summary).find("problem: "), std::string::npos);
 }
 
+// Rank files are opened side by side; the readers and the problems come out
+// in file order all the same, and each rank's summary is its own.
+TEST(RunReader, ManyRankFilesOpenedSideBySideKeepTheirOrder) {
+    test::TempDir dir;
+    writeSyntheticRun(dir / "run", SyntheticRunSpec{.ranks = 24, .steps = 2});
+    for (int rank : {5, 17})
+        std::ofstream(rankFilePath(dir / "run", rank), std::ios::trunc) << "garbage";
+    RunReader run = RunReader::open(dir / "run");
+    ASSERT_EQ(run.ranks().size(), 22u);
+    for (size_t i = 1; i < run.ranks().size(); ++i)
+        EXPECT_LT(run.ranks()[i - 1].info().rank, run.ranks()[i].info().rank);
+    ASSERT_EQ(run.problems().size(), 2u);
+    EXPECT_NE(std::string(run.problems()[0].what()).find("rank-00005.msdb"), std::string::npos);
+    EXPECT_NE(std::string(run.problems()[1].what()).find("rank-00017.msdb"), std::string::npos);
+    std::vector<RankSummary> counted = rankSummaries(run);
+    ASSERT_EQ(counted.size(), run.ranks().size());
+    for (size_t i = 0; i < counted.size(); ++i)
+        EXPECT_EQ(counted[i].ops, run.ranks()[i].summary().ops) << "rank index " << i;
+}
+
 TEST(RunReader, BadManifestIsAProblemNotACrash) {
     test::TempDir dir;
     SyntheticRunSpec spec;
