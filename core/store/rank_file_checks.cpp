@@ -70,6 +70,10 @@ void checkHeader(const std::filesystem::path& file) {
                                             std::to_string(expected) + " bytes)");
 }
 
+bool hasWalContent(const std::filesystem::path& file) {
+    return walBytes(file) > 0;
+}
+
 ReadVia readVia(const std::filesystem::path& file) {
     std::filesystem::path dir = file.parent_path().empty() ? "." : file.parent_path();
     auto shm = std::filesystem::path(file) += "-shm";

@@ -19,6 +19,10 @@ enum class ReadVia { Shared, Immutable, PrivateCopy };
 
 ReadVia readVia(const std::filesystem::path& file);
 
+// Whether the file's -wal holds anything (rows committed but not yet in the
+// file itself).
+bool hasWalContent(const std::filesystem::path& file);
+
 // Checks the 100-byte SQLite header so that empty, truncated and non-SQLite
 // files get a precise message before SQLite sees them; FIFOs, devices and
 // unreadable files are refused before SQLite would block on them. Throws

@@ -191,8 +191,22 @@ class RankReader::PrivateCopy {
 
 RankReader RankReader::open(const std::filesystem::path& file) {
     checkHeader(file);
-    RankReader reader(file);
     ReadVia via = readVia(file);
+    // A file its writer closed, with nothing in a -wal, never changes again:
+    // it is read immutable, without the lock, -wal and -shm that SQLite
+    // otherwise opens, writes and maps for it (most of the time opening a
+    // rank file took). One its writer has not closed, or one that fails to
+    // open that way (changed meanwhile), is opened again the shared way.
+    if (via == ReadVia::Shared && !hasWalContent(file)) try {
+            RankReader closed = openVia(file, ReadVia::Immutable);
+            if (closed.info().endedNs) return closed;
+        } catch (const StoreError&) {
+        }
+    return openVia(file, via);
+}
+
+RankReader RankReader::openVia(const std::filesystem::path& file, ReadVia via) {
+    RankReader reader(file);
     if (via == ReadVia::PrivateCopy) reader.m_copy = std::make_shared<PrivateCopy>(file);
     reader.guarded([&] {
         if (via == ReadVia::PrivateCopy)

@@ -28,6 +28,8 @@
 
 namespace meshscope {
 
+enum class ReadVia;  // rank_file_checks.h
+
 struct RankInfo {
     int rank = 0;
     int worldSize = 0;
@@ -140,6 +142,7 @@ class RankReader {
 
   private:
     explicit RankReader(std::filesystem::path path);
+    static RankReader openVia(const std::filesystem::path& file, ReadVia via);
     template <typename Fn>
     auto guarded(Fn&& fn) const;
     void validate();

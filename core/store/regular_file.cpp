@@ -31,8 +31,8 @@ std::string kindOf(mode_t mode) {
     if (error == EMFILE || error == ENFILE)
         throw StoreError(file.string(),
                          std::string("cannot open: ") + std::strerror(error) +
-                             " (each rank holds 3 files open: raise the limit, `ulimit -Hn` and "
-                             "`ulimit -n`, to 3 per rank or more)");
+                             " (each rank holds its file open, 3 files while it is written: raise "
+                             "the limit, `ulimit -Hn` and `ulimit -n`, to 3 per rank or more)");
     throw StoreError(file.string(), std::string("cannot open: ") + std::strerror(error));
 }
 

@@ -99,6 +99,48 @@ TEST(Crash, SigkillKeepsEveryFlushedRecord) {
     killWriterAfter(50'000, true);
 }
 
+// A rank file its writer closed never changes again: it is read immutable,
+// nothing written beside it (no -wal, no -shm). One still being written is
+// read the shared way (its -shm), and its committed rows are read.
+TEST(LiveRead, AClosedFileIsReadWithoutWritingBesideIt) {
+    test::TempDir dir;
+    auto beside = [](const std::filesystem::path& file, const char* suffix) {
+        return std::filesystem::exists(std::filesystem::path(file) += suffix);
+    };
+    auto writeOps = [](RankWriter& w, int n) {
+        StringId name = w.intern("aten::add.Tensor");
+        for (int i = 0; i < n; ++i) {
+            OpRecord op;
+            op.name = name;
+            w.submit(op);
+        }
+        w.flushNow();
+    };
+    auto closed = dir / "rank-00000.msdb";
+    {
+        auto w = RankWriter::create(closed, {});
+        writeOps(*w, 100);
+        w->close();
+    }
+    ASSERT_FALSE(beside(closed, "-shm"));
+    {
+        RankReader r = RankReader::open(closed);
+        EXPECT_TRUE(r.info().endedNs.has_value());
+        EXPECT_EQ(r.summary().ops, 100);
+        r.verify(RankReader::VerifyDepth::Everything);
+        EXPECT_FALSE(beside(closed, "-shm"));
+        EXPECT_FALSE(beside(closed, "-wal"));
+    }
+    auto live = dir / "rank-00001.msdb";
+    auto w = RankWriter::create(live, {});
+    writeOps(*w, 60);
+    RankReader r = RankReader::open(live);
+    EXPECT_FALSE(r.info().endedNs.has_value());
+    EXPECT_TRUE(beside(live, "-shm"));
+    EXPECT_EQ(r.summary().ops, 60);
+    w->close();
+}
+
 TEST(LiveRead, ReaderSeesRowsArriveWhileWriterAppends) {
     test::TempDir dir;
     auto file = dir / "rank-00000.msdb";
