@@ -3,8 +3,15 @@
 # build/bench-data between runs). Prints wall time and peak memory of each
 # command. Targets (issue #46): `check` of 1,024 ranks x 10k ops in <= 5 s
 # and <= 300 MB; 4,096 ranks checked.
-#   scripts/bench_scale.sh [--ranks 1024 --ops-per-rank 10000]
+#   scripts/bench_scale.sh [--baseline BIN] [--ranks 1024 --ops-per-rank 10000]
+# --baseline BIN: also `check` with this build and BIN (another build's
+# meshscope) alternating, five times each, and their medians side by side.
 set -euo pipefail
+baseline=
+if [[ ${1:-} == --baseline ]]; then
+  baseline=$(realpath "$2")
+  shift 2
+fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/build.sh" >/dev/null
 cli="$root/build/dev/app/meshscope"
@@ -30,3 +37,27 @@ measure "check --fail-on any,straggler" "$cli" check "$run" --fail-on any,stragg
 grep -m1 '^straggler:' "$out/stdout" | cut -c1-120 || true
 measure "report --format html" "$cli" report "$run" --format html -o "$out/report.html"
 measure "report --format json" "$cli" report "$run" --format json -o "$out/report.json"
+if [[ -n $baseline ]]; then
+  # alternating, so that a shared host's load moves both alike
+  for ((i = 0; i < 5; ++i)); do
+    for who in this baseline; do
+      bin=$cli
+      [[ $who == baseline ]] && bin=$baseline
+      /usr/bin/time -f "%e %M" -o "$out/time" "$bin" check "$run" >/dev/null 2>&1 || true
+      echo "$who $(tail -n 1 "$out/time")" >>"$out/side-by-side"
+    done
+  done
+  python3 - "$out/side-by-side" "$baseline" <<'EOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    who, secs, kb = line.split()
+    runs.setdefault(who, []).append((float(secs), int(kb)))
+med = {who: statistics.median(s for s, _ in r) for who, r in runs.items()}
+for who, name in (("this", "this build"), ("baseline", sys.argv[2])):
+    r = runs[who]
+    print(f"check, {name}: median {med[who]:.2f} s ({min(s for s, _ in r):.2f}-"
+          f"{max(s for s, _ in r):.2f}), peak {max(k for _, k in r) // 1024} MiB")
+print(f"this build / baseline: {med['this'] / med['baseline']:.2f}x")
+EOF
+fi
