@@ -189,17 +189,36 @@ class RankReader::PrivateCopy {
     std::filesystem::path m_dir, m_file;
 };
 
+namespace {
+
+// A file's size and last change: equal before and after a read, nothing
+// wrote it meanwhile.
+struct FileStamp {
+    std::uintmax_t size = 0;
+    std::filesystem::file_time_type changed{};
+    static FileStamp of(const std::filesystem::path& file) {
+        std::error_code ec;
+        return {std::filesystem::file_size(file, ec), std::filesystem::last_write_time(file, ec)};
+    }
+    bool operator==(const FileStamp&) const = default;
+};
+
+}  // namespace
+
 RankReader RankReader::open(const std::filesystem::path& file) {
     checkHeader(file);
     ReadVia via = readVia(file);
     // A file its writer closed, with nothing in a -wal, never changes again:
     // it is read immutable, without the lock, -wal and -shm that SQLite
     // otherwise opens, writes and maps for it (most of the time opening a
-    // rank file took). One its writer has not closed, or one that fails to
-    // open that way (changed meanwhile), is opened again the shared way.
+    // rank file took). One its writer has not closed, one that changed while
+    // it was opened (its writer closing meanwhile) or one that fails to open
+    // that way is opened again the shared way.
     if (via == ReadVia::Shared && !hasWalContent(file)) try {
+            FileStamp before = FileStamp::of(file);
             RankReader closed = openVia(file, ReadVia::Immutable);
-            if (closed.info().endedNs) return closed;
+            if (closed.info().endedNs && !hasWalContent(file) && FileStamp::of(file) == before)
+                return closed;
         } catch (const StoreError&) {
         }
     return openVia(file, via);
