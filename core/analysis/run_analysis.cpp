@@ -65,15 +65,22 @@ Verdict verdictOf(const PromotionCheck& check) {
     return withFingerprint >= 2 ? Verdict::Verified : Verdict::Unverified;
 }
 
+// The ops every rank recorded, as their files count them.
+int64_t opsInAll(const RunSummary& summary) {
+    int64_t total = 0;
+    for (const RankSummaryRow& r : summary.ranks)
+        total = saturatingAdd(total, r.summary.ops);
+    return total;
+}
+
 void compareOps(const RunReader& run, const AnalysisOptions& options, RunAnalysis& out) {
     if (run.ranks().size() < 2) return;
     std::vector<RankStream> streams;
-    int64_t total = 0;
     for (size_t i = 0; i < run.ranks().size(); ++i) {
         const RankReader& r = run.ranks()[i];
         streams.push_back({&r, r.info().rank, &out.reach[i]});
-        total = saturatingAdd(total, out.summary.ranks[i].summary.ops);
     }
+    const int64_t total = opsInAll(out.summary);
     std::function<void(int64_t)> progress;
     if (options.progress)
         progress = [&](int64_t done) {
@@ -678,9 +685,7 @@ RunAnalysis analyze(const RunReader& run, const AnalysisOptions& options) {
     if (options.compareOps) compareOps(run, options, a);
     if (options.timeBreakdown) {
         TimeBreakdownOptions timing;
-        timing.totalOps = 0;
-        for (const RankSummaryRow& r : a.summary.ranks)
-            timing.totalOps = saturatingAdd(timing.totalOps, r.summary.ops);
+        timing.totalOps = opsInAll(a.summary);
         if (options.progress)
             timing.progress = [&](int64_t done, int64_t total) {
                 options.progress("timing ops and steps", done, total);

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <exception>
 #include <tuple>
 #include <unordered_map>
 
@@ -233,7 +232,6 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
     struct Page {
         std::vector<Compared> ops;
         int64_t count = 0;
-        std::exception_ptr failed;  // thrown here, as a read in rank order would have
     };
     const size_t batch =
         std::clamp<size_t>(size_t(kOpsReadTogether / page), 1,
@@ -249,24 +247,18 @@ int64_t compareOpSequences(const std::vector<RankStream>& ranks, std::vector<Div
                 Page& p = pages[k];
                 p.ops.clear();
                 p.count = 0;
-                p.failed = nullptr;
                 if (done[i]) return;
                 const RecordingReach* reach = ranks[i].reach;
-                try {
-                    last[i] = ranks[i].reader->scanOps(last[i], page, [&](const OpRecord& op) {
-                        ++p.count;
-                        if (dtensorOnly[i] && !op.stack) return;  // an observer op
-                        if (reach && !reach->includes(op.startNs, op.step)) return;
-                        p.ops.push_back({op.thread, op.name, op.step, op.stack});
-                    });
-                } catch (...) {
-                    p.failed = std::current_exception();
-                }
+                last[i] = ranks[i].reader->scanOps(last[i], page, [&](const OpRecord& op) {
+                    ++p.count;
+                    if (dtensorOnly[i] && !op.stack) return;  // an observer op
+                    if (reach && !reach->includes(op.startNs, op.step)) return;
+                    p.ops.push_back({op.thread, op.name, op.step, op.stack});
+                });
             });
             for (size_t k = 0; k < n; ++k) {
                 const size_t i = first + k;
                 if (done[i]) continue;
-                if (pages[k].failed) std::rethrow_exception(pages[k].failed);
                 for (const Compared& op : pages[k].ops) {
                     auto it = comparers.find(op.thread);
                     if (it == comparers.end()) {

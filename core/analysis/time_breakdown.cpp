@@ -231,7 +231,7 @@ TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<Incid
     // (Each rank's optimizer steps are read again in its pass: holding them
     // for every rank would size memory by ranks x steps.)
     int64_t firstStep = INT64_MAX, lastStep = -1;
-    int64_t totalOps = 0;
+    int64_t totalOps = std::max<int64_t>(options.totalOps, 0);  // counted below when -1
     for (const RankReader& r : run.ranks()) {
         for (const OptimizerStepRecord& o : r.optimizerSteps()) {
             if (o.step < 0) continue;
@@ -240,7 +240,6 @@ TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<Incid
         }
         if (options.totalOps < 0) totalOps = saturatingAdd(totalOps, r.summary().ops);
     }
-    if (options.totalOps >= 0) totalOps = options.totalOps;
     if (lastStep >= 0) {
         // in unsigned arithmetic: a damaged file may span the whole int64 range
         uint64_t span = uint64_t(lastStep) - uint64_t(firstStep) + 1;

@@ -3,7 +3,6 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <exception>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -136,20 +135,16 @@ RunReader RunReader::open(const std::filesystem::path& path) {
     // opening reads and checks its schema and header), then taken in order.
     std::vector<std::optional<RankReader>> opened(files.size());
     std::vector<std::optional<StoreError>> refused(files.size());
-    std::vector<std::exception_ptr> failed(files.size());  // anything else: thrown as before
     forEachInParallel(files.size(), [&](size_t i) {
         try {
             opened[i].emplace(RankReader::open(files[i]));
         } catch (const StoreError& e) {
             refused[i] = e;
-        } catch (...) {
-            failed[i] = std::current_exception();
         }
     });
     std::set<int> present;
     for (size_t i = 0; i < files.size(); ++i) {
         const auto& file = files[i];
-        if (failed[i]) std::rethrow_exception(failed[i]);
         if (refused[i]) {
             run.m_problems.push_back(*refused[i]);
             if (auto rank = rankFromFileName(file)) present.insert(*rank);

@@ -3,12 +3,14 @@
 // Runs work(i) for every i in [0, n), each index once, on up to one thread
 // per core (the calling thread among them), and returns when all are done.
 // An index's work runs on one thread from start to end, so what it uses alone
-// (a rank's reader, its timeline) needs no lock. `work` must not throw: an
-// exception on another thread would end the process.
+// (a rank's reader, its timeline) needs no lock. An exception work(i) throws
+// is rethrown on the calling thread once all are done: that of the lowest
+// index, as a loop in order would have thrown first.
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <exception>
 #include <thread>
 #include <vector>
 
@@ -17,9 +19,14 @@ namespace meshscope {
 template <class Work>
 void forEachInParallel(size_t n, Work&& work) {
     std::atomic<size_t> next{0};
+    std::vector<std::exception_ptr> failed(n);
     auto worker = [&] {
         for (size_t i; (i = next++) < n;)
-            work(i);
+            try {
+                work(i);
+            } catch (...) {
+                failed[i] = std::current_exception();
+            }
     };
     size_t threads =
         std::clamp<size_t>(std::thread::hardware_concurrency(), 1, std::max<size_t>(n, 1));
@@ -29,6 +36,8 @@ void forEachInParallel(size_t n, Work&& work) {
     worker();
     for (std::thread& t : pool)
         t.join();
+    for (const std::exception_ptr& e : failed)
+        if (e) std::rethrow_exception(e);
 }
 
 }  // namespace meshscope
