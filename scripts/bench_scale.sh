@@ -4,8 +4,9 @@
 # command. Targets (issue #46): `check` of 1,024 ranks x 10k ops in <= 5 s
 # and <= 300 MB; 4,096 ranks checked.
 #   scripts/bench_scale.sh [--baseline BIN] [--ranks 1024 --ops-per-rank 10000]
-# --baseline BIN: also `check` with this build and BIN (another build's
-# meshscope) alternating, five times each, and their medians side by side.
+# --baseline BIN: also `check` and `check --fail-on any,straggler` with this
+# build and BIN (another build's meshscope) alternating, five times each, and
+# their medians side by side.
 set -euo pipefail
 baseline=
 if [[ ${1:-} == --baseline ]]; then
@@ -40,24 +41,29 @@ measure "report --format json" "$cli" report "$run" --format json -o "$out/repor
 if [[ -n $baseline ]]; then
   # alternating, so that a shared host's load moves both alike
   for ((i = 0; i < 5; ++i)); do
-    for who in this baseline; do
-      bin=$cli
-      [[ $who == baseline ]] && bin=$baseline
-      /usr/bin/time -f "%e %M" -o "$out/time" "$bin" check "$run" >/dev/null 2>&1 || true
-      echo "$who $(tail -n 1 "$out/time")" >>"$out/side-by-side"
+    for what in check straggler; do
+      opts=()
+      [[ $what == straggler ]] && opts=(--fail-on any,straggler)
+      for who in this baseline; do
+        bin=$cli
+        [[ $who == baseline ]] && bin=$baseline
+        /usr/bin/time -f "%e %M" -o "$out/time" "$bin" check "$run" "${opts[@]}" >/dev/null 2>&1 || true
+        echo "$what $who $(tail -n 1 "$out/time")" >>"$out/side-by-side"
+      done
     done
   done
   python3 - "$out/side-by-side" "$baseline" <<'EOF'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    who, secs, kb = line.split()
-    runs.setdefault(who, []).append((float(secs), int(kb)))
-med = {who: statistics.median(s for s, _ in r) for who, r in runs.items()}
-for who, name in (("this", "this build"), ("baseline", sys.argv[2])):
-    r = runs[who]
-    print(f"check, {name}: median {med[who]:.2f} s ({min(s for s, _ in r):.2f}-"
-          f"{max(s for s, _ in r):.2f}), peak {max(k for _, k in r) // 1024} MiB")
-print(f"this build / baseline: {med['this'] / med['baseline']:.2f}x")
+    what, who, secs, kb = line.split()
+    runs.setdefault(what, {}).setdefault(who, []).append((float(secs), int(kb)))
+for what, command in (("check", "check"), ("straggler", "check --fail-on any,straggler")):
+    med = {who: statistics.median(s for s, _ in r) for who, r in runs[what].items()}
+    for who, name in (("this", "this build"), ("baseline", sys.argv[2])):
+        r = runs[what][who]
+        print(f"{command}, {name}: median {med[who]:.2f} s ({min(s for s, _ in r):.2f}-"
+              f"{max(s for s, _ in r):.2f}), peak {max(k for _, k in r) // 1024} MiB")
+    print(f"{command}, this build / baseline: {med['this'] / med['baseline']:.2f}x")
 EOF
 fi

@@ -1,21 +1,27 @@
 #include "core/analysis/time_breakdown.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
 #include "core/analysis/run_analysis.h"
 #include "core/model/run_clock.h"
+#include "core/util/parallel.h"
 
 namespace meshscope {
 namespace {
 
 constexpr int64_t kOpPage = 65536;
 constexpr int64_t kCollectivePage = 16384;
+// Ranks read side by side in one batch (their figures are held until the
+// batch is taken into the tables in rank order).
+constexpr size_t kRanksSideBySide = 32;
 
 // The lower median: of two ranks, the faster one is the typical one.
 int64_t median(std::vector<int64_t> values) {
@@ -46,14 +52,41 @@ struct OpAccumulator {
     int lastRank = -1;
 };
 
-// What one rank reads into the run-wide tables.
+// One op name's (or collective kind's) figures on one rank.
+struct NameEntry {
+    int64_t count = 0, totalNs = 0, maxNs = 0, bytes = 0;
+    std::unordered_map<uint64_t, std::pair<std::string, int64_t>> signatures;
+};
+// A rank's figures by (collective, name), its names read from its file.
+using RankNames = std::vector<std::pair<std::pair<bool, std::string>, NameEntry>>;
+
+// Merges one rank's figures into the run-wide table by name.
+void mergeRank(std::map<std::pair<bool, std::string>, OpAccumulator>& ops, int rank,
+               RankNames& names) {
+    for (auto& [key, e] : names) {
+        OpAccumulator& acc = ops[key];
+        acc.stat.collective = key.first;
+        acc.stat.count += e.count;
+        acc.stat.totalNs = saturatingAdd(acc.stat.totalNs, e.totalNs);
+        acc.stat.maxNs = std::max(acc.stat.maxNs, e.maxNs);
+        acc.stat.bytes = saturatingAdd(acc.stat.bytes, e.bytes);
+        if (acc.lastRank != rank) ++acc.stat.ranks, acc.lastRank = rank;
+        for (auto& [id, sig] : e.signatures)
+            acc.placements[sig.first] += sig.second;
+    }
+}
+
+// What one rank reads for the run-wide tables: the figures of its ops and
+// collectives by name, and its steps. It uses only its own reader, so ranks
+// can be read side by side.
 class RankPass {
   public:
-    RankPass(const RankReader& reader, std::map<std::pair<bool, std::string>, OpAccumulator>& ops)
-        : m_reader(reader), m_ops(ops) {}
+    explicit RankPass(const RankReader& reader) : m_reader(reader) {}
 
-    // Reads the rank's ops (statistics, step bounds) and collectives.
-    int64_t read(const std::function<void(int64_t)>& progress) {
+    // Reads the rank's ops (statistics, step bounds) and collectives;
+    // `onPage(ops)` after each page of ops, and the reading stops where it
+    // returns false. The ops read.
+    int64_t read(const std::function<bool(int64_t)>& onPage) {
         int64_t read = 0;
         for (OpSeq after{};;) {
             int64_t count = 0;
@@ -65,7 +98,7 @@ class RankPass {
                 },
                 true);
             read += count;
-            if (progress) progress(read);
+            if (!onPage(count)) return read;
             if (count < kOpPage) break;
         }
         for (CollectiveSeq after{};;) {
@@ -75,8 +108,22 @@ class RankPass {
             if (int64_t(page.size()) < kCollectivePage) break;
             after = page.back().seq;
         }
-        flushOps();
         return read;
+    }
+
+    // The figures by name, the names read from the rank's file (once per
+    // name); the pass holds none of them after.
+    RankNames names() {
+        RankNames out;
+        auto take = [&](auto& byId, bool collective) {
+            for (auto& [id, e] : byId)
+                out.emplace_back(std::pair(collective, m_reader.string(StringId{id})),
+                                 std::move(e));
+            byId.clear();
+        };
+        take(m_opNames, false);
+        take(m_collectiveKinds, true);
+        return out;
     }
 
     // The rank's steps: [begin, end) and the time with a collective in flight.
@@ -115,11 +162,6 @@ class RankPass {
     }
 
   private:
-    struct NameEntry {
-        int64_t count = 0, totalNs = 0, maxNs = 0, bytes = 0;
-        std::unordered_map<uint64_t, std::pair<std::string, int64_t>> signatures;
-    };
-
     static void earliest(std::map<int64_t, int64_t>& first, int64_t step, int64_t t) {
         auto [it, fresh] = first.try_emplace(step, t);
         if (!fresh) it->second = std::min(it->second, t);
@@ -181,30 +223,7 @@ class RankPass {
         e.bytes = saturatingAdd(e.bytes, c.bytes);
     }
 
-    // Merges this rank's counts into the run-wide table by name.
-    void flushOps() {
-        int rank = m_reader.info().rank;
-        auto merge = [&](auto& names, bool collective) {
-            for (auto& [id, e] : names) {
-                OpAccumulator& acc = m_ops[{collective, m_reader.string(StringId{id})}];
-                acc.stat.collective = collective;
-                acc.stat.count += e.count;
-                acc.stat.totalNs = saturatingAdd(acc.stat.totalNs, e.totalNs);
-                acc.stat.maxNs = std::max(acc.stat.maxNs, e.maxNs);
-                acc.stat.bytes = saturatingAdd(acc.stat.bytes, e.bytes);
-                if (acc.lastRank != rank) ++acc.stat.ranks, acc.lastRank = rank;
-                for (auto& [key, sig] : e.signatures)
-                    acc.placements[sig.first] += sig.second;
-            }
-        };
-        merge(m_opNames, false);
-        merge(m_collectiveKinds, true);
-        m_opNames.clear();
-        m_collectiveKinds.clear();
-    }
-
     const RankReader& m_reader;
-    std::map<std::pair<bool, std::string>, OpAccumulator>& m_ops;
     std::unordered_map<int64_t, NameEntry> m_opNames, m_collectiveKinds;
     std::map<int64_t, int64_t> m_firstOf;        // step -> its first record's start
     std::map<int64_t, int64_t> m_trainingFrom;   // step -> its first data/forward/backward op
@@ -232,13 +251,19 @@ TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<Incid
     // for every rank would size memory by ranks x steps.)
     int64_t firstStep = INT64_MAX, lastStep = -1;
     int64_t totalOps = std::max<int64_t>(options.totalOps, 0);  // counted below when -1
-    for (const RankReader& r : run.ranks()) {
-        for (const OptimizerStepRecord& o : r.optimizerSteps()) {
+    const std::vector<RankReader>& readers = run.ranks();
+    std::vector<std::pair<int64_t, int64_t>> stepRange(readers.size(), {INT64_MAX, -1});
+    forEachInParallel(readers.size(), [&](size_t i) {
+        for (const OptimizerStepRecord& o : readers[i].optimizerSteps()) {
             if (o.step < 0) continue;
-            firstStep = std::min(firstStep, o.step);
-            lastStep = std::max(lastStep, o.step);
+            stepRange[i].first = std::min(stepRange[i].first, o.step);
+            stepRange[i].second = std::max(stepRange[i].second, o.step);
         }
-        if (options.totalOps < 0) totalOps = saturatingAdd(totalOps, r.summary().ops);
+    });
+    for (size_t i = 0; i < readers.size(); ++i) {
+        firstStep = std::min(firstStep, stepRange[i].first);
+        lastStep = std::max(lastStep, stepRange[i].second);
+        if (options.totalOps < 0) totalOps = saturatingAdd(totalOps, readers[i].summary().ops);
     }
     if (lastStep >= 0) {
         // in unsigned arithmetic: a damaged file may span the whole int64 range
@@ -261,42 +286,73 @@ TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<Incid
 
     std::map<std::pair<bool, std::string>, OpAccumulator> ops;
     std::map<int64_t, StepAcross> across;
-    int64_t readBefore = 0;
-    for (const RankReader& reader : run.ranks()) {
-        RankPass pass(reader, ops);
-        std::function<void(int64_t)> progress;
-        if (options.progress)
-            progress = [&](int64_t n) { options.progress(readBefore + n, totalOps); };
-        readBefore += pass.read(progress);
-        reader.releaseMemory();  // one rank at a time, whatever their number
-        RankSteps row;
-        row.rank = reader.info().rank;
-        row.cells.resize(out.columns.size());
-        std::vector<int64_t> wall, outside, inFlight;
-        for (const auto& s : pass.steps()) {
-            if (!inRange(s.step)) continue;
-            StepCell& cell = row.cells[columnOf(s.step)];
-            ++cell.steps;
-            cell.wallNs = saturatingAdd(cell.wallNs, s.wallNs);
-            cell.collectiveNs = saturatingAdd(cell.collectiveNs, s.collectiveNs);
-            int64_t own = s.wallNs - s.collectiveNs;
-            wall.push_back(s.wallNs);
-            outside.push_back(own);
-            inFlight.push_back(s.collectiveNs);
-            StepAcross& a = across[s.step];
-            if (own > a.maxOutside) a.maxOutside = own, a.rank = row.rank;
-            a.sumOutside = saturatingAdd(a.sumOutside, own);
-            ++a.ranks;
+    // Ranks are read side by side, a batch at a time, and taken into the
+    // tables in rank order: the same figures as one rank after another, with
+    // what is held bounded by the batch. Progress is told on the calling
+    // thread only (a caller's callback may throw to cancel; the reading then
+    // stops at the next page of every rank).
+    std::atomic<int64_t> opsRead{0};
+    std::atomic<bool> stop{false};
+    const std::thread::id caller = std::this_thread::get_id();
+    struct Read {
+        RankNames names;
+        std::vector<RankPass::Step> steps;
+    };
+    std::vector<Read> batch;
+    for (size_t first = 0; first < readers.size(); first += kRanksSideBySide) {
+        const size_t size = std::min(kRanksSideBySide, readers.size() - first);
+        batch.assign(size, {});
+        forEachInParallel(size, [&](size_t k) {
+            const RankReader& reader = readers[first + k];
+            if (stop.load(std::memory_order_relaxed)) return;
+            try {
+                RankPass pass(reader);
+                pass.read([&](int64_t page) {
+                    int64_t done = opsRead += page;
+                    if (stop.load(std::memory_order_relaxed)) return false;
+                    if (options.progress && std::this_thread::get_id() == caller)
+                        options.progress(done, totalOps);
+                    return true;
+                });
+                batch[k] = {pass.names(), pass.steps()};
+                reader.releaseMemory();
+            } catch (...) {
+                stop = true;
+                throw;
+            }
+        });
+        for (size_t k = 0; k < size; ++k) {
+            const RankReader& reader = readers[first + k];
+            mergeRank(ops, reader.info().rank, batch[k].names);
+            RankSteps row;
+            row.rank = reader.info().rank;
+            row.cells.resize(out.columns.size());
+            std::vector<int64_t> wall, outside, inFlight;
+            for (const auto& s : batch[k].steps) {
+                if (!inRange(s.step)) continue;
+                StepCell& cell = row.cells[columnOf(s.step)];
+                ++cell.steps;
+                cell.wallNs = saturatingAdd(cell.wallNs, s.wallNs);
+                cell.collectiveNs = saturatingAdd(cell.collectiveNs, s.collectiveNs);
+                int64_t own = s.wallNs - s.collectiveNs;
+                wall.push_back(s.wallNs);
+                outside.push_back(own);
+                inFlight.push_back(s.collectiveNs);
+                StepAcross& a = across[s.step];
+                if (own > a.maxOutside) a.maxOutside = own, a.rank = row.rank;
+                a.sumOutside = saturatingAdd(a.sumOutside, own);
+                ++a.ranks;
+            }
+            for (const auto& [step, n] : incidentsAt[row.rank]) {
+                row.incidents += n;
+                if (inRange(step)) row.cells[columnOf(step)].incidents += n;
+            }
+            row.steps = int64_t(wall.size());
+            row.medianStepNs = median(wall);
+            row.medianOutsideNs = median(outside);
+            row.medianCollectiveNs = median(inFlight);
+            out.ranks.push_back(std::move(row));
         }
-        for (const auto& [step, n] : incidentsAt[row.rank]) {
-            row.incidents += n;
-            if (inRange(step)) row.cells[columnOf(step)].incidents += n;
-        }
-        row.steps = int64_t(wall.size());
-        row.medianStepNs = median(wall);
-        row.medianOutsideNs = median(outside);
-        row.medianCollectiveNs = median(inFlight);
-        out.ranks.push_back(std::move(row));
     }
 
     // The slowest rank of each step that two ranks or more recorded.

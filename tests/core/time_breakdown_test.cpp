@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -177,6 +178,56 @@ TEST(TimeBreakdown, OpsAndCollectivesHaveTheirCountsTimesRanksAndPlacements) {
     // ordered by total time: the collectives here last longer than the ops
     EXPECT_GE(t.ops[0].totalNs, t.ops[1].totalNs);
     EXPECT_EQ(rankRow(t, 1).slowestIn, 10);
+}
+
+// Ranks are read side by side in batches and taken in rank order: a tie for
+// the slowest rank goes to the lower rank, as one rank after another gave;
+// progress is told on the calling thread only, and a callback that throws
+// (the GUI's cancel) ends the breakdown with its exception.
+TEST(TimeBreakdown, ManyRanksReadSideBySideAreTakenInRankOrder) {
+    test::TempDir dir;
+    constexpr int kWorld = 70;  // three batches
+    // ranks 13 and 20 (one batch) take 5 ms a step, the others 1-2 ms
+    Timing timing{[](int rank, int64_t step) {
+        return rank == 13 || rank == 20 ? 5 * kMs : (1 + (rank + step) % 2) * kMs;
+    }};
+    for (int r = 0; r < kWorld; ++r)
+        writeTimedRank(dir.path(), kWorld, r, timing);
+    RunReader run = RunReader::open(dir.path());
+    std::vector<std::thread::id> told;
+    int64_t lastDone = 0, lastTotal = 0;
+    TimeBreakdownOptions options;
+    options.progress = [&](int64_t done, int64_t total) {
+        told.push_back(std::this_thread::get_id());
+        lastDone = done, lastTotal = total;
+    };
+    TimeBreakdown t = computeTimeBreakdown(run, {}, options);
+    ASSERT_EQ(t.ranks.size(), size_t(kWorld));
+    ASSERT_EQ(t.slowest.size(), 10u);
+    for (const SlowestRank& s : t.slowest) {
+        EXPECT_EQ(s.rank, 13) << "step " << s.step;
+        EXPECT_EQ(s.ranks, kWorld);
+    }
+    EXPECT_EQ(rankRow(t, 13).slowestIn, 10);
+    EXPECT_EQ(rankRow(t, 20).slowestIn, 0);
+    for (const OpStat& o : t.ops) {
+        EXPECT_EQ(o.count, 10 * kWorld) << o.name;
+        EXPECT_EQ(o.ranks, kWorld) << o.name;
+    }
+    ASSERT_FALSE(told.empty());
+    for (const std::thread::id& id : told)
+        EXPECT_EQ(id, std::this_thread::get_id());
+    EXPECT_LE(lastDone, int64_t(10) * kWorld);
+    EXPECT_EQ(lastTotal, int64_t(10) * kWorld);
+
+    struct Cancelled {};
+    int calls = 0;
+    options.progress = [&](int64_t, int64_t) {
+        ++calls;
+        throw Cancelled{};
+    };
+    EXPECT_THROW(computeTimeBreakdown(run, {}, options), Cancelled);
+    EXPECT_EQ(calls, 1);
 }
 
 TEST(TimeBreakdown, BalancedRanksHaveNoStraggler) {
