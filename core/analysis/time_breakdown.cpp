@@ -85,9 +85,8 @@ class RankPass {
 
     // Reads the rank's ops (statistics, step bounds) and collectives;
     // `onPage(ops)` after each page of ops, and the reading stops where it
-    // returns false. The ops read.
-    int64_t read(const std::function<bool(int64_t)>& onPage) {
-        int64_t read = 0;
+    // returns false.
+    void read(const std::function<bool(int64_t)>& onPage) {
         for (OpSeq after{};;) {
             int64_t count = 0;
             after = m_reader.scanOps(
@@ -97,8 +96,7 @@ class RankPass {
                     addOp(op);
                 },
                 true);
-            read += count;
-            if (!onPage(count)) return read;
+            if (!onPage(count)) return;
             if (count < kOpPage) break;
         }
         for (CollectiveSeq after{};;) {
@@ -108,7 +106,6 @@ class RankPass {
             if (int64_t(page.size()) < kCollectivePage) break;
             after = page.back().seq;
         }
-        return read;
     }
 
     // The figures by name, the names read from the rank's file (once per
@@ -286,6 +283,37 @@ TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<Incid
 
     std::map<std::pair<bool, std::string>, OpAccumulator> ops;
     std::map<int64_t, StepAcross> across;
+    // What one rank read, its steps in the overview's cells and across ranks.
+    auto takeRank = [&](int rank, const std::vector<RankPass::Step>& steps) {
+        RankSteps row;
+        row.rank = rank;
+        row.cells.resize(out.columns.size());
+        std::vector<int64_t> wall, outside, inFlight;
+        for (const auto& s : steps) {
+            if (!inRange(s.step)) continue;
+            StepCell& cell = row.cells[columnOf(s.step)];
+            ++cell.steps;
+            cell.wallNs = saturatingAdd(cell.wallNs, s.wallNs);
+            cell.collectiveNs = saturatingAdd(cell.collectiveNs, s.collectiveNs);
+            int64_t own = s.wallNs - s.collectiveNs;
+            wall.push_back(s.wallNs);
+            outside.push_back(own);
+            inFlight.push_back(s.collectiveNs);
+            StepAcross& a = across[s.step];
+            if (own > a.maxOutside) a.maxOutside = own, a.rank = row.rank;
+            a.sumOutside = saturatingAdd(a.sumOutside, own);
+            ++a.ranks;
+        }
+        for (const auto& [step, n] : incidentsAt[row.rank]) {
+            row.incidents += n;
+            if (inRange(step)) row.cells[columnOf(step)].incidents += n;
+        }
+        row.steps = int64_t(wall.size());
+        row.medianStepNs = median(wall);
+        row.medianOutsideNs = median(outside);
+        row.medianCollectiveNs = median(inFlight);
+        out.ranks.push_back(std::move(row));
+    };
     // Ranks are read side by side, a batch at a time, and taken into the
     // tables in rank order: the same figures as one rank after another, with
     // what is held bounded by the batch. Progress is told on the calling
@@ -304,7 +332,6 @@ TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<Incid
         batch.assign(size, {});
         forEachInParallel(size, [&](size_t k) {
             const RankReader& reader = readers[first + k];
-            if (stop.load(std::memory_order_relaxed)) return;
             try {
                 RankPass pass(reader);
                 pass.read([&](int64_t page) {
@@ -317,41 +344,14 @@ TimeBreakdown computeTimeBreakdown(const RunReader& run, const std::vector<Incid
                 batch[k] = {pass.names(), pass.steps()};
                 reader.releaseMemory();
             } catch (...) {
-                stop = true;
+                stop = true;  // the ranks being read end at their next page
                 throw;
             }
         });
         for (size_t k = 0; k < size; ++k) {
-            const RankReader& reader = readers[first + k];
-            mergeRank(ops, reader.info().rank, batch[k].names);
-            RankSteps row;
-            row.rank = reader.info().rank;
-            row.cells.resize(out.columns.size());
-            std::vector<int64_t> wall, outside, inFlight;
-            for (const auto& s : batch[k].steps) {
-                if (!inRange(s.step)) continue;
-                StepCell& cell = row.cells[columnOf(s.step)];
-                ++cell.steps;
-                cell.wallNs = saturatingAdd(cell.wallNs, s.wallNs);
-                cell.collectiveNs = saturatingAdd(cell.collectiveNs, s.collectiveNs);
-                int64_t own = s.wallNs - s.collectiveNs;
-                wall.push_back(s.wallNs);
-                outside.push_back(own);
-                inFlight.push_back(s.collectiveNs);
-                StepAcross& a = across[s.step];
-                if (own > a.maxOutside) a.maxOutside = own, a.rank = row.rank;
-                a.sumOutside = saturatingAdd(a.sumOutside, own);
-                ++a.ranks;
-            }
-            for (const auto& [step, n] : incidentsAt[row.rank]) {
-                row.incidents += n;
-                if (inRange(step)) row.cells[columnOf(step)].incidents += n;
-            }
-            row.steps = int64_t(wall.size());
-            row.medianStepNs = median(wall);
-            row.medianOutsideNs = median(outside);
-            row.medianCollectiveNs = median(inFlight);
-            out.ranks.push_back(std::move(row));
+            int rank = readers[first + k].info().rank;
+            mergeRank(ops, rank, batch[k].names);
+            takeRank(rank, batch[k].steps);
         }
     }
 

@@ -5,7 +5,8 @@
 // An index's work runs on one thread from start to end, so what it uses alone
 // (a rank's reader, its timeline) needs no lock. An exception work(i) throws
 // is rethrown on the calling thread once all are done: that of the lowest
-// index, as a loop in order would have thrown first.
+// index, as a loop in order would have thrown first. Once one has thrown, no
+// index not yet started is (indices start in order, so every lower one has).
 
 #include <algorithm>
 #include <atomic>
@@ -19,13 +20,15 @@ namespace meshscope {
 template <class Work>
 void forEachInParallel(size_t n, Work&& work) {
     std::atomic<size_t> next{0};
+    std::atomic<bool> anyFailed{false};
     std::vector<std::exception_ptr> failed(n);
     auto worker = [&] {
-        for (size_t i; (i = next++) < n;)
+        for (size_t i; !anyFailed.load(std::memory_order_relaxed) && (i = next++) < n;)
             try {
                 work(i);
             } catch (...) {
                 failed[i] = std::current_exception();
+                anyFailed = true;
             }
     };
     size_t threads =
