@@ -375,7 +375,7 @@ def phase_counter(key: str) -> str:
     if key == "plain_ns":
         return "plain_ops"
     if key.startswith(ADAPTER):
-        return key[:-len("_ns")] + "_calls"
+        return key.removesuffix("_ns").removesuffix("_moved") + "_calls"
     return "dtensor_ops"
 
 
@@ -394,7 +394,9 @@ def add_phases(total: dict[str, float], before: dict, after: dict) -> None:
 
 
 # hook_phases() keys of the adapters' calls (HookPhases::Adapter):
-# "adapter_<call>_ns" per call, "adapter_<call>_calls".
+# "adapter_<call>_ns" per call, "adapter_<call>_calls", and
+# "adapter_<call>_moved_ns" per call: releasing what torch would have
+# released itself (HookPhases::Moved), left out of the call's own time.
 ADAPTER = "adapter_"
 
 # The agent's own phases of a recorded DTensor op (hook_phases.h), in the
@@ -421,12 +423,16 @@ def print_phases(total: dict[str, float], steps: int) -> None:
     calls = [(k[len(ADAPTER):-len("_calls")], total[k]) for k in sorted(total)
              if k.startswith(ADAPTER) and k.endswith("_calls") and total[k] > 0]
     if calls:
-        cells = [(name, n / steps, total[f"{ADAPTER}{name}_ns"] / n) for name, n in calls]
+        cells = [(name, n / steps, total[f"{ADAPTER}{name}_ns"] / n,
+                  total.get(f"{ADAPTER}{name}_moved_ns", 0.0) / n) for name, n in calls]
         print("  adapter calls, the agent's own time (the call they wrap left out): "
               + ", ".join(f"{name} {per_step:.1f} a step x {ns / 1e3:.1f} us"
-                          for name, per_step, ns in cells)
+                          + (f" (+{moved / 1e3:.1f} moved)" if moved >= 50 else "")
+                          for name, per_step, ns, moved in cells)
               + f"; the adapters' time a step: "
-              f"{sum(per_step * ns for _, per_step, ns in cells) / 1e3:.0f} us")
+              f"{sum(per_step * ns for _, per_step, ns, _ in cells) / 1e3:.0f} us, and "
+              f"{sum(per_step * moved for _, per_step, _, moved in cells) / 1e3:.0f} us moved "
+              "(releasing what torch would have released itself, only later)")
 
 
 def training_switches(status: str = "") -> tuple[int, int]:

@@ -156,7 +156,24 @@ def test_hook_phases_print_the_adapters_calls_a_step_and_their_time(capsys):
     out = capsys.readouterr().out
     assert ("adapter calls, the agent's own time (the call they wrap left out): "
             "collective 2.0 a step x 7.5 us, to_local 4.0 a step x 3.0 us; "
-            "the adapters' time a step: 27 us") in out
+            "the adapters' time a step: 27 us, and 0 us moved") in out
+
+
+def test_an_adapters_moved_time_is_per_call_and_printed_apart(capsys):
+    """What an adapter call releases for torch (HookPhases::Moved) is
+    averaged over that call's own calls and printed beside its own time,
+    not in it."""
+    total = {}
+    co.add_phases(total, {"adapter_step_calls": 1.0, "adapter_step_ns": 20000.0,
+                          "adapter_step_moved_ns": 10000.0},
+                  {"adapter_step_calls": 11.0, "adapter_step_ns": 25000.0,
+                   "adapter_step_moved_ns": 16000.0, "dtensor_ops": 10.0, "op_ns": 1.0})
+    assert total["adapter_step_calls"] == 10
+    assert total["adapter_step_moved_ns"] == 11 * 16000 - 10000
+    co.print_phases(total, steps=10)
+    out = capsys.readouterr().out
+    assert "step 1.0 a step x 25.5 us (+16.6 moved); the adapters' time a step: 26 us, " \
+        "and 17 us moved (releasing what torch would have released itself" in out, out
 
 
 def test_context_switches_come_from_the_status_file(tmp_path):

