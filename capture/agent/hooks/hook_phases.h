@@ -93,11 +93,14 @@ class HookPhases {
       public:
         explicit OwnTime(uint64_t start) : m_start(start) {}
         void pause() {
-            if (m_start) m_paused = ticks();
+            if (m_start && !m_paused) m_paused = ticks();
         }
         void resume() {
-            if (m_start) m_excluded += ticks() - m_paused;
+            if (!m_paused) return;
+            m_excluded += ticks() - m_paused;
+            m_paused = 0;
         }
+        bool paused() const { return m_paused != 0; }
         OwnTime(const OwnTime&) = delete;
         OwnTime& operator=(const OwnTime&) = delete;
 
@@ -153,11 +156,12 @@ class HookPhases {
     // count apart, as its "moved" time: releasing what torch would have
     // released itself without meshscope, only later (a collective's Work
     // after its wait_tensor, the DTensor specs the agent's cache outlived).
-    // Not the agent's cost, only where it lands.
+    // Not the agent's cost, only where it lands. Inside the call an adapter
+    // wraps (paused already) it counts nothing.
     class Moved {
       public:
         Moved() {
-            if (on() && t_adapter) {
+            if (on() && t_adapter && !t_adapter->paused()) {
                 m_adapter = t_adapter;
                 m_adapter->pause();
             }
