@@ -44,7 +44,10 @@ prints ns per op by phase after the table, a breakdown that needs neither a
 profiler on the machine nor the difference of two noisy ratios, and the
 same for the adapters' C++ calls (a functional collective's issue and
 wait, to_local's provenance, the step's bookkeeping): calls a step and the
-agent's own us a call, the original each wraps left out. 14 runs the
+agent's own us a call, the original each wraps left out, and apart from it
+("+N moved") what a call releases that torch would have released itself,
+only earlier (a functional collective's Work, the DTensor specs only the
+agent's cache still held). 14 runs the
 uninstrumented loop again as its own block (an A/A pair): what every column
 reads for no difference at all, in the same run. 15 is 3 with every op
 through the dispatcher hook's boxed fallback (MESHSCOPE_BENCH_BOXED=1),
