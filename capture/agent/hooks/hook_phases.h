@@ -95,10 +95,13 @@ class HookPhases {
         void pause() {
             if (m_start && !m_paused) m_paused = ticks();
         }
-        void resume() {
-            if (!m_paused) return;
-            m_excluded += ticks() - m_paused;
+        // The ticks of the pause it ends (0: none).
+        uint64_t resume() {
+            if (!m_paused) return 0;
+            uint64_t paused = ticks() - m_paused;
+            m_excluded += paused;
             m_paused = 0;
+            return paused;
         }
         bool paused() const { return m_paused != 0; }
         OwnTime(const OwnTime&) = delete;
@@ -107,7 +110,6 @@ class HookPhases {
       protected:
         bool timed() const { return m_start != 0; }
         uint64_t own() const { return ticks() - m_start - m_excluded; }
-        uint64_t excluded() const { return m_excluded; }
 
       private:
         uint64_t m_start, m_paused = 0, m_excluded = 0;
@@ -140,10 +142,7 @@ class HookPhases {
         }
         // The end of a Moved pause: its ticks are moved time.
         void resumeMoved() {
-            uint64_t before = excluded();
-            resume();
-            s_adapterMoved[size_t(m_kind)].fetch_add(excluded() - before,
-                                                     std::memory_order_relaxed);
+            s_adapterMoved[size_t(m_kind)].fetch_add(resume(), std::memory_order_relaxed);
         }
 
       private:
