@@ -369,7 +369,11 @@ def hook_phases() -> dict[str, float]:
     """The agent's per-phase ns per op so far (MESHSCOPE_BENCH_HOOK=phases)."""
     import meshscope
 
-    return meshscope.stats().get("hook_phases", {})
+    stats = meshscope.stats()
+    phases = dict(stats.get("hook_phases", {}))
+    if phases:  # plain ops that kept provenance (a count since attach, as plain_ops)
+        phases["provenance_ops"] = float(stats.get("provenance_ops", 0))
+    return phases
 
 
 def phase_counter(key: str) -> str:
@@ -386,7 +390,8 @@ def add_phases(total: dict[str, float], before: dict, after: dict) -> None:
     """Adds the ns of each phase between two hook_phases() readings (each an
     average per op, or per adapter call, since attach()) and the ops and
     calls counted between them."""
-    counters = {phase_counter(k) for k in after if k.endswith("_ns")}
+    counters = {phase_counter(k) for k in after if k.endswith("_ns")} | (
+        {"provenance_ops"} & after.keys())
     for counter in counters:
         total[counter] = total.get(counter, 0.0) + after.get(counter, 0.0) - before.get(counter, 0.0)
     for k in after:
@@ -420,7 +425,9 @@ def print_phases(total: dict[str, float], steps: int) -> None:
           + ", ".join(f"{k[:-3]} {total[k] / ops:.0f}" for k in parts)
           + f"; the agent's {ours:.0f} (the op itself {total['op_ns'] / ops:.0f})")
     per_plain = total["plain_ns"] / plain if plain else 0.0
-    print(f"  plain ops: {plain / steps:.0f} a step, {per_plain:.0f} ns each in the hook; "
+    kept = (f" ({total['provenance_ops'] / steps:.0f} keeping provenance)"
+            if "provenance_ops" in total else "")
+    print(f"  plain ops: {plain / steps:.0f} a step{kept}, {per_plain:.0f} ns each in the hook; "
           f"the agent's time a step: {(ours * ops + per_plain * plain) / steps / 1e3:.0f} us "
           f"(DTensor ops {ours * ops / steps / 1e3:.0f}, plain {per_plain * plain / steps / 1e3:.0f})")
     calls = [(k[len(ADAPTER):-len("_calls")], total[k]) for k in sorted(total)

@@ -543,6 +543,38 @@ def test_provenance_flows_through_plain_ops_across_step_ends(mesh, run_dir):
     assert evidence.startswith("created by aten::ones in user code outside forward at ")
 
 
+def test_plain_ops_whose_outputs_cannot_take_a_provenance_skip_the_slow_path(mesh, run_dir):
+    """An optimizer's step counter is a tagged plain tensor read by item()
+    and bumped in place every step: an op that returns no tensor, and an
+    in-place op whose one output is the tagged argument it wrote, give no
+    tensor a provenance and skip the GIL and the bookkeeping (none counted
+    in stats()["provenance_ops"]). An in-place or out= op still passes
+    another argument's provenance to the tensor it wrote."""
+    from meshscope import _capture
+
+    before_attach, out = torch.zeros(4), torch.empty(4)  # no provenance
+    meshscope.attach(run_dir)
+    step = torch.zeros(())
+    _capture.tag(step, "G", "the step counter")
+    start = meshscope.stats()["provenance_ops"]
+    for _ in range(10):
+        step.add_(1)
+        step.item()
+        torch.add(step, 1, out=step)
+    assert meshscope.stats()["provenance_ops"] == start
+    assert step.item() == 20
+    assert _capture.provenance(step) == ("G", "the step counter", False)
+
+    batch = torch.randn(4)
+    _capture.tag(batch, "D", "batch 0")
+    before_attach.add_(batch)  # written from a tagged tensor
+    torch.mul(batch, 2, out=out)
+    assert meshscope.stats()["provenance_ops"] - start >= 2
+    assert _capture.provenance(before_attach) == ("D", "batch 0", True)
+    assert _capture.provenance(out) == ("D", "batch 0", True)
+    meshscope.detach()
+
+
 @pytest.mark.parametrize("hook", ["dispatcher", "mode"])
 def test_both_hooks_reconcile_the_same_incident(mesh, run_dir, monkeypatch, hook):
     """MESHSCOPE_HOOK=mode selects the TorchDispatchMode that attach() falls

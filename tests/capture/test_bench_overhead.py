@@ -112,13 +112,14 @@ def test_hook_phases_are_summed_over_the_timed_steps_only():
     """Configuration 13: stats() gives each phase as ns per op since attach;
     the timed span's ns are the difference of two readings' totals."""
     before = {"dtensor_ops": 10.0, "plain_ops": 4.0, "stack_ns": 100.0, "op_ns": 1000.0,
-              "plain_ns": 50.0}
+              "plain_ns": 50.0, "provenance_ops": 1.0}
     after = {"dtensor_ops": 30.0, "plain_ops": 8.0, "stack_ns": 150.0, "op_ns": 1000.0,
-             "plain_ns": 75.0}
+             "plain_ns": 75.0, "provenance_ops": 3.0}
     total = {}
     co.add_phases(total, before, after)
     co.add_phases(total, {}, after)  # a second block, from attach
     assert total["dtensor_ops"] == 20 + 30 and total["plain_ops"] == 4 + 8
+    assert total["provenance_ops"] == 2 + 3
     assert total["stack_ns"] == (30 * 150 - 10 * 100) + 30 * 150
     assert total["plain_ns"] == (8 * 75 - 4 * 50) + 8 * 75
 
@@ -145,6 +146,8 @@ def test_hook_phases_print_ns_per_op_and_the_agents_time_a_step(capsys):
     assert "(the op itself 9000)" in out
     assert "plain ops: 5 a step, 500 ns each in the hook; the agent's time a step: 4 us" in out
     assert "adapter" not in out  # none timed
+    co.print_phases({**total, "provenance_ops": 20.0}, steps=10)
+    assert "plain ops: 5 a step (2 keeping provenance), 500 ns each" in capsys.readouterr().out
 
 
 def test_hook_phases_print_the_adapters_calls_a_step_and_their_time(capsys):

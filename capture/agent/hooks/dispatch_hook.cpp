@@ -234,6 +234,17 @@ class UnboxedCall {
     torch::jit::Stack m_boxed;
 };
 
+// Whether an input other than the tensor an in-place or out= op writes
+// and returns (at argument `written`) may have a provenance to pass to it.
+bool fromOtherThanWritten(const Operands& inputs, int16_t written, const TensorTable& tensors) {
+    const c10::TensorImpl* output = nullptr;
+    for (const Operand& o : inputs)
+        if (o.index == written) output = o.tensor().unsafeGetTensorImpl();
+    return std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
+        return o.tensor().unsafeGetTensorImpl() != output && tensors.mayHaveProvenance(o.tensor());
+    });
+}
+
 template <class Call>
 MESHSCOPE_HOT void hookCall(Call& call) {
     const BenchCut cut = g_benchCut.load(std::memory_order_relaxed);
@@ -261,11 +272,17 @@ MESHSCOPE_HOT void hookCall(Call& call) {
         // hooks) pass on without the GIL.
         bool factory = (inputs.empty() || known->liftFresh) && known->info.isFactory &&
                        OpRecorder::tagsCreations(*agent);
+        // A provenance reaches an output that lacks one: none for an op
+        // that returns no tensor (the optimizer's step counter read by
+        // item()), and none from the argument an in-place op returns
+        // (its `step += 1`): that output is the argument itself.
         TensorTable& tensors = agent->tensors();
-        bool propagate = tensors.hasProvenance() &&
+        bool propagate = known->returnsTensors && tensors.hasProvenance() &&
                          std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
                              return tensors.mayHaveProvenance(o.tensor());
                          });
+        if (propagate && known->returnsWritten >= 0)
+            propagate = fromOtherThanWritten(inputs, known->returnsWritten, tensors);
         timing.pause();
         call.run();
         timing.resume();

@@ -298,6 +298,29 @@ void watchOperatorRemovals() {
     (void)watching;
 }
 
+bool holdsTensors(const c10::TypePtr& type) {
+    if (type->kind() == c10::TypeKind::TensorType) return true;
+    for (const c10::TypePtr& inner : type->containedTypes())
+        if (holdsTensors(inner)) return true;
+    return false;
+}
+
+int16_t writtenReturn(const c10::FunctionSchema& schema) {
+    if (schema.returns().size() != 1) return -1;
+    const c10::AliasInfo* returned = schema.returns()[0].alias_info();
+    if (!returned || !returned->isWrite() ||
+        schema.returns()[0].type()->kind() != c10::TypeKind::TensorType)
+        return -1;
+    const std::vector<c10::Argument>& arguments = schema.arguments();
+    for (size_t i = 0; i < arguments.size(); ++i) {
+        const c10::AliasInfo* written = arguments[i].alias_info();
+        if (written && written->isWrite() && written->beforeSets() == returned->beforeSets() &&
+            arguments[i].type()->kind() == c10::TypeKind::TensorType)
+            return int16_t(i);
+    }
+    return -1;
+}
+
 HookOp& TorchTypes::addHookOp(const c10::OperatorHandle& op, RankWriter& writer) {
     if (HookOp* there = hookOp(op)) return *there;  // published meanwhile
     const void* key = operatorKey(op);
@@ -315,6 +338,10 @@ HookOp& TorchTypes::addHookOp(const c10::OperatorHandle& op, RankWriter& writer)
         added.arguments = uint16_t(schema.arguments().size());
         added.returns = uint16_t(schema.returns().size());
         added.c10d = isC10dOp(schema);
+        added.returnsTensors =
+            std::any_of(schema.returns().begin(), schema.returns().end(),
+                        [](const c10::Argument& r) { return holdsTensors(r.type()); });
+        added.returnsWritten = writtenReturn(schema);
         describeOp(added.info, operatorText(schema.operator_name()), writer);
         added.liftFresh = added.info.text == "aten::lift_fresh";
         known = &added;

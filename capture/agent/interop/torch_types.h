@@ -88,7 +88,13 @@ struct HookOp {
     uint16_t returns = 0;
     bool c10d = false;       // a c10d op (isC10dOp)
     bool liftFresh = false;  // aten::lift_fresh (torch.tensor(data)'s birth)
-    OpInfo info;             // its name; `overload` and `call` stay empty
+    // What a plain op's provenance can reach: none of its returns is a
+    // tensor (item(), the in-place foreach ops) or its one return is an
+    // argument it wrote (add_, copy_, an out= variant): that argument's
+    // position, else -1. Such a return gets nothing from that argument.
+    bool returnsTensors = true;
+    int16_t returnsWritten = -1;
+    OpInfo info;  // its name; `overload` and `call` stay empty
 };
 
 // Counts the operators torch's dispatcher dropped (a torch.library.Library
@@ -332,6 +338,11 @@ class TorchTypes {
 // "aten::sub.Tensor", "aten::mm" (the default overload has no suffix), as
 // OpOverload.name() spells it.
 std::string operatorText(const c10::OperatorName& name);
+// Whether a value of this schema type holds tensors (Tensor, Tensor?,
+// Tensor[], tuples of them).
+bool holdsTensors(const c10::TypePtr& type);
+// HookOp::returnsWritten of an op with this schema.
+int16_t writtenReturn(const c10::FunctionSchema& schema);
 // Name, factory/copy/in-place flags of `info` from the op's name.
 void describeOp(OpInfo& info, std::string text, RankWriter& writer);
 
