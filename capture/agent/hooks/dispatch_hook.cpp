@@ -234,15 +234,12 @@ class UnboxedCall {
     torch::jit::Stack m_boxed;
 };
 
-// Whether an input other than the tensor an in-place or out= op writes
-// and returns (at argument `written`) may have a provenance to pass to it.
-bool fromOtherThanWritten(const Operands& inputs, int16_t written, const TensorTable& tensors) {
-    const c10::TensorImpl* output = nullptr;
+// The tensor an in-place or out= op writes and returns (at argument
+// `written`, -1: none): a provenance it has is its output's already.
+const c10::TensorImpl* writtenInput(const Operands& inputs, int16_t written) {
     for (const Operand& o : inputs)
-        if (o.index == written) output = o.tensor().unsafeGetTensorImpl();
-    return std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
-        return o.tensor().unsafeGetTensorImpl() != output && tensors.mayHaveProvenance(o.tensor());
-    });
+        if (o.index == written) return o.tensor().unsafeGetTensorImpl();
+    return nullptr;
 }
 
 template <class Call>
@@ -277,12 +274,14 @@ MESHSCOPE_HOT void hookCall(Call& call) {
         // item()), and none from the argument an in-place op returns
         // (its `step += 1`): that output is the argument itself.
         TensorTable& tensors = agent->tensors();
-        bool propagate = known->returnsTensors && tensors.hasProvenance() &&
-                         std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
-                             return tensors.mayHaveProvenance(o.tensor());
-                         });
-        if (propagate && known->returnsWritten >= 0)
-            propagate = fromOtherThanWritten(inputs, known->returnsWritten, tensors);
+        bool propagate = known->returnsTensors && tensors.hasProvenance();
+        if (propagate) {
+            const c10::TensorImpl* written = writtenInput(inputs, known->returnsWritten);
+            propagate = std::any_of(inputs.begin(), inputs.end(), [&](const Operand& o) {
+                return o.tensor().unsafeGetTensorImpl() != written &&
+                       tensors.mayHaveProvenance(o.tensor());
+            });
+        }
         timing.pause();
         call.run();
         timing.resume();
